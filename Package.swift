@@ -1,0 +1,63 @@
+// swift-tools-version:6.0
+//
+// Formwall: a streaming multipart/form-data filtering reverse proxy.
+//
+//   CLinux, COpenSSL, CZlib   C headers and static inline shims only
+//   Multipart                 streaming parser, parameter parsing, canonical encoder (pure)
+//   HTTP1                     request/response heads, chunked framing (pure)
+//   Inspect                   sniffing, hashing, filename checks, CSPRNG
+//   Rules                     rule-file language and compiled Policy (pure)
+//   Audit, Quarantine         JSON-lines audit sink; durable quarantine store
+//   Reactor                   syscall funnel, epoll selector, event loop, timers, sockets
+//   Proxy                     per-connection state machines and body stages
+//   formwall                  thin executable: CLI, configuration, signals
+import PackageDescription
+
+let package = Package(
+    name: "Formwall",
+    products: [
+        .executable(name: "formwall", targets: ["formwall"]),
+    ],
+    targets: [
+        .target(name: "CLinux"),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
+        .target(name: "Multipart"),
+        .target(name: "HTTP1"),
+        .target(name: "Inspect", dependencies: ["COpenSSL", "CZlib"]),
+        .target(name: "Rules", dependencies: ["Multipart"]),
+        .target(name: "Audit", dependencies: ["CZlib"]),
+        .target(name: "Quarantine", dependencies: ["Inspect", "COpenSSL"]),
+        .target(name: "Reactor", dependencies: ["CLinux"]),
+        .target(
+            name: "Proxy",
+            dependencies: ["Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine"]
+        ),
+        .executableTarget(
+            name: "formwall",
+            dependencies: ["Proxy", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine"]
+        ),
+        .executableTarget(
+            name: "formwall-bench",
+            dependencies: ["Multipart", "Inspect"],
+            path: "bench/codec"
+        ),
+        .testTarget(name: "ShimTests", dependencies: ["CLinux", "COpenSSL", "CZlib"]),
+        .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect"]),
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
+        .testTarget(name: "InspectTests", dependencies: ["Inspect"]),
+        .testTarget(name: "RulesTests", dependencies: ["Rules", "Multipart"]),
+        .testTarget(name: "AuditTests", dependencies: ["Audit"]),
+        .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect"]),
+        .testTarget(name: "ReactorTests", dependencies: ["Reactor", "CLinux"]),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor"]),
+    ]
+)

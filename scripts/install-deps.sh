@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need: Debian packages when missing,
+# and a Python venv at .venv with the PyPI packages the tests use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/pip install -q --disable-pip-version-check -r Tests/requirements.txt
