@@ -1,0 +1,121 @@
+/// A structural oddity the multipart parser noticed and tolerated.
+///
+/// The parser never guesses silently: every leniency it applies is reported as one of these flags,
+/// on the part where it happened or on the request. The policy layer decides whether a flag
+/// rejects the request, is logged, or is allowed. Each flag has a stable kebab-case `name` used
+/// in rule files (`anomaly header-folding reject;`), the audit log and `formwall inspect`.
+public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
+    /// The Content-Type boundary parameter was a quoted-string.
+    case boundaryQuoted
+    /// Whitespace around `=` or inside the boundary parameter.
+    case boundaryWhitespace
+    /// Bytes before the first delimiter (a preamble).
+    case dataBefore
+    /// Bytes after the close delimiter other than one CRLF (an epilogue).
+    case dataAfter
+    /// A part header continued on a line starting with space or tab (obs-fold).
+    case headerFolding
+    /// A line ended with a bare LF instead of CRLF (delimiter or part header line).
+    case lfLine
+    /// Parameters in a header not separated by `;`.
+    case missingSemicolon
+    /// Single-quoted, unterminated or otherwise unbalanced quoting in a parameter value.
+    case invalidQuoting
+    /// A backslash escape inside a quoted-string parameter value.
+    case backslashEscape
+    /// More than one Content-Disposition header in a part.
+    case duplicateContentDisposition
+    /// Any other part header repeated (for example two Content-Type headers).
+    case duplicateHeader
+    /// A Content-Disposition parameter given more than once.
+    case duplicateParameter
+    /// A Content-Disposition parameter other than `name`, `filename` and `filename*`.
+    case unknownParameter
+    /// A disposition type other than `form-data`.
+    case dispositionNotFormData
+    /// No Content-Disposition header at all.
+    case missingContentDisposition
+    /// `filename` and `filename*` both present and different.
+    case filenameMismatch
+    /// An RFC 5987 `filename*` value that could not be decoded.
+    case invalidExtendedValue
+    /// NUL or other control characters in a part header.
+    case controlCharacters
+    /// A header value or parameter that is not valid UTF-8.
+    case invalidUTF8
+    /// A Content-Transfer-Encoding part header (deprecated by RFC 7578; never decoded).
+    case contentTransferEncoding
+    /// A part without a `name` parameter.
+    case missingName
+    /// A part whose Content-Type is itself multipart.
+    case nestedMultipart
+    /// A line in the body that starts like the delimiter but is not one.
+    case delimiterLookalike
+    /// A part header other than Content-Disposition, Content-Type and Content-Transfer-Encoding.
+    case unknownPartHeader
+
+    /// The stable name used in rule files, audit records and tool output.
+    public var name: String {
+        switch self {
+        case .boundaryQuoted: return "boundary-quoted"
+        case .boundaryWhitespace: return "boundary-whitespace"
+        case .dataBefore: return "data-before"
+        case .dataAfter: return "data-after"
+        case .headerFolding: return "header-folding"
+        case .lfLine: return "lf-line"
+        case .missingSemicolon: return "missing-semicolon"
+        case .invalidQuoting: return "invalid-quoting"
+        case .backslashEscape: return "backslash-escape"
+        case .duplicateContentDisposition: return "duplicate-content-disposition"
+        case .duplicateHeader: return "duplicate-header"
+        case .duplicateParameter: return "duplicate-parameter"
+        case .unknownParameter: return "unknown-parameter"
+        case .dispositionNotFormData: return "disposition-not-form-data"
+        case .missingContentDisposition: return "missing-content-disposition"
+        case .filenameMismatch: return "filename-mismatch"
+        case .invalidExtendedValue: return "invalid-extended-value"
+        case .controlCharacters: return "control-characters"
+        case .invalidUTF8: return "invalid-utf8"
+        case .contentTransferEncoding: return "content-transfer-encoding"
+        case .missingName: return "missing-name"
+        case .nestedMultipart: return "nested-multipart"
+        case .delimiterLookalike: return "delimiter-lookalike"
+        case .unknownPartHeader: return "unknown-part-header"
+        }
+    }
+
+    /// Looks a flag up by its stable name.
+    public init?(name: String) {
+        guard let found = MultipartAnomaly.allCases.first(where: { $0.name == name }) else { return nil }
+        self = found
+    }
+}
+
+/// A compact set of anomaly flags (one bit per `MultipartAnomaly`).
+public struct MultipartAnomalies: Sendable, Hashable, Sequence {
+    /// The raw bit set; bit `n` is `MultipartAnomaly(rawValue: n)`.
+    public private(set) var bits: UInt32
+
+    /// The empty set.
+    public init() { bits = 0 }
+
+    /// Whether no flag is set.
+    @inlinable public var isEmpty: Bool { bits == 0 }
+
+    /// Whether `flag` is set.
+    @inlinable public func contains(_ flag: MultipartAnomaly) -> Bool { bits & (1 << UInt32(flag.rawValue)) != 0 }
+
+    /// Sets `flag`.
+    @inlinable public mutating func insert(_ flag: MultipartAnomaly) { bits |= 1 << UInt32(flag.rawValue) }
+
+    /// Adds every flag of `other`.
+    @inlinable public mutating func formUnion(_ other: MultipartAnomalies) { bits |= other.bits }
+
+    /// The flags in declaration order.
+    public func makeIterator() -> IndexingIterator<[MultipartAnomaly]> {
+        MultipartAnomaly.allCases.filter { contains($0) }.makeIterator()
+    }
+
+    /// The flags' stable names in declaration order.
+    public var names: [String] { map(\.name) }
+}
