@@ -94,7 +94,7 @@ public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
 /// A compact set of anomaly flags (one bit per `MultipartAnomaly`).
 public struct MultipartAnomalies: Sendable, Hashable, Sequence {
     /// The raw bit set; bit `n` is `MultipartAnomaly(rawValue: n)`.
-    public private(set) var bits: UInt32
+    public var bits: UInt32
 
     /// The empty set.
     public init() { bits = 0 }
