@@ -1,0 +1,67 @@
+import COpenSSL
+
+/// A streaming SHA-256 digest computed with OpenSSL's EVP interface.
+///
+/// Feed it byte slices as they stream past with `update(_:)`; it never holds the data.
+/// `finalize()` may be called once; afterwards the hasher must not be used again.
+public final class SHA256Hasher {
+    private let ctx: OpaquePointer
+    private var finished = false
+
+    /// Creates a hasher ready for input.
+    public init() {
+        guard let ctx = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new failed: out of memory") }
+        self.ctx = ctx
+        guard EVP_DigestInit_ex(ctx, EVP_sha256(), nil) == 1 else { preconditionFailure("EVP_DigestInit_ex failed") }
+    }
+
+    deinit { EVP_MD_CTX_free(ctx) }
+
+    /// Adds `bytes` to the digest.
+    @inline(__always)
+    public func update(_ bytes: UnsafeRawBufferPointer) {
+        precondition(!finished, "SHA256Hasher used after finalize()")
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        _ = EVP_DigestUpdate(ctx, base, bytes.count)
+    }
+
+    /// Adds `bytes` to the digest.
+    public func update(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { update($0) }
+    }
+
+    /// Finishes the digest and returns its 32 bytes.
+    public func finalize() -> [UInt8] {
+        precondition(!finished, "SHA256Hasher finalized twice")
+        finished = true
+        var out = [UInt8](repeating: 0, count: 32)
+        var len: UInt32 = 0
+        _ = EVP_DigestFinal_ex(ctx, &out, &len)
+        return out
+    }
+
+    /// Finishes the digest and returns it as 64 lowercase hex characters.
+    public func finalizeHex() -> String { Hex.encode(finalize()) }
+
+    /// The SHA-256 of `bytes` as lowercase hex.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let h = SHA256Hasher()
+        h.update(bytes)
+        return h.finalizeHex()
+    }
+}
+
+/// Lowercase hexadecimal encoding.
+public enum Hex {
+    /// Encodes `bytes` as lowercase hex.
+    public static func encode(_ bytes: [UInt8]) -> String {
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

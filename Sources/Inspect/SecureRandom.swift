@@ -1,0 +1,30 @@
+import COpenSSL
+
+/// Random values from OpenSSL's CSPRNG (`RAND_bytes`).
+public enum SecureRandom {
+    /// Fills and returns `count` random bytes. Traps if the CSPRNG fails, which is never recoverable.
+    public static func bytes(_ count: Int) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: count)
+        guard count > 0 else { return out }
+        let rc = out.withUnsafeMutableBytes { RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(count)) }
+        precondition(rc == 1, "RAND_bytes failed")
+        return out
+    }
+
+    /// A fresh multipart boundary: `formwall-` followed by 32 random characters from `[0-9A-Za-z]`
+    /// (about 190 bits), well inside RFC 2046's 70-character limit.
+    public static func boundary() -> [UInt8] {
+        let alphabet: [UInt8] = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
+        var out: [UInt8] = Array("formwall-".utf8)
+        // Rejection sampling keeps the distribution uniform over 62 symbols.
+        while out.count < 9 + 32 {
+            for b in bytes(48) where b < 248 && out.count < 9 + 32 {
+                out.append(alphabet[Int(b % 62)])
+            }
+        }
+        return out
+    }
+
+    /// A random identifier of `count` bytes as lowercase hex (request ids, quarantine ids).
+    public static func hexID(bytes count: Int = 16) -> String { Hex.encode(bytes(count)) }
+}
