@@ -30,7 +30,7 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
-        .target(name: "Multipart"),
+        .target(name: "Multipart", dependencies: ["CLinux"]),
         .target(name: "HTTP1"),
         .target(name: "Inspect", dependencies: ["COpenSSL", "CZlib"]),
         .target(name: "Rules", dependencies: ["Multipart"]),

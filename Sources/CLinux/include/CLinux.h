@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
@@ -32,6 +33,15 @@ int cl_signalfd(const sigset_t *set);
 
 /// Reads one signalfd record; returns the signal number, 0 on EAGAIN, -1 on error.
 int cl_signalfd_read(int fd);
+
+/// glibc's memmem, a GNU extension that Swift's Glibc module does not import (declared here rather than
+/// defining _GNU_SOURCE, which would make this module's libc types differ from SwiftGlibc's).
+extern void *memmem(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len);
+
+/// memmem under a name Swift can see.
+static inline void *cl_memmem(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len) {
+    return memmem(haystack, haystack_len, needle, needle_len);
+}
 
 // Constants exposed as functions so Swift sees them as plain values.
 static inline int cl_sock_nonblock(void) { return SOCK_NONBLOCK; }

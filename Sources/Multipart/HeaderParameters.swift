@@ -1,0 +1,167 @@
+/// Parsing of `value; name=value; name="quoted"` header fields (Content-Type, Content-Disposition).
+///
+/// The parser is deliberately tolerant of what real clients send and reports every tolerance as an
+/// anomaly flag, so the policy decides and the canonical re-encoding removes the ambiguity:
+///
+/// * quoted-strings with `\"` and `\\` escapes (`backslash-escape`); any other backslash is kept
+///   literally, because old IE sends `C:\path\file.txt` unescaped;
+/// * unquoted values running to the next `;` (iOS sends `name=username; filename=photo.bmp`),
+///   trailing whitespace trimmed; inner whitespace, a leading `'` or a stray quote is `invalid-quoting`;
+/// * whitespace around `=`; parameters not separated by `;` (`missing-semicolon`);
+/// * parameter names are case-insensitive and returned lowercased.
+public struct HeaderParameters: Sendable, Equatable {
+    /// One `name=value` pair.
+    public struct Parameter: Sendable, Equatable {
+        /// The lowercased parameter name.
+        public var name: [UInt8]
+        /// The unquoted, unescaped value.
+        public var value: [UInt8]
+        /// Whether the value was a quoted-string.
+        public var quoted: Bool
+        /// Whether whitespace surrounded the `=`.
+        public var spaceAroundEquals: Bool
+    }
+
+    /// The leading value (`form-data`, `multipart/form-data`), lowercased, surrounding whitespace removed.
+    public var value: [UInt8]
+    /// The parameters in order of appearance, duplicates included.
+    public var parameters: [Parameter]
+    /// Tolerances applied while parsing.
+    public var anomalies: MultipartAnomalies
+
+    /// The first parameter called `name` (lowercase ASCII).
+    public func first(_ name: String) -> Parameter? {
+        let key = Array(name.utf8)
+        return parameters.first { $0.name == key }
+    }
+
+    /// How many parameters are called `name` (lowercase ASCII).
+    public func count(_ name: String) -> Int {
+        let key = Array(name.utf8)
+        return parameters.reduce(0) { $0 + ($1.name == key ? 1 : 0) }
+    }
+
+    /// Parses a header field value.
+    public static func parse(_ bytes: some Collection<UInt8>) -> HeaderParameters {
+        let b = Array(bytes)
+        var i = 0
+        var anomalies = MultipartAnomalies()
+        let n = b.count
+        @inline(__always) func skipOWS() { while i < n, b[i] == ASCII.space || b[i] == ASCII.tab { i += 1 } }
+
+        skipOWS()
+        let valueStart = i
+        while i < n, b[i] != ASCII.semicolon { i += 1 }
+        var valueEnd = i
+        while valueEnd > valueStart, b[valueEnd - 1] == ASCII.space || b[valueEnd - 1] == ASCII.tab { valueEnd -= 1 }
+        let value = ASCII.lowercased(b[valueStart..<valueEnd])
+
+        var params: [Parameter] = []
+        while i < n {
+            // Separator: one `;`, possibly more (empty parameters are skipped).
+            if b[i] == ASCII.semicolon {
+                i += 1
+                skipOWS()
+                continue
+            }
+            // Parameter name.
+            let nameStart = i
+            while i < n, b[i] != ASCII.equals, b[i] != ASCII.semicolon, b[i] != ASCII.space, b[i] != ASCII.tab {
+                i += 1
+            }
+            let name = ASCII.lowercased(b[nameStart..<i])
+            var spaced = false
+            if i < n, b[i] == ASCII.space || b[i] == ASCII.tab { spaced = true; skipOWS() }
+            guard i < n, b[i] == ASCII.equals else {
+                // A bare word: either a missing `=` or two parameters without `;`.
+                if !name.isEmpty { anomalies.insert(.invalidQuoting) }
+                params.append(Parameter(name: name, value: [], quoted: false, spaceAroundEquals: spaced))
+                if i < n, b[i] != ASCII.semicolon { anomalies.insert(.missingSemicolon) }
+                continue
+            }
+            i += 1
+            if i < n, b[i] == ASCII.space || b[i] == ASCII.tab { spaced = true; skipOWS() }
+            var val: [UInt8] = []
+            var quoted = false
+            if i < n, b[i] == ASCII.quote {
+                quoted = true
+                i += 1
+                var closed = false
+                while i < n {
+                    let c = b[i]
+                    if c == ASCII.quote { closed = true; i += 1; break }
+                    if c == ASCII.backslash, i + 1 < n, b[i + 1] == ASCII.quote || b[i + 1] == ASCII.backslash {
+                        anomalies.insert(.backslashEscape)
+                        val.append(b[i + 1])
+                        i += 2
+                        continue
+                    }
+                    val.append(c)
+                    i += 1
+                }
+                if !closed { anomalies.insert(.invalidQuoting) }
+                skipOWS()
+                if i < n, b[i] != ASCII.semicolon {
+                    // Junk after the closing quote (`name="a"b`) or a missing `;`.
+                    if b[i] == ASCII.quote { anomalies.insert(.invalidQuoting) } else { anomalies.insert(.missingSemicolon) }
+                }
+            } else {
+                let start = i
+                while i < n, b[i] != ASCII.semicolon { i += 1 }
+                var end = i
+                while end > start, b[end - 1] == ASCII.space || b[end - 1] == ASCII.tab { end -= 1 }
+                val = Array(b[start..<end])
+                if val.first == ASCII.apostrophe || val.contains(ASCII.quote)
+                    || val.contains(ASCII.space) || val.contains(ASCII.tab) {
+                    anomalies.insert(.invalidQuoting)
+                }
+            }
+            params.append(Parameter(name: name, value: val, quoted: quoted, spaceAroundEquals: spaced))
+        }
+        return HeaderParameters(value: value, parameters: params, anomalies: anomalies)
+    }
+}
+
+/// ASCII constants and helpers shared by the header parsers.
+enum ASCII {
+    static let tab: UInt8 = 0x09
+    static let lf: UInt8 = 0x0A
+    static let cr: UInt8 = 0x0D
+    static let space: UInt8 = 0x20
+    static let quote: UInt8 = 0x22
+    static let percent: UInt8 = 0x25
+    static let apostrophe: UInt8 = 0x27
+    static let hyphen: UInt8 = 0x2D
+    static let colon: UInt8 = 0x3A
+    static let semicolon: UInt8 = 0x3B
+    static let equals: UInt8 = 0x3D
+    static let backslash: UInt8 = 0x5C
+
+    /// RFC 9110 tchar.
+    static func isTChar(_ c: UInt8) -> Bool {
+        switch c {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: return true
+        default: return false
+        }
+    }
+
+    /// ASCII-lowercases a byte sequence.
+    static func lowercased(_ s: some Collection<UInt8>) -> [UInt8] {
+        s.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+    }
+
+    /// Case-insensitive comparison against a lowercase ASCII literal.
+    static func equalsLower(_ s: some Collection<UInt8>, _ lower: String) -> Bool {
+        s.count == lower.utf8.count && zip(s, lower.utf8).allSatisfy { ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }
+    }
+
+    static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x41...0x46: return c - 0x41 + 10
+        case 0x61...0x66: return c - 0x61 + 10
+        default: return nil
+        }
+    }
+}

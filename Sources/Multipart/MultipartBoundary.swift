@@ -1,0 +1,49 @@
+/// Extracts and validates the boundary of a `multipart/form-data` Content-Type (RFC 2046 §5.1.1, RFC 7578).
+public enum MultipartBoundary {
+    /// The result of parsing a request Content-Type.
+    public struct Parsed: Sendable, Equatable {
+        /// The boundary, without the leading `--`.
+        public var boundary: [UInt8]
+        /// `boundary-quoted` and `boundary-whitespace` as seen.
+        public var anomalies: MultipartAnomalies
+    }
+
+    /// Parses `multipart/form-data; boundary=…`, quoted or not.
+    ///
+    /// Rejects: a media type other than multipart/form-data, a missing, duplicated, empty or over-70-character
+    /// boundary, characters outside RFC 2046's `bchars`, a boundary ending in a space, and a Content-Type longer
+    /// than `limits.maxContentTypeBytes`.
+    public static func parse(contentType: some Collection<UInt8>, limits: MultipartLimits = MultipartLimits())
+        throws(MultipartError) -> Parsed
+    {
+        guard contentType.count <= limits.maxContentTypeBytes else { throw MultipartError(.contentTypeTooLong) }
+        let header = HeaderParameters.parse(contentType)
+        guard header.value == Array("multipart/form-data".utf8) else { throw MultipartError(.notMultipart) }
+        let count = header.count("boundary")
+        guard count > 0 else { throw MultipartError(.missingBoundary) }
+        guard count == 1 else { throw MultipartError(.duplicateBoundary) }
+        let param = header.first("boundary")!
+        var anomalies = MultipartAnomalies()
+        if param.quoted { anomalies.insert(.boundaryQuoted) }
+        if param.spaceAroundEquals { anomalies.insert(.boundaryWhitespace) }
+        let b = param.value
+        guard isValid(b) else { throw MultipartError(.invalidBoundary) }
+        if b.contains(ASCII.space) { anomalies.insert(.boundaryWhitespace) }
+        return Parsed(boundary: b, anomalies: anomalies)
+    }
+
+    /// Whether `b` is 1–70 `bchars` not ending in a space.
+    public static func isValid(_ b: [UInt8]) -> Bool {
+        guard !b.isEmpty, b.count <= 70, b.last != ASCII.space else { return false }
+        return b.allSatisfy(isBChar)
+    }
+
+    /// RFC 2046 bchars: DIGIT / ALPHA / `'()+_,-./:=?` and space.
+    static func isBChar(_ c: UInt8) -> Bool {
+        switch c {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        case 0x27, 0x28, 0x29, 0x2B, 0x5F, 0x2C, 0x2D, 0x2E, 0x2F, 0x3A, 0x3D, 0x3F, 0x20: return true
+        default: return false
+        }
+    }
+}

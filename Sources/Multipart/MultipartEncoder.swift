@@ -1,0 +1,100 @@
+/// Writes a canonical multipart/form-data body, incrementally, around part data the caller streams.
+///
+/// Every part gets exactly `Content-Disposition: form-data; name="…"` (plus `; filename="…"` for files)
+/// and, for files only, a normalised `Content-Type`. Nothing else from the client's part headers survives,
+/// so the upstream cannot be confused by folding, duplicates, `filename*`, odd quoting or bare LFs.
+/// Names and filenames are escaped as the HTML standard does for form submission: `"` → `%22`,
+/// CR → `%0D`, LF → `%0A`. Part data is never touched: the caller writes it between heads.
+///
+///     --B\r\n<head>\r\n\r\n<data>  \r\n--B\r\n<head>\r\n\r\n<data>  \r\n--B--\r\n
+///     └── writePartHead ──┘        └────── writePartHead ───────┘   └ writeClose ┘
+public struct MultipartEncoder: Sendable {
+    /// The boundary, without `--`. Use `SecureRandom.boundary()` for a fresh one.
+    public let boundary: [UInt8]
+    private var started = false
+
+    /// Creates an encoder for `boundary`, which must be a valid RFC 2046 boundary.
+    public init(boundary: [UInt8]) {
+        precondition(MultipartBoundary.isValid(boundary), "invalid boundary")
+        self.boundary = boundary
+    }
+
+    /// The request Content-Type for the encoded body.
+    public var contentType: String { "multipart/form-data; boundary=" + String(decoding: boundary, as: UTF8.self) }
+
+    /// Appends the delimiter and canonical headers of `part` to `out`; the part's data follows.
+    public mutating func writePartHead(_ part: MultipartPart, into out: inout [UInt8]) {
+        if started { out.append(contentsOf: [ASCII.cr, ASCII.lf]) }
+        started = true
+        out.append(contentsOf: [ASCII.hyphen, ASCII.hyphen])
+        out.append(contentsOf: boundary)
+        out.append(contentsOf: Self.crlfDisposition)
+        Self.appendEscaped(part.name ?? [], to: &out)
+        out.append(ASCII.quote)
+        if let filename = part.filename {
+            out.append(contentsOf: Self.filenameParam)
+            Self.appendEscaped(filename, to: &out)
+            out.append(ASCII.quote)
+            out.append(contentsOf: Self.crlfContentType)
+            out.append(contentsOf: Self.canonicalContentType(part.contentType))
+        }
+        out.append(contentsOf: [ASCII.cr, ASCII.lf, ASCII.cr, ASCII.lf])
+    }
+
+    /// Appends the close delimiter (and a final CRLF) to `out`.
+    public mutating func writeClose(into out: inout [UInt8]) {
+        if started { out.append(contentsOf: [ASCII.cr, ASCII.lf]) }
+        started = true
+        out.append(contentsOf: [ASCII.hyphen, ASCII.hyphen])
+        out.append(contentsOf: boundary)
+        out.append(contentsOf: [ASCII.hyphen, ASCII.hyphen, ASCII.cr, ASCII.lf])
+    }
+
+    /// The part as the upstream will see it after encoding and re-parsing: escaped name and filename,
+    /// canonical Content-Type for files, no Content-Type for fields, no anomalies.
+    public static func canonical(_ part: MultipartPart) -> MultipartPart {
+        var name: [UInt8] = []
+        appendEscaped(part.name ?? [], to: &name)
+        var filename: [UInt8]?
+        if let f = part.filename {
+            var escaped: [UInt8] = []
+            appendEscaped(f, to: &escaped)
+            filename = escaped
+        }
+        return MultipartPart(name: name, filename: filename,
+                             contentType: part.filename == nil ? nil : canonicalContentType(part.contentType))
+    }
+
+    /// Normalises a declared file Content-Type: lowercase `type/subtype` of valid tokens, keeping only a
+    /// token `charset` parameter; anything missing or malformed becomes `application/octet-stream`.
+    public static func canonicalContentType(_ declared: [UInt8]?) -> [UInt8] {
+        let fallback = Array("application/octet-stream".utf8)
+        guard let declared else { return fallback }
+        let parsed = HeaderParameters.parse(declared)
+        let v = parsed.value
+        guard let slash = v.firstIndex(of: 0x2F), slash > 0, slash < v.count - 1,
+              v[..<slash].allSatisfy(ASCII.isTChar), v[(slash + 1)...].allSatisfy(ASCII.isTChar)
+        else { return fallback }
+        var out = v
+        if let cs = parsed.first("charset"), !cs.value.isEmpty, cs.value.allSatisfy(ASCII.isTChar) {
+            out.append(contentsOf: Array("; charset=".utf8))
+            out.append(contentsOf: ASCII.lowercased(cs.value))
+        }
+        return out
+    }
+
+    private static let crlfDisposition = Array("\r\nContent-Disposition: form-data; name=\"".utf8)
+    private static let filenameParam = Array("; filename=\"".utf8)
+    private static let crlfContentType = Array("\r\nContent-Type: ".utf8)
+
+    private static func appendEscaped(_ value: [UInt8], to out: inout [UInt8]) {
+        for c in value {
+            switch c {
+            case ASCII.quote: out.append(contentsOf: [ASCII.percent, 0x32, 0x32])
+            case ASCII.cr: out.append(contentsOf: [ASCII.percent, 0x30, 0x44])
+            case ASCII.lf: out.append(contentsOf: [ASCII.percent, 0x30, 0x41])
+            default: out.append(c)
+            }
+        }
+    }
+}

@@ -1,0 +1,403 @@
+import CLinux
+import Glibc
+
+// The streaming multipart/form-data parser.
+//
+//   bytes ──► start ──(no "--boundary" at offset 0)──► scanning (preamble, discarded)
+//               │                                        │
+//               └──────────► delimiterTail ◄─────────────┘   "\n--boundary" found by memmem
+//                              │    │    └──(not "--", padding+CRLF)──► replay ──► scanning (as data)
+//                        "--"  │    └── CRLF ──► headers ──(empty line)──► scanning (part data) ─┐
+//                              ▼                                                                  │
+//                          epilogue ◄────────────────────────────────── delimiterTail ◄──────────┘
+//
+// Part data is found with one memmem per chunk for the LF form of the delimiter ("\n--" + boundary);
+// a CR just before it makes it a CRLF delimiter. The only bytes the parser keeps across calls are the
+// current part's header block (bounded by `maxPartHeaderBytes`), a held-back delimiter prefix at a
+// chunk end (shorter than the delimiter, kept as pattern offsets, not copied), and at most
+// `maxTransportPadding + 2` bytes after a delimiter candidate.
+
+/// One thing the parser found. `partData` spans are valid only until the next call into the parser:
+/// they point into the caller's chunk or into the parser's own pattern storage, never copied.
+public enum MultipartEvent {
+    /// A part's headers are complete.
+    case partBegin(MultipartPart)
+    /// Bytes of the current part's body.
+    case partData(UnsafeRawBufferPointer)
+    /// The current part's body is complete.
+    case partEnd
+    /// The close delimiter was seen; the body is complete (later bytes are epilogue).
+    case end
+}
+
+/// A pure, incremental multipart/form-data parser: fed byte slices, it returns events; it does no I/O.
+///
+/// Feed any chunking, one byte at a time or the whole body at once: the events are the same (data spans
+/// may be split differently). Call `next(_:consumed:)` until it returns `nil` (the chunk is used up), then
+/// feed the next chunk; at end of input call `finish()`, which throws when the close delimiter never came.
+public final class MultipartParser {
+    private enum TailPhase { case start, dash, padding, cr }
+
+    private enum State {
+        /// Matching `--boundary` at the very start of the body; `matched` bytes so far.
+        case start(matched: Int)
+        /// Scanning for a delimiter; `crlfPattern[heldFrom..<heldTo]` is a held-back possible prefix.
+        case scanning(heldFrom: Int, heldTo: Int)
+        /// After `--boundary`; `from` is where the candidate began in `crlfPattern` (0 CRLF, 1 LF, 2 start).
+        case delimiterTail(from: Int, phase: TailPhase)
+        /// A candidate was not a delimiter: give its pattern bytes back as data.
+        case replay(from: Int)
+        /// Then the padding bytes consumed after it.
+        case replayTail
+        /// Accumulating a part header block.
+        case headers
+        /// `partEnd` was returned for the last part; `end` comes next.
+        case pendingEnd
+        /// After the close delimiter; `seen` bytes of an optional final CRLF.
+        case epilogue(seen: Int)
+    }
+
+    /// The limits in force.
+    public let limits: MultipartLimits
+    /// Request-level anomalies seen so far (part-level ones are on each `MultipartPart`).
+    public private(set) var anomalies: MultipartAnomalies
+    /// Body bytes consumed so far.
+    public private(set) var offset: UInt64 = 0
+    /// Parts begun so far.
+    public private(set) var partCount = 0
+    /// Whether `end` has been returned.
+    public private(set) var isComplete = false
+
+    private let crlfPattern: UnsafeMutableRawBufferPointer   // "\r\n--" + boundary
+    private let lfPattern: UnsafeRawBufferPointer            // "\n--" + boundary (a view of crlfPattern)
+    private let tail: UnsafeMutableRawBufferPointer
+    private var tailCount = 0
+    private var headerBuf: [UInt8] = []
+    private var lineStart = 0
+    private var state: State = .start(matched: 0)
+    private var inPart = false
+    private var sawFirstDelimiter = false
+    private var preambleBytes: UInt64 = 0
+
+    /// Creates a parser for `boundary` (without the leading `--`), e.g. from `MultipartBoundary.parse`.
+    public init(boundary: [UInt8], limits: MultipartLimits = MultipartLimits(),
+                anomalies: MultipartAnomalies = MultipartAnomalies()) {
+        precondition(!boundary.isEmpty && boundary.count <= 200, "boundary must be validated first")
+        precondition(!boundary.contains(ASCII.lf) && !boundary.contains(ASCII.cr), "boundary must be validated first")
+        self.limits = limits
+        self.anomalies = anomalies
+        let pattern = [ASCII.cr, ASCII.lf, ASCII.hyphen, ASCII.hyphen] + boundary
+        crlfPattern = .allocate(byteCount: pattern.count, alignment: 1)
+        crlfPattern.copyBytes(from: pattern)
+        lfPattern = UnsafeRawBufferPointer(rebasing: crlfPattern[1...])
+        tail = .allocate(byteCount: max(limits.maxTransportPadding, 0) + 2, alignment: 1)
+        headerBuf.reserveCapacity(min(1024, limits.maxPartHeaderBytes))
+    }
+
+    deinit {
+        crlfPattern.deallocate()
+        tail.deallocate()
+    }
+
+    /// Bytes the parser currently retains between calls: the partial header block, a held-back delimiter
+    /// prefix and consumed transport padding. Bounded by `maxPartHeaderBytes + delimiter + padding + 2`.
+    public var retainedBytes: Int {
+        var held = 0
+        if case .scanning(let from, let to) = state { held = to - from }
+        if case .start(let matched) = state { held = matched }
+        return headerBuf.count + held + tailCount
+    }
+
+    /// Calls `handler` for every event in `chunk`. A convenience over `next(_:consumed:)`.
+    @inlinable
+    public func feed(_ chunk: UnsafeRawBufferPointer,
+                     _ handler: (MultipartEvent) throws(MultipartError) -> Void) throws(MultipartError) {
+        var consumed = 0
+        while let event = try next(chunk, consumed: &consumed) { try handler(event) }
+    }
+
+    /// Returns the next event found in `input[consumed...]`, advancing `consumed`, or `nil` once the whole
+    /// chunk is used up (`consumed == input.count`) and more input is needed.
+    public func next(_ input: UnsafeRawBufferPointer, consumed pos: inout Int) throws(MultipartError)
+        -> MultipartEvent?
+    {
+        let startPos = pos
+        defer { offset &+= UInt64(pos - startPos) }
+        while true {
+            switch state {
+            case .start(let matched):
+                let need = crlfPattern.count - 2 - matched
+                let avail = input.count - pos
+                let k = min(need, avail)
+                var m = 0
+                while m < k, input[pos + m] == crlfPattern[2 + matched + m] { m += 1 }
+                if m == need {
+                    pos += m
+                    tailCount = 0
+                    state = .delimiterTail(from: 2, phase: .start)
+                } else if m == avail {
+                    pos += m
+                    state = .start(matched: matched + m)
+                    return nil
+                } else {
+                    pos += m
+                    preambleBytes += UInt64(matched + m)
+                    state = .scanning(heldFrom: 0, heldTo: 0)
+                }
+
+            case .scanning(let heldFrom, let heldTo) where heldTo > heldFrom:
+                let need = crlfPattern.count - heldTo
+                let avail = input.count - pos
+                let k = min(need, avail)
+                var m = 0
+                while m < k, input[pos + m] == crlfPattern[heldTo + m] { m += 1 }
+                if m == need {
+                    pos += m
+                    tailCount = 0
+                    state = .delimiterTail(from: heldFrom, phase: .start)
+                } else if m == avail {
+                    pos += m
+                    state = .scanning(heldFrom: heldFrom, heldTo: heldTo + m)
+                    return nil
+                } else {
+                    // Not a delimiter: the held bytes were data after all. The input bytes that matched
+                    // contain no LF, so scanning resumes at `pos` without missing a candidate.
+                    state = .scanning(heldFrom: 0, heldTo: 0)
+                    let held = UnsafeRawBufferPointer(rebasing: crlfPattern[heldFrom..<heldTo])
+                    if inPart { return .partData(held) }
+                    preambleBytes += UInt64(held.count)
+                }
+
+            case .scanning:
+                let avail = input.count - pos
+                if avail == 0 { return nil }
+                let base = input.baseAddress! + pos
+                let needleCount = lfPattern.count
+                if let found = cl_memmem(base, avail, lfPattern.baseAddress!, needleCount) {
+                    let i = UnsafeRawPointer(found) - base
+                    let crlf = i > 0 && base.load(fromByteOffset: i - 1, as: UInt8.self) == ASCII.cr
+                    let dataEnd = crlf ? i - 1 : i
+                    if dataEnd > 0 {
+                        pos += dataEnd
+                        if inPart { return .partData(UnsafeRawBufferPointer(start: base, count: dataEnd)) }
+                        preambleBytes += UInt64(dataEnd)
+                        continue
+                    }
+                    pos += i + needleCount
+                    tailCount = 0
+                    state = .delimiterTail(from: crlf ? 0 : 1, phase: .start)
+                    continue
+                }
+                // No whole delimiter: hold back the longest suffix that may begin one.
+                var keep = avail
+                var heldFrom = 0
+                var heldTo = 0
+                var k = max(0, avail - (needleCount - 1))
+                while k < avail, let nl = memchr(base + k, Int32(ASCII.lf), avail - k) {
+                    let j = UnsafeRawPointer(nl) - base
+                    if memcmp(base + j, lfPattern.baseAddress!, avail - j) == 0 {
+                        keep = j
+                        heldFrom = 1
+                        heldTo = 1 + (avail - j)
+                        if j > 0, base.load(fromByteOffset: j - 1, as: UInt8.self) == ASCII.cr {
+                            keep = j - 1
+                            heldFrom = 0
+                        }
+                        break
+                    }
+                    k = j + 1
+                }
+                if heldTo == 0, base.load(fromByteOffset: avail - 1, as: UInt8.self) == ASCII.cr {
+                    keep = avail - 1
+                    heldFrom = 0
+                    heldTo = 1
+                }
+                pos += avail
+                state = .scanning(heldFrom: heldFrom, heldTo: heldTo)
+                if keep > 0 {
+                    if inPart { return .partData(UnsafeRawBufferPointer(start: base, count: keep)) }
+                    preambleBytes += UInt64(keep)
+                }
+                return nil
+
+            case .delimiterTail(let from, let phase):
+                if pos == input.count { return nil }
+                let c = input[pos]
+                switch phase {
+                case .start:
+                    if c == ASCII.hyphen {
+                        appendTail(c); pos += 1
+                        state = .delimiterTail(from: from, phase: .dash)
+                    } else if c == ASCII.space || c == ASCII.tab {
+                        appendTail(c); pos += 1
+                        state = .delimiterTail(from: from, phase: .padding)
+                    } else if c == ASCII.cr {
+                        appendTail(c); pos += 1
+                        state = .delimiterTail(from: from, phase: .cr)
+                    } else if c == ASCII.lf {
+                        pos += 1
+                        anomalies.insert(.lfLine)
+                        if let event = try confirmDelimiter(from: from, close: false) { return event }
+                    } else {
+                        lookalike(from: from)
+                    }
+                case .dash:
+                    if c == ASCII.hyphen {
+                        pos += 1
+                        tailCount = 0
+                        if let event = try confirmDelimiter(from: from, close: true) { return event }
+                    } else {
+                        lookalike(from: from)
+                    }
+                case .padding:
+                    if c == ASCII.space || c == ASCII.tab, tailCount < limits.maxTransportPadding {
+                        appendTail(c); pos += 1
+                    } else if c == ASCII.cr {
+                        appendTail(c); pos += 1
+                        state = .delimiterTail(from: from, phase: .cr)
+                    } else if c == ASCII.lf {
+                        pos += 1
+                        anomalies.insert(.lfLine)
+                        if let event = try confirmDelimiter(from: from, close: false) { return event }
+                    } else {
+                        lookalike(from: from)
+                    }
+                case .cr:
+                    if c == ASCII.lf {
+                        pos += 1
+                        if let event = try confirmDelimiter(from: from, close: false) { return event }
+                    } else {
+                        lookalike(from: from)
+                    }
+                }
+
+            case .replay(let from):
+                state = tailCount > 0 ? .replayTail : .scanning(heldFrom: 0, heldTo: 0)
+                let bytes = UnsafeRawBufferPointer(rebasing: crlfPattern[from...])
+                if inPart { return .partData(bytes) }
+                preambleBytes += UInt64(bytes.count)
+
+            case .replayTail:
+                state = .scanning(heldFrom: 0, heldTo: 0)
+                let bytes = UnsafeRawBufferPointer(rebasing: tail[0..<tailCount])
+                tailCount = 0
+                if inPart { return .partData(bytes) }
+                preambleBytes += UInt64(bytes.count)
+
+            case .headers:
+                let avail = input.count - pos
+                if avail == 0 { return nil }
+                let base = input.baseAddress! + pos
+                guard let nl = memchr(base, Int32(ASCII.lf), avail) else {
+                    guard headerBuf.count + avail <= limits.maxPartHeaderBytes else {
+                        throw MultipartError(.partHeadersTooLarge, at: offset + UInt64(pos - startPos))
+                    }
+                    headerBuf.append(contentsOf: UnsafeRawBufferPointer(start: base, count: avail))
+                    pos += avail
+                    return nil
+                }
+                let lineLen = UnsafeRawPointer(nl) - base + 1
+                guard headerBuf.count + lineLen <= limits.maxPartHeaderBytes else {
+                    throw MultipartError(.partHeadersTooLarge, at: offset + UInt64(pos - startPos))
+                }
+                headerBuf.append(contentsOf: UnsafeRawBufferPointer(start: base, count: lineLen))
+                pos += lineLen
+                let lineCount = headerBuf.count - lineStart
+                let isBlank = lineCount == 1 || (lineCount == 2 && headerBuf[lineStart] == ASCII.cr)
+                if !isBlank {
+                    lineStart = headerBuf.count
+                    continue
+                }
+                let errorOffset = offset + UInt64(pos - startPos)
+                let blockEnd = lineStart
+                let result = headerBuf.withUnsafeBytes { all in
+                    Result { () throws(MultipartError) -> MultipartPart in
+                        try MultipartPart.parse(headerBlock: UnsafeRawBufferPointer(rebasing: all[0..<blockEnd]))
+                    }
+                }
+                var part: MultipartPart
+                switch result {
+                case .success(let parsed): part = parsed
+                case .failure(let error): throw MultipartError(error.kind, at: errorOffset)
+                }
+                if lineCount == 1 { part.anomalies.insert(.lfLine) }
+                headerBuf.removeAll(keepingCapacity: true)
+                lineStart = 0
+                inPart = true
+                state = .scanning(heldFrom: 0, heldTo: 0)
+                return .partBegin(part)
+
+            case .pendingEnd:
+                state = .epilogue(seen: 0)
+                isComplete = true
+                return .end
+
+            case .epilogue(var seen):
+                while pos < input.count {
+                    let c = input[pos]
+                    if seen < 2, c == (seen == 0 ? ASCII.cr : ASCII.lf) {
+                        seen += 1
+                    } else {
+                        anomalies.insert(.dataAfter)
+                        seen = 2
+                    }
+                    pos += 1
+                }
+                state = .epilogue(seen: seen)
+                return nil
+            }
+        }
+    }
+
+    /// Declares the end of input. Throws `missing_initial_delimiter` or `truncated` unless the close
+    /// delimiter was seen.
+    public func finish() throws(MultipartError) {
+        switch state {
+        case .epilogue:
+            return
+        case .pendingEnd:
+            preconditionFailure("finish() called before draining events: call next() until it returns nil")
+        case .start, .scanning, .delimiterTail, .replay, .replayTail:
+            throw MultipartError(sawFirstDelimiter ? .truncated : .missingInitialDelimiter, at: offset)
+        case .headers:
+            throw MultipartError(.truncated, at: offset)
+        }
+    }
+
+    @inline(__always)
+    private func appendTail(_ c: UInt8) {
+        tail[tailCount] = c
+        tailCount += 1
+    }
+
+    private func lookalike(from: Int) {
+        anomalies.insert(.delimiterLookalike)
+        state = .replay(from: from)
+    }
+
+    private func confirmDelimiter(from: Int, close: Bool) throws(MultipartError) -> MultipartEvent? {
+        tailCount = 0
+        if from == 1 { anomalies.insert(.lfLine) }
+        if !sawFirstDelimiter {
+            sawFirstDelimiter = true
+            if preambleBytes > 0 { anomalies.insert(.dataBefore) }
+        }
+        let wasInPart = inPart
+        inPart = false
+        if !close {
+            partCount += 1
+            if partCount > limits.maxParts { throw MultipartError(.tooManyParts, at: offset) }
+            headerBuf.removeAll(keepingCapacity: true)
+            lineStart = 0
+            state = .headers
+            return wasInPart ? .partEnd : nil
+        }
+        if wasInPart {
+            state = .pendingEnd
+            return .partEnd
+        }
+        state = .epilogue(seen: 0)
+        isComplete = true
+        return .end
+    }
+}
