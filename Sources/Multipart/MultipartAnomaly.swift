@@ -116,6 +116,9 @@ public struct MultipartAnomalies: Sendable, Hashable, Sequence {
         MultipartAnomaly.allCases.filter { contains($0) }.makeIterator()
     }
 
+    /// Whether no flag of `flags` is set.
+    public func isDisjoint(with flags: [MultipartAnomaly]) -> Bool { !flags.contains { contains($0) } }
+
     /// The flags' stable names in declaration order.
     public var names: [String] { map(\.name) }
 }

@@ -139,6 +139,10 @@ public final class MultipartParser {
                     pos += m
                     state = .start(matched: matched + m)
                     return nil
+                } else if matched + m >= 2 {
+                    // The body opens with a delimiter line for some other boundary: refuse rather than treat
+                    // a whole would-be part as preamble that another parser might read as a part.
+                    throw MultipartError(.missingInitialDelimiter, at: offset + UInt64(pos - startPos + m))
                 } else {
                     pos += m
                     preambleBytes += UInt64(matched + m)
@@ -239,7 +243,7 @@ public final class MultipartParser {
                         anomalies.insert(.lfLine)
                         if let event = try confirmDelimiter(from: from, close: false) { return event }
                     } else {
-                        lookalike(from: from)
+                        try lookalike(from: from)
                     }
                 case .dash:
                     if c == ASCII.hyphen {
@@ -247,7 +251,7 @@ public final class MultipartParser {
                         tailCount = 0
                         if let event = try confirmDelimiter(from: from, close: true) { return event }
                     } else {
-                        lookalike(from: from)
+                        try lookalike(from: from)
                     }
                 case .padding:
                     if c == ASCII.space || c == ASCII.tab, tailCount < limits.maxTransportPadding {
@@ -260,14 +264,14 @@ public final class MultipartParser {
                         anomalies.insert(.lfLine)
                         if let event = try confirmDelimiter(from: from, close: false) { return event }
                     } else {
-                        lookalike(from: from)
+                        try lookalike(from: from)
                     }
                 case .cr:
                     if c == ASCII.lf {
                         pos += 1
                         if let event = try confirmDelimiter(from: from, close: false) { return event }
                     } else {
-                        lookalike(from: from)
+                        try lookalike(from: from)
                     }
                 }
 
@@ -370,7 +374,11 @@ public final class MultipartParser {
         tailCount += 1
     }
 
-    private func lookalike(from: Int) {
+    private func lookalike(from: Int) throws(MultipartError) {
+        if from == 2 {
+            // `--boundary` followed by junk at the very start of the body (e.g. `--boundary-X`).
+            throw MultipartError(.missingInitialDelimiter, at: offset)
+        }
         anomalies.insert(.delimiterLookalike)
         state = .replay(from: from)
     }
