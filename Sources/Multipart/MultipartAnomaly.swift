@@ -116,6 +116,13 @@ public struct MultipartAnomalies: Sendable, Hashable, Sequence {
         MultipartAnomaly.allCases.filter { contains($0) }.makeIterator()
     }
 
+    /// The flags of `self` that are not in `other`.
+    public func subtracting(_ other: MultipartAnomalies) -> MultipartAnomalies {
+        var out = self
+        out.bits &= ~other.bits
+        return out
+    }
+
     /// Whether no flag of `flags` is set.
     public func isDisjoint(with flags: [MultipartAnomaly]) -> Bool { !flags.contains { contains($0) } }
 

@@ -4,7 +4,10 @@
 /// and, for files only, a normalised `Content-Type`. Nothing else from the client's part headers survives,
 /// so the upstream cannot be confused by folding, duplicates, `filename*`, odd quoting or bare LFs.
 /// Names and filenames are escaped as the HTML standard does for form submission: `"` → `%22`,
-/// CR → `%0D`, LF → `%0A`. Part data is never touched: the caller writes it between heads.
+/// CR → `%0D`, LF → `%0A`; and `\` → `%5C`, because parsers disagree on whether a backslash escapes inside
+/// a quoted-string (RFC 9110 says yes, the HTML standard no): without it a name ending in `\` would end the
+/// quoted-string for one upstream and not for another. Part data is never touched: the caller writes it
+/// between heads.
 ///
 ///     --B\r\n<head>\r\n\r\n<data>  \r\n--B\r\n<head>\r\n\r\n<data>  \r\n--B--\r\n
 ///     └── writePartHead ──┘        └────── writePartHead ───────┘   └ writeClose ┘
@@ -93,6 +96,7 @@ public struct MultipartEncoder: Sendable {
             case ASCII.quote: out.append(contentsOf: [ASCII.percent, 0x32, 0x32])
             case ASCII.cr: out.append(contentsOf: [ASCII.percent, 0x30, 0x44])
             case ASCII.lf: out.append(contentsOf: [ASCII.percent, 0x30, 0x41])
+            case ASCII.backslash: out.append(contentsOf: [ASCII.percent, 0x35, 0x43])
             default: out.append(c)
             }
         }
