@@ -1,0 +1,237 @@
+import Foundation
+import Glibc
+import Inspect
+import Multipart
+import Proxy
+
+/// `formwall inspect`: parse a captured multipart body offline and print what Formwall sees.
+enum InspectCommand: Command {
+    static let name = "inspect"
+    static let summary = "parse a captured multipart body and print its parts as JSON"
+    static let help = """
+    Usage: formwall inspect --content-type 'multipart/form-data; boundary=…' [FILE|-] [options]
+
+    Parses a captured request body (FILE, or standard input for `-` or no FILE) exactly as the proxy would,
+    streaming in constant memory, and prints one JSON document to stdout:
+
+      {"parts": [{"name": …, "filename": … or null, "content_type": … or null, "size": N, "sha256": "hex",
+                  "anomalies": [...]}],
+       "anomalies": ["flag-name", …], "error": null or "kind", "error_offset": N or null}
+
+    Request-level "anomalies" include every part's flags. Exit status: 0 when the body parses, 1 when it is
+    malformed ("error" names the kind), 2 for a usage or I/O error.
+
+    Options:
+      --content-type VALUE   the request's Content-Type header value (required)
+      --reencode OUT         also write the canonical body Formwall would send upstream to OUT
+                             (the JSON then gains "boundary": the fresh boundary used)
+      --max-part-header-bytes N   limit on one part's header block (default 16384)
+      --batch FILE           differential-testing mode: FILE holds records "<content-type>\\n<length>\\n<body>";
+                             prints one JSON line per record, feeding each body in pseudo-random chunks
+      --seed N               chunking seed for --batch (default 1)
+      --help                 show this help
+    """
+
+    static func run(_ args: [String]) -> Int32 {
+        let parsed: Arguments
+        do {
+            parsed = try Arguments(args, valued: ["content-type", "reencode", "batch", "seed", "max-part-header-bytes"],
+                                   flags: [])
+        } catch {
+            printError("\(error). Run `formwall inspect --help`.")
+            return 2
+        }
+        var limits = MultipartLimits()
+        if let v = parsed.value("max-part-header-bytes") {
+            guard let n = Int(v), n > 0 else { printError("--max-part-header-bytes needs a positive number"); return 2 }
+            limits.maxPartHeaderBytes = n
+        }
+        if let batch = parsed.value("batch") {
+            return runBatch(path: batch, seed: UInt64(parsed.value("seed") ?? "1") ?? 1, limits: limits)
+        }
+        guard let contentType = parsed.value("content-type") else {
+            printError("--content-type is required. Run `formwall inspect --help`.")
+            return 2
+        }
+        guard parsed.positionals.count <= 1 else { printError("at most one input FILE"); return 2 }
+        let path = parsed.positionals.first ?? "-"
+        let fd: Int32 = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { printError("cannot open \(path): \(String(cString: strerror(errno)))"); return 2 }
+        defer { if fd != 0 { close(fd) } }
+
+        var out: OutputFile?
+        if let reencode = parsed.value("reencode") {
+            do { out = try OutputFile(path: reencode) } catch {
+                printError("\(error)")
+                return 2
+            }
+        }
+        var result = inspect(contentType: Array(contentType.utf8), limits: limits,
+                             reencode: out != nil, readChunk: { buf in
+            let n = read(fd, buf.baseAddress, buf.count)
+            return n < 0 ? -1 : n
+        }, sink: { out?.write($0) })
+        if let out {
+            do { try out.close() } catch { printError("\(error)"); return 2 }
+        }
+        if result.ioError {
+            printError("read error on \(path): \(String(cString: strerror(errno)))")
+            return 2
+        }
+        result.json["boundary"] = out == nil ? nil : result.boundary
+        print(jsonString(result.json, pretty: false))
+        return result.json["error"] is NSNull ? 0 : 1
+    }
+
+    struct Result {
+        var json: [String: Any]
+        var boundary: String?
+        var ioError = false
+    }
+
+    /// Parses one body read through `readChunk` (returns bytes read, 0 at EOF, -1 on error).
+    static func inspect(contentType: [UInt8], limits: MultipartLimits, reencode: Bool,
+                        chunkSize: () -> Int = { 256 * 1024 },
+                        readChunk: (UnsafeMutableRawBufferPointer) -> Int,
+                        sink: (UnsafeRawBufferPointer) -> Void) -> Result {
+        var json: [String: Any] = ["parts": [Any](), "anomalies": [String](), "error": NSNull(), "error_offset": NSNull()]
+        let boundary: MultipartBoundary.Parsed
+        do {
+            boundary = try MultipartBoundary.parse(contentType: contentType, limits: limits)
+        } catch {
+            json["error"] = error.kind.rawValue
+            return Result(json: json)
+        }
+        let fresh = reencode ? SecureRandom.boundary() : nil
+        let pipeline = MultipartPipeline(boundary: boundary.boundary, limits: limits, anomalies: boundary.anomalies,
+                                         reencodeBoundary: fresh)
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+        defer { buf.deallocate() }
+        var failure: MultipartError?
+        var ioError = false
+        while failure == nil {
+            let want = min(max(chunkSize(), 1), buf.count)
+            let n = readChunk(UnsafeMutableRawBufferPointer(rebasing: buf[0..<want]))
+            if n < 0 { ioError = true; break }
+            if n == 0 {
+                do { try pipeline.finish() } catch { failure = error }
+                break
+            }
+            do { try pipeline.feed(UnsafeRawBufferPointer(rebasing: buf[0..<n]), sink: sink) } catch { failure = error }
+        }
+        var all = pipeline.parser.anomalies
+        json["parts"] = pipeline.parts.map { p -> [String: Any] in
+            all.formUnion(p.part.anomalies)
+            return [
+                "name": p.part.nameString.map { $0 as Any } ?? NSNull(),
+                "filename": p.part.filenameString.map { $0 as Any } ?? NSNull(),
+                "content_type": p.part.contentTypeString.map { $0 as Any } ?? NSNull(),
+                "size": p.size,
+                "sha256": p.sha256 ?? "",
+                "anomalies": p.part.anomalies.names,
+            ]
+        }
+        json["anomalies"] = all.names
+        if let failure {
+            json["error"] = failure.kind.rawValue
+            json["error_offset"] = failure.offset.map { $0 as Any } ?? NSNull()
+        }
+        return Result(json: json, boundary: fresh.map { String(decoding: $0, as: UTF8.self) }, ioError: ioError)
+    }
+
+    /// `--batch`: many bodies in one process, for the differential test.
+    static func runBatch(path: String, seed: UInt64, limits: MultipartLimits) -> Int32 {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            printError("cannot read \(path)")
+            return 2
+        }
+        let bytes = [UInt8](data)
+        var i = 0
+        var rng = seed
+        func nextLine() -> String? {
+            guard let nl = bytes[i...].firstIndex(of: 0x0A) else { return nil }
+            defer { i = nl + 1 }
+            return String(decoding: bytes[i..<nl], as: UTF8.self)
+        }
+        var output = ""
+        while i < bytes.count {
+            guard let ct = nextLine(), let lenLine = nextLine(), let len = Int(lenLine), i + len <= bytes.count else {
+                printError("malformed batch record at byte \(i)")
+                return 2
+            }
+            let body = bytes[i..<(i + len)]
+            i += len
+            var at = body.startIndex
+            let result = inspect(contentType: Array(ct.utf8), limits: limits, reencode: false, chunkSize: {
+                rng = rng &* 6364136223846793005 &+ 1442695040888963407
+                let pick = rng >> 33
+                return pick % 4 == 0 ? Int(pick % 7) + 1 : Int(pick % 70_000) + 1
+            }, readChunk: { buf in
+                let n = min(buf.count, body.endIndex - at)
+                body[at..<(at + n)].withUnsafeBytes { buf.copyMemory(from: $0) }
+                at += n
+                return n
+            }, sink: { _ in })
+            output += jsonString(result.json, pretty: false) + "\n"
+            if output.utf8.count > 1 << 20 {
+                FileHandle.standardOutput.write(output.data(using: .utf8)!)
+                output = ""
+            }
+        }
+        FileHandle.standardOutput.write(output.data(using: .utf8)!)
+        return 0
+    }
+}
+
+/// Serialises a JSON object with sorted keys.
+func jsonString(_ object: Any, pretty: Bool) -> String {
+    var options: JSONSerialization.WritingOptions = [.sortedKeys, .withoutEscapingSlashes]
+    if pretty { options.insert(.prettyPrinted) }
+    guard let data = try? JSONSerialization.data(withJSONObject: object, options: options) else { return "{}" }
+    return String(decoding: data, as: UTF8.self)
+}
+
+/// A file written with 0600 permissions through a 256 KiB buffer.
+final class OutputFile {
+    private let fd: Int32
+    private var buffer: [UInt8] = []
+    private var failed: Int32 = 0
+    let path: String
+
+    init(path: String) throws {
+        self.path = path
+        fd = path == "-" ? 1 : open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw UsageError("cannot create \(path): \(String(cString: strerror(errno)))") }
+        buffer.reserveCapacity(256 * 1024)
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) {
+        if buffer.count + bytes.count > 256 * 1024 { flush() }
+        if bytes.count >= 256 * 1024 { writeAll(bytes); return }
+        buffer.append(contentsOf: bytes)
+    }
+
+    private func flush() {
+        buffer.withUnsafeBytes { writeAll($0) }
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    private func writeAll(_ bytes: UnsafeRawBufferPointer) {
+        var off = 0
+        while off < bytes.count, failed == 0 {
+            let n = Glibc.write(fd, bytes.baseAddress! + off, bytes.count - off)
+            if n < 0 {
+                if errno == EINTR { continue }
+                failed = errno
+                return
+            }
+            off += n
+        }
+    }
+
+    func close() throws {
+        flush()
+        if fd > 2 { Glibc.close(fd) }
+        if failed != 0 { throw UsageError("write error on \(path): \(String(cString: strerror(failed)))") }
+    }
+}
