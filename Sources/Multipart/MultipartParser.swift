@@ -78,6 +78,12 @@ public final class MultipartParser {
     private var inPart = false
     private var sawFirstDelimiter = false
     private var preambleBytes: UInt64 = 0
+    /// Set when the first delimiter line ends in a bare LF (old IE): such a body may use `\n--boundary`
+    /// delimiters throughout. A CRLF body may not: there a bare-LF look-alike is data.
+    private var lfBody = false
+
+    /// Before the first delimiter the line-ending style is unknown, so both forms are looked for.
+    private var lfDelimitersAllowed: Bool { lfBody || !sawFirstDelimiter }
 
     /// Creates a parser for `boundary` (without the leading `--`), e.g. from `MultipartBoundary.parse`.
     public init(boundary: [UInt8], limits: MultipartLimits = MultipartLimits(),
@@ -180,6 +186,14 @@ public final class MultipartParser {
                 if let found = cl_memmem(base, avail, lfPattern.baseAddress!, needleCount) {
                     let i = UnsafeRawPointer(found) - base
                     let crlf = i > 0 && base.load(fromByteOffset: i - 1, as: UInt8.self) == ASCII.cr
+                    if !crlf && !lfDelimitersAllowed {
+                        // `\n--boundary` without CR in a CRLF body is data (RFC 2046), but worth a flag.
+                        anomalies.insert(.delimiterLookalike)
+                        pos += i + 1
+                        if inPart { return .partData(UnsafeRawBufferPointer(start: base, count: i + 1)) }
+                        preambleBytes += UInt64(i + 1)
+                        continue
+                    }
                     let dataEnd = crlf ? i - 1 : i
                     if dataEnd > 0 {
                         pos += dataEnd
@@ -199,14 +213,11 @@ public final class MultipartParser {
                 var k = max(0, avail - (needleCount - 1))
                 while k < avail, let nl = memchr(base + k, Int32(ASCII.lf), avail - k) {
                     let j = UnsafeRawPointer(nl) - base
-                    if memcmp(base + j, lfPattern.baseAddress!, avail - j) == 0 {
-                        keep = j
-                        heldFrom = 1
+                    let cr = j > 0 && base.load(fromByteOffset: j - 1, as: UInt8.self) == ASCII.cr
+                    if (cr || lfDelimitersAllowed), memcmp(base + j, lfPattern.baseAddress!, avail - j) == 0 {
+                        keep = cr ? j - 1 : j
+                        heldFrom = cr ? 0 : 1
                         heldTo = 1 + (avail - j)
-                        if j > 0, base.load(fromByteOffset: j - 1, as: UInt8.self) == ASCII.cr {
-                            keep = j - 1
-                            heldFrom = 0
-                        }
                         break
                     }
                     k = j + 1
@@ -238,9 +249,10 @@ public final class MultipartParser {
                     } else if c == ASCII.cr {
                         appendTail(c); pos += 1
                         state = .delimiterTail(from: from, phase: .cr)
-                    } else if c == ASCII.lf {
+                    } else if c == ASCII.lf, lfDelimitersAllowed {
                         pos += 1
                         anomalies.insert(.lfLine)
+                        if !sawFirstDelimiter { lfBody = true }
                         if let event = try confirmDelimiter(from: from, close: false) { return event }
                     } else {
                         try lookalike(from: from)
@@ -259,9 +271,10 @@ public final class MultipartParser {
                     } else if c == ASCII.cr {
                         appendTail(c); pos += 1
                         state = .delimiterTail(from: from, phase: .cr)
-                    } else if c == ASCII.lf {
+                    } else if c == ASCII.lf, lfDelimitersAllowed {
                         pos += 1
                         anomalies.insert(.lfLine)
+                        if !sawFirstDelimiter { lfBody = true }
                         if let event = try confirmDelimiter(from: from, close: false) { return event }
                     } else {
                         try lookalike(from: from)
