@@ -1,7 +1,7 @@
 // HTML, SVG and XML, recognised by what comes first after an optional UTF-8 BOM and whitespace.
 //
 //   <?xml …?>  <!-- … -->  <?pi …?>  <!DOCTYPE name …[…]>   <root
-//   └──────────── skipped in any order and number ─────────┘  └ svg → SVG, html → HTML, other → XML
+//   └──────────── skipped in any order and number ─────────┘  └ svg: SVG, html: HTML, other: XML
 //
 // Without an XML declaration, the first tag must be one a browser treats as HTML (the list in the
 // WHATWG MIME Sniffing standard plus a few with script-bearing attributes), `<!doctype html`, or
@@ -12,7 +12,7 @@ extension SniffClassifier {
     /// Tags that make a document HTML when they come first.
     private static let htmlTags: [StaticString] = [
         "html", "head", "body", "script", "iframe", "h1", "div", "font", "table", "a", "style", "title",
-        "b", "br", "p", "meta", "link", "img", "form", "object", "embed", "frameset", "base", "svg:svg",
+        "b", "br", "p", "meta", "link", "img", "form", "object", "embed", "frameset", "base",
     ]
 
     /// `.html`, `.svg`, `.xml`, or nil when the input does not start with markup.
@@ -43,8 +43,10 @@ extension SniffClassifier {
                 i = end + 1
             } else {
                 if isTag("svg", at: i + 1) || isTag("svg:svg", at: i + 1) { return .svg }
+                // In an XML document only an `html` root makes it (X)HTML; `<a/>` is just XML.
+                if sawXMLProlog { return isTag("html", at: i + 1) || isTag("html:html", at: i + 1) ? .html : .xml }
                 for tag in Self.htmlTags where isTag(tag, at: i + 1) { return .html }
-                return sawXMLProlog ? .xml : nil
+                return nil
             }
         }
     }
