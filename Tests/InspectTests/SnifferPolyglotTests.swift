@@ -100,3 +100,30 @@ import Testing
         #expect(Sniffer.sniff(bytes("RIFF\u{4}\u{0}\u{0}\u{0}XXXX")).kind == .binary)
     }
 }
+
+@Suite struct GzipSniffTests {
+    @Test func innerOutputIsBounded() {
+        // 10 MB of zeros compresses to ~10 KB; only the first 4 KiB of its prefix is ever inflated.
+        let bomb = Zlib.deflate([UInt8](repeating: 0, count: 10_000_000), windowBits: 31)
+        let r = Sniffer.sniff(bomb)
+        #expect(r.kind == .gzip && r.inner == .binary)
+        #expect(r.description == "gzip (binary)")
+    }
+
+    @Test func garbageAfterTheMagicInflatesToNothing() {
+        let r = Sniffer.sniff([0x1F, 0x8B, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])
+        #expect(r.kind == .gzip && r.inner == nil)
+    }
+
+    @Test func gzipInsideGzipIsNotOpenedTwice() {
+        let twice = Zlib.deflate(Zlib.deflate(Build.tar(), windowBits: 31), windowBits: 31)
+        #expect(Sniffer.sniff(twice).inner == .gzip)
+        #expect(GzipSniff.innerKind(of: UnsafeRawBufferPointer(start: nil, count: 0)) == nil)
+    }
+
+    @Test func zlibStreamsAreAcceptedToo() {
+        let zlib = Zlib.deflate(Build.pdf(), windowBits: 15)
+        let kind = zlib.withUnsafeBytes { GzipSniff.innerKind(of: $0) }
+        #expect(kind == .pdf)
+    }
+}
