@@ -186,7 +186,10 @@ extension SniffClassifier {
         if bytes.has("qt  ", at: i) { return .quicktime }
         if bytes.has("M4A ", at: i) || bytes.has("M4B ", at: i) || bytes.has("M4P ", at: i) { return .m4a }
         if bytes.has("3gp", at: i) || bytes.has("3g2", at: i) { return .threeGPP }
-        for brand: StaticString in ["isom", "iso2", "iso4", "iso5", "iso6", "mp41", "mp42", "avc1", "M4V ", "dash", "mmp4"]
+        let mp4Brands: [StaticString] = [
+            "isom", "iso2", "iso4", "iso5", "iso6", "mp41", "mp42", "avc1", "M4V ", "dash", "mmp4",
+        ]
+        for brand in mp4Brands
         where bytes.has(brand, at: i) {
             return .mp4
         }

@@ -361,7 +361,8 @@ enum Build {
     }
 
     static func ogg() -> [UInt8] {
-        let packet: [UInt8] = [1] + bytes("vorbis") + [0, 0, 0, 0, 1, 0x44, 0xAC, 0, 0, 0, 0, 0, 0, 0, 0xEE, 0x02, 0, 0, 0, 0, 0xB8, 1]
+        let packet: [UInt8] = [1] + bytes("vorbis")
+            + [0, 0, 0, 0, 1, 0x44, 0xAC, 0, 0, 0, 0, 0, 0, 0, 0xEE, 0x02, 0, 0, 0, 0, 0xB8, 1]
         var out = bytes("OggS") + [0, 2]
         out.zeros(8)  // granule
         out.le32(0x1234)  // serial
@@ -490,15 +491,16 @@ enum Samples {
         Sample(name: "tar-gz", bytes: Zlib.deflate(tarFile, windowBits: 31), kind: .gzip, inner: .tar),
         Sample(name: "7z", bytes: [0x37, 0x7A, 0xBC, 0xAF, 0x27, 0x1C, 0, 4] + [UInt8](repeating: 0, count: 24),
             kind: .sevenZip),
-        Sample(name: "rar4", bytes: bytes("Rar!\u{1A}\u{7}\u{0}") + [0xCF, 0x90, 0x73, 0, 0, 0x0D, 0] + [0, 0, 0, 0, 0, 0],
+        Sample(name: "rar4", bytes: bytes("Rar!\u{1A}\u{7}\u{0}") + [0xCF, 0x90, 0x73, 0, 0, 0x0D, 0, 0, 0, 0, 0, 0, 0],
             kind: .rar4),
-        Sample(name: "rar5", bytes: bytes("Rar!\u{1A}\u{7}\u{1}\u{0}") + [0x33, 0x92, 0xB5, 0xE5, 0x0A, 0x01, 0x05, 0x06],
+        Sample(name: "rar5", bytes: bytes("Rar!\u{1A}\u{7}\u{1}\u{0}") + [0x33, 0x92, 0xB5, 0xE5, 0x0A, 0x01, 0x05],
             kind: .rar5),
         Sample(name: "tar", bytes: tarFile, kind: .tar),
         Sample(name: "tar-gnu", bytes: Build.tar(gnu: true), kind: .tar),
         Sample(name: "bzip2", bytes: bytes("BZh91AY&SY") + [0x4E, 0xEC, 0xE8, 0x36, 0, 0, 0x02, 0x51], kind: .bzip2),
         Sample(name: "xz", bytes: [0xFD, 0x37, 0x7A, 0x58, 0x5A, 0x00, 0x00, 0x04, 0xE6, 0xD6, 0xB4, 0x46], kind: .xz),
-        Sample(name: "zstd", bytes: [0x28, 0xB5, 0x2F, 0xFD, 0x24, 0x05, 0x29, 0x00, 0x00, 0x68, 0x65, 0x6C], kind: .zstd),
+        Sample(name: "zstd", bytes: [0x28, 0xB5, 0x2F, 0xFD, 0x24, 0x05, 0x29, 0x00, 0x00, 0x68, 0x65, 0x6C],
+            kind: .zstd),
 
         Sample(name: "mp4", bytes: Build.isoBMFF(major: "isom", compatible: ["isom", "iso2", "avc1", "mp41"]),
             kind: .mp4),
@@ -547,7 +549,8 @@ enum Samples {
         Sample(name: "pe-far-header", bytes: Build.pe(lfanew: 0x200), kind: .pe),
         Sample(name: "mz-only", bytes: Build.pe(lfanew: 0x40, signature: false), kind: .dosExecutable),
         Sample(name: "mach-o-64", bytes: Build.machO64(), kind: .machO),
-        Sample(name: "mach-o-32-be", bytes: [0xFE, 0xED, 0xFA, 0xCE, 0, 0, 0, 18, 0, 0, 0, 0, 0, 0, 0, 2], kind: .machO),
+        Sample(name: "mach-o-32-be", bytes: [0xFE, 0xED, 0xFA, 0xCE, 0, 0, 0, 18, 0, 0, 0, 0, 0, 0, 0, 2],
+            kind: .machO),
         Sample(name: "mach-o-fat", bytes: Build.machOFat(), kind: .machO),
         Sample(name: "mach-o-fat64", bytes: Build.machOFat(0xCAFE_BABF), kind: .machO),
         Sample(name: "java-class", bytes: Build.javaClass(), kind: .javaClass),
@@ -570,10 +573,12 @@ enum Samples {
         Sample(name: "php-shebang", bytes: bytes("#!/usr/bin/php\n<?php echo 1;\n"), kind: .php, interpreter: "php"),
 
         Sample(name: "text", bytes: bytes("hello, world\n\tsecond line\r\n"), kind: .text),
-        Sample(name: "text-utf8", bytes: bytes("h\u{E9}llo \u{2014} \u{FC}n\u{EF}code \u{2713} \u{1F600}\n"), kind: .text),
+        Sample(name: "text-utf8", bytes: bytes("h\u{E9}llo \u{2014} \u{FC}n\u{EF}code \u{2713} \u{1F600}\n"),
+            kind: .text),
         Sample(name: "json", bytes: bytes("{\"a\": [1, 2, 3]}\n"), kind: .text),
         Sample(name: "csv", bytes: bytes("a,b\n1,2\n"), kind: .text),
-        Sample(name: "text-starting-mz", bytes: bytes("MZ is a two-letter abbreviation used in many different contexts, not only executables."),
+        Sample(name: "text-starting-mz",
+            bytes: bytes("MZ is a two-letter abbreviation used in many different contexts, not only executables."),
             kind: .text),
         Sample(name: "binary-nul", bytes: bytes("abc\u{0}def"), kind: .binary),
         Sample(name: "binary-escape", bytes: bytes("abc\u{1B}[31mred"), kind: .binary),

@@ -34,7 +34,8 @@ import Testing
         #expect(Sniffer.sniff(bytes("GIF89a<?=`$_GET[0]`?>")).kind == .php)
         #expect(Sniffer.sniff(bytes("GIF89a\u{1}\u{0}<? system($_GET[0]); ?>")).kind == .php)
         // `<?` followed by binary, and XML processing instructions, are not PHP.
-        #expect(Sniffer.sniff(Build.gif() + [0x3C, 0x3F, 0x3D, 0x00, 0xFF, 0x10, 0x80, 0x81, 0x82, 0x83, 0x84]).kind == .gif)
+        let binaryAfterTag: [UInt8] = [0x3C, 0x3F, 0x3D, 0x00, 0xFF, 0x10, 0x80, 0x81, 0x82, 0x83, 0x84]
+        #expect(Sniffer.sniff(Build.gif() + binaryAfterTag).kind == .gif)
         #expect(Sniffer.sniff(bytes("<?xml version=\"1.0\"?><a/>")).kind == .xml)
         #expect(Sniffer.sniff(bytes("<?xml-stylesheet href=\"a\"?><a/>")).kind == .xml)
         // A short echo tag cut off by the end of the part needs at least two following bytes.
