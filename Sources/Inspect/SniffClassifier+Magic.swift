@@ -158,6 +158,9 @@ extension SniffClassifier {
     private func isoBMFFKind() -> SniffKind? {
         guard let boxSize = bytes.u32be(0), boxSize >= 8 else { return nil }
         if !bytes.has("ftyp", at: 4) {
+            // A bare first atom is only believed with a size below 16 MiB (first byte 0), so text such as
+            // "Somemoov…" does not qualify.
+            guard bytes[0] == 0 else { return nil }
             return bytes.has("moov", at: 4) || bytes.has("mdat", at: 4) || bytes.has("wide", at: 4)
                 ? .quicktime : nil
         }

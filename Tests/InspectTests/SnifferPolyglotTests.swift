@@ -99,6 +99,7 @@ import Testing
         #expect(Sniffer.sniff([0xCA, 0xFE, 0xBA, 0xBE]).kind == .binary)
         #expect(Sniffer.sniff([0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 0]).kind == .binary)
         #expect(Sniffer.sniff(bytes("RIFF\u{4}\u{0}\u{0}\u{0}XXXX")).kind == .binary)
+        #expect(Sniffer.sniff(bytes("Somemoov and mdat are QuickTime atom names")).kind == .text)
     }
 }
 
