@@ -179,7 +179,9 @@ public struct ChunkedDecoder: Sendable {
                 try self.endSizeLine(byte, invalid: .invalidChunkSize)
             }
         case .extensions(let extensionState):
-            try self.countExtension()
+            if byte != HTTPSyntax.cr {
+                try self.countExtension()
+            }
             try self.consumeExtension(byte, extensionState)
         case .sizeLF:
             guard byte == HTTPSyntax.lf else {
