@@ -15,7 +15,7 @@ public struct HTTPHeaderField: Hashable, Sendable {
 /// The ordered header fields of a head, with case-insensitive lookup.
 ///
 /// Order and name case are preserved exactly as received, so a head can be forwarded faithfully.
-public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, ExpressibleByArrayLiteral {
+public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, ExpressibleByDictionaryLiteral {
     /// The fields in order.
     public private(set) var fields: [HTTPHeaderField]
 
@@ -24,8 +24,8 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         self.fields = fields
     }
 
-    /// Creates headers from `(name, value)` pairs in order.
-    public init(arrayLiteral elements: (String, String)...) {
+    /// Creates headers from `["Name": "value", ...]` in literal order; repeated names are kept.
+    public init(dictionaryLiteral elements: (String, String)...) {
         self.fields = elements.map { HTTPHeaderField(name: $0.0, value: $0.1) }
     }
 
