@@ -3,7 +3,7 @@
 /// ```
 /// HTTP/1.1 431 Request Header Fields Too Large
 /// Content-Type: application/json
-/// Content-Length: 66
+/// Content-Length: 58
 /// Connection: close
 /// X-Request-Id: r-1
 ///

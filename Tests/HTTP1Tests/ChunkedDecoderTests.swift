@@ -91,7 +91,9 @@ import Testing
         expectRejected(line, .invalidChunkSize, kind: "invalid_chunk_size")
     }
 
-    @Test(arguments: [";", ";=x", ";a=", "; a", ";a =b", ";a= b", ";a=\"x", ";a=\"x\"y", ";a=b c", ";a=\"\u{1}\"", ";a,b"])
+    @Test(arguments: [
+        ";", ";=x", ";a=", "; a", ";a =b", ";a= b", ";a=\"x", ";a=\"x\"y", ";a=b c", ";a=\"\u{1}\"", ";a,b",
+    ])
     func badChunkExtension(extensions: String) {
         expectRejected("5\(extensions)\r\nhello\r\n0\r\n\r\n", .invalidChunkExtension, kind: "invalid_chunk_extension")
     }
@@ -99,7 +101,12 @@ import Testing
     @Test func extensionTooLong() {
         let limits = HTTPLimits(maxChunkExtensionBytes: 8)
         #expect(decodeChunked("1;abcdefg\r\nx\r\n0\r\n\r\n", limits: limits).error == nil)
-        expectRejected("1;abcdefgh\r\nx\r\n0\r\n\r\n", .chunkExtensionTooLong, kind: "chunk_extension_too_long", limits: limits)
+        expectRejected(
+            "1;abcdefgh\r\nx\r\n0\r\n\r\n",
+            .chunkExtensionTooLong,
+            kind: "chunk_extension_too_long",
+            limits: limits
+        )
         let long = ";" + String(repeating: "e", count: 1024)
         expectRejected("1\(long)\r\nx\r\n0\r\n\r\n", .chunkExtensionTooLong, kind: "chunk_extension_too_long")
     }
@@ -140,7 +147,9 @@ import Testing
         expectRejected(body, .bareCR, kind: "bare_cr")
     }
 
-    @Test(arguments: ["0\r\n X: 1\r\n\r\n", "0\r\nX : 1\r\n\r\n", "0\r\n: 1\r\n\r\n", "0\r\nX\r\n\r\n", "0\r\nX: \u{0}\r\n\r\n"])
+    @Test(arguments: [
+        "0\r\n X: 1\r\n\r\n", "0\r\nX : 1\r\n\r\n", "0\r\n: 1\r\n\r\n", "0\r\nX\r\n\r\n", "0\r\nX: \u{0}\r\n\r\n",
+    ])
     func invalidTrailer(body: String) {
         expectRejected(body, .invalidTrailer, kind: "invalid_trailer")
     }

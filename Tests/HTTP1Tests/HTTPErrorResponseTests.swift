@@ -6,7 +6,8 @@ import Testing
     @Test func rendersACompleteResponse() {
         let bytes = HTTPErrorResponse.render(.headTooLarge, requestID: "r-1")
         let body = #"{"error":"head_too_large","status":431,"request_id":"r-1"}"#
-        let expected = "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: application/json\r\n"
+        let expected =
+            "HTTP/1.1 431 Request Header Fields Too Large\r\nContent-Type: application/json\r\n"
             + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\nX-Request-Id: r-1\r\n\r\n" + body
         #expect(String(decoding: bytes, as: UTF8.self) == expected)
     }

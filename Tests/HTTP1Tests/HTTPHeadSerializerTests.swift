@@ -65,7 +65,11 @@ import Testing
     }
 
     @Test func connectionCannotDropHost() {
-        let head = HTTPRequestHead(method: "GET", target: "/", headers: ["Host": "h", "Connection": "host, x-forwarded-for"])
+        let head = HTTPRequestHead(
+            method: "GET",
+            target: "/",
+            headers: ["Host": "h", "Connection": "host, x-forwarded-for"]
+        )
         let text = serialize(head, framing: .none)
         #expect(text.contains("\r\nHost: h\r\n"))
         #expect(text.contains("\r\nX-Forwarded-For: 203.0.113.7\r\n"))
@@ -73,14 +77,20 @@ import Testing
 
     @Test func http10RequestWithoutHostGetsTheDefaultHost() {
         let head = HTTPRequestHead(method: "GET", target: "/", version: .http1_0, headers: [:])
-        let context = HTTPForwardingContext(clientAddress: "::1", scheme: "http", requestID: "r", defaultHost: "up:8080")
+        let context = HTTPForwardingContext(
+            clientAddress: "::1",
+            scheme: "http",
+            requestID: "r",
+            defaultHost: "up:8080"
+        )
         let text = serialize(head, framing: .none, context: context)
         #expect(text.hasPrefix("GET / HTTP/1.1\r\nHost: up:8080\r\n"))
         #expect(!text.contains("X-Forwarded-Host"))
     }
 
     @Test func serializedRequestParsesBack() {
-        let original = "DELETE /a/b?c=d HTTP/1.1\r\nHost: h\r\nX-Mixed: a, b\r\nCookie: k=v\r\nContent-Length: 3\r\n\r\n"
+        let original =
+            "DELETE /a/b?c=d HTTP/1.1\r\nHost: h\r\nX-Mixed: a, b\r\nCookie: k=v\r\nContent-Length: 3\r\n\r\n"
         guard let head = parseRequest(original).head else {
             Issue.record("fixture did not parse")
             return
@@ -90,13 +100,18 @@ import Testing
         #expect(reparsed?.target == head.target)
         #expect(reparsed?.framing == .chunked)
         let names = reparsed?.headers.map(\.name)
-        #expect(names == ["Host", "X-Mixed", "Cookie", "Transfer-Encoding", "X-Forwarded-For", "X-Forwarded-Proto",
-                          "X-Forwarded-Host", "Via", "X-Request-Id"])
+        #expect(
+            names == [
+                "Host", "X-Mixed", "Cookie", "Transfer-Encoding", "X-Forwarded-For", "X-Forwarded-Proto",
+                "X-Forwarded-Host", "Via", "X-Request-Id",
+            ]
+        )
         #expect(reparsed?.header(named: "x-mixed") == "a, b")
     }
 
     @Test func responseHeadKeepsFramingAndDropsHopByHop() {
-        let response = "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Internal\r\nKeep-Alive: timeout=5\r\n"
+        let response =
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Internal\r\nKeep-Alive: timeout=5\r\n"
             + "X-Internal: 1\r\nTransfer-Encoding: chunked\r\nVia: 1.1 backend\r\nSet-Cookie: a=b\r\n\r\n"
         guard let head = parseResponse(response).head else {
             Issue.record("fixture did not parse")
@@ -104,20 +119,26 @@ import Testing
         }
         var buffer: [UInt8] = []
         HTTPHeadSerializer.writeResponseHead(head, close: false, into: &buffer)
-        let expected = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nSet-Cookie: a=b\r\nVia: 1.1 backend, 1.1 formwall\r\n\r\n"
+        let expected =
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nSet-Cookie: a=b\r\nVia: 1.1 backend, 1.1 formwall\r\n\r\n"
         #expect(String(decoding: buffer, as: UTF8.self) == expected)
         #expect(parseResponse(expected).head?.framing == .chunked)
     }
 
     @Test func responseHeadWithCloseRoundTrips() {
         let head = HTTPResponseHead(
-            version: .http1_0, status: 201, reason: "Created", headers: ["Content-Length": "2", "ETag": "\"x\""],
+            version: .http1_0,
+            status: 201,
+            reason: "Created",
+            headers: ["Content-Length": "2", "ETag": "\"x\""],
             framing: .contentLength(2)
         )
         var buffer: [UInt8] = []
         HTTPHeadSerializer.writeResponseHead(head, close: true, into: &buffer)
         let text = String(decoding: buffer, as: UTF8.self)
-        #expect(text == "HTTP/1.1 201 Created\r\nContent-Length: 2\r\nETag: \"x\"\r\nVia: 1.1 formwall\r\nConnection: close\r\n\r\n")
+        let expected = "HTTP/1.1 201 Created\r\nContent-Length: 2\r\nETag: \"x\"\r\n"
+            + "Via: 1.1 formwall\r\nConnection: close\r\n\r\n"
+        #expect(text == expected)
         let reparsed = parseResponse(text).head
         #expect(reparsed?.status == 201)
         #expect(reparsed?.framing == .contentLength(2))

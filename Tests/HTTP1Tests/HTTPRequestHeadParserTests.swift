@@ -108,7 +108,9 @@ import Testing
     }
 
     @Test func expectContinue() {
-        #expect(parseRequest("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\n\r\n").head?.expectsContinue == true)
+        #expect(
+            parseRequest("POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\n\r\n").head?.expectsContinue == true
+        )
         // RFC 9110 §10.1.1: ignored from HTTP/1.0 clients.
         #expect(parseRequest("POST / HTTP/1.0\r\nExpect: 100-continue\r\n\r\n").head?.expectsContinue == false)
     }

@@ -12,25 +12,74 @@ import Testing
     }
 
     static let framingTable: [FramingCase] = [
-        FramingCase(method: "HEAD", head: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", framing: .none, keepAlive: true),
-        FramingCase(method: "HEAD", head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", framing: .none, keepAlive: true),
-        FramingCase(method: "GET", head: "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", framing: .none, keepAlive: true),
-        FramingCase(method: "GET", head: "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n", framing: .none, keepAlive: true),
+        FramingCase(
+            method: "HEAD",
+            head: "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+            framing: .none,
+            keepAlive: true
+        ),
+        FramingCase(
+            method: "HEAD",
+            head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            framing: .none,
+            keepAlive: true
+        ),
+        FramingCase(
+            method: "GET",
+            head: "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+            framing: .none,
+            keepAlive: true
+        ),
+        FramingCase(
+            method: "GET",
+            head: "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n",
+            framing: .none,
+            keepAlive: true
+        ),
         FramingCase(method: "POST", head: "HTTP/1.1 100 Continue\r\n\r\n", framing: .none, keepAlive: true),
-        FramingCase(method: "GET", head: "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n", framing: .none, keepAlive: true),
-        FramingCase(method: "GET", head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", framing: .chunked, keepAlive: true),
-        FramingCase(method: "GET", head: "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n", framing: .contentLength(12), keepAlive: true),
+        FramingCase(
+            method: "GET",
+            head: "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n",
+            framing: .none,
+            keepAlive: true
+        ),
+        FramingCase(
+            method: "GET",
+            head: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            framing: .chunked,
+            keepAlive: true
+        ),
+        FramingCase(
+            method: "GET",
+            head: "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n",
+            framing: .contentLength(12),
+            keepAlive: true
+        ),
         FramingCase(method: "GET", head: "HTTP/1.1 200 OK\r\n\r\n", framing: .closeDelimited, keepAlive: false),
-        FramingCase(method: "GET", head: "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", framing: .contentLength(1), keepAlive: false),
         FramingCase(
-            method: "GET", head: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n",
-            framing: .contentLength(1), keepAlive: true
+            method: "GET",
+            head: "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n",
+            framing: .contentLength(1),
+            keepAlive: false
         ),
         FramingCase(
-            method: "GET", head: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n",
-            framing: .contentLength(1), keepAlive: false
+            method: "GET",
+            head: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n",
+            framing: .contentLength(1),
+            keepAlive: true
         ),
-        FramingCase(method: "head", head: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", framing: .contentLength(3), keepAlive: true),
+        FramingCase(
+            method: "GET",
+            head: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n",
+            framing: .contentLength(1),
+            keepAlive: false
+        ),
+        FramingCase(
+            method: "head",
+            head: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n",
+            framing: .contentLength(3),
+            keepAlive: true
+        ),
     ]
 
     @Test(arguments: framingTable)
@@ -61,7 +110,9 @@ import Testing
     }
 
     @Test func interimResponsesAreCompleteHeadsBeforeTheFinalOne() {
-        let bytes = Array("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n".utf8)
+        let text = "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n\r\n"
+            + "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+        let bytes = Array(text.utf8)
         var parser = HTTPResponseHeadParser()
         var offset = 0
         var statuses: [Int] = []
@@ -81,7 +132,8 @@ import Testing
     }
 
     @Test(arguments: [
-        "HTTP/1.1 20 OK", "HTTP/1.1 2000 OK", "HTTP/1.1 099 X", "HTTP/1.1 600 X", "HTTP/1.1  200 OK", "HTTP/1.1 200\tOK",
+        "HTTP/1.1 20 OK", "HTTP/1.1 2000 OK", "HTTP/1.1 099 X", "HTTP/1.1 600 X", "HTTP/1.1  200 OK",
+        "HTTP/1.1 200\tOK",
         "http/1.1 200 OK", "HTTP/1.1", "ICY 200 OK", "HTTP/1.1 2x0 OK", "HTTP/1.1 200 O\u{1}K",
     ])
     func invalidStatusLine(line: String) {
@@ -99,7 +151,10 @@ import Testing
     }
 
     @Test(arguments: [
-        ("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", HTTPParseError.contentLengthWithTransferEncoding),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            HTTPParseError.contentLengthWithTransferEncoding
+        ),
         ("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", .duplicateContentLength),
         ("HTTP/1.1 200 OK\r\nContent-Length: 1,1\r\n\r\n", .contentLengthList),
         ("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", .invalidContentLength),
@@ -111,7 +166,10 @@ import Testing
         ("HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n", .bareCR),
         ("HTTP/1.1 200 OK\r\nX: a\u{0}\r\n\r\n", .invalidHeaderValue),
         // Even where the status means no body, the framing fields must be well-formed.
-        ("HTTP/1.1 204 No Content\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", .contentLengthWithTransferEncoding),
+        (
+            "HTTP/1.1 204 No Content\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            .contentLengthWithTransferEncoding
+        ),
     ])
     func strictLikeRequests(response: String, expected: HTTPParseError) {
         #expect(parseResponse(response).error == expected)
