@@ -1,6 +1,30 @@
+import Glibc
 import Testing
 
 @testable import HTTP1
+
+/// Runs `body` with `bytes` placed so that they end exactly at a `PROT_NONE` page: a parser that reads
+/// one byte past its input crashes the test instead of passing by luck (the picohttpparser trick).
+func withGuardedBytes<R>(_ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+    let dataPages = max(1, (bytes.count + page - 1) / page)
+    let size = (dataPages + 1) * page
+    guard let mapping = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+        mapping != MAP_FAILED
+    else {
+        preconditionFailure("mmap failed: \(errno)")
+    }
+    defer { munmap(mapping, size) }
+    let guardPage = mapping + dataPages * page
+    precondition(mprotect(guardPage, page, PROT_NONE) == 0, "mprotect failed")
+    let start = guardPage - bytes.count
+    bytes.withUnsafeBytes { source in
+        if let base = source.baseAddress {
+            start.copyMemory(from: base, byteCount: source.count)
+        }
+    }
+    return body(UnsafeRawBufferPointer(start: start, count: bytes.count))
+}
 
 /// Every way the parser tests feed an input: whole, byte by byte, and cut in two at every offset.
 func chunkings(of bytes: [UInt8]) -> [[[UInt8]]] {
@@ -42,7 +66,7 @@ func feedHead<Head>(
 ) -> HeadOutcome<Head> {
     var fed = 0
     for chunk in chunks {
-        let result = chunk.withUnsafeBytes { buffer in
+        let result = withGuardedBytes(chunk) { buffer in
             Result { () throws(HTTPParseError) in try parse(buffer) }
         }
         switch result {
@@ -115,7 +139,7 @@ func decodeChunked(_ chunks: [[UInt8]], limits: HTTPLimits = HTTPLimits()) -> Ch
     var outcome = ChunkedOutcome()
     var fed = 0
     for chunk in chunks {
-        let failure: HTTPParseError? = chunk.withUnsafeBytes { input in
+        let failure: HTTPParseError? = withGuardedBytes(chunk) { input in
             var offset = 0
             while true {
                 let event: ChunkedEvent?
@@ -204,4 +228,14 @@ struct SplitMix64: RandomNumberGenerator {
     #expect(all[1] == [[97], [98], [99]])
     #expect(all[2] == [[], Array("abc".utf8)])
     #expect(all.allSatisfy { $0.flatMap { $0 } == Array("abc".utf8) })
+}
+
+/// The guard page really is there: reading one byte past the input kills the process.
+@Test func guardPageTrapsOneByteOverRead() async {
+    await #expect(processExitsWith: .signal(SIGSEGV)) {
+        let byte = withGuardedBytes([1, 2, 3]) { $0.baseAddress!.load(fromByteOffset: 3, as: UInt8.self) }
+        print(byte)
+    }
+    let inBounds = withGuardedBytes([1, 2, 3]) { $0.baseAddress!.load(fromByteOffset: 2, as: UInt8.self) }
+    #expect(inBounds == 3)
 }
