@@ -113,7 +113,17 @@ func parseResponse(
     limits: HTTPLimits = HTTPLimits(),
     sourceLocation: SourceLocation = #_sourceLocation
 ) -> HeadOutcome<HTTPResponseHead> {
-    let outcomes = chunkings(of: Array(text.utf8)).map { chunks in
+    parseResponse(bytes: Array(text.utf8), method: method, limits: limits, sourceLocation: sourceLocation)
+}
+
+/// Parses `bytes` as a response to `method` under every chunking, expects one outcome and returns it.
+func parseResponse(
+    bytes: [UInt8],
+    method: String = "GET",
+    limits: HTTPLimits = HTTPLimits(),
+    sourceLocation: SourceLocation = #_sourceLocation
+) -> HeadOutcome<HTTPResponseHead> {
+    let outcomes = chunkings(of: bytes).map { chunks in
         var parser = HTTPResponseHeadParser(limits: limits)
         return feedHead(chunks) { (buffer) throws(HTTPParseError) in
             try parser.parse(buffer, requestMethod: method)
