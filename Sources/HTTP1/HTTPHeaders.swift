@@ -1,0 +1,70 @@
+/// One header field line: a name in its original case and an OWS-trimmed value.
+public struct HTTPHeaderField: Hashable, Sendable {
+    /// The field name as received (a token; compare case-insensitively).
+    public var name: String
+    /// The field value without leading and trailing whitespace.
+    public var value: String
+
+    /// Creates a field.
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// The ordered header fields of a head, with case-insensitive lookup.
+///
+/// Order and name case are preserved exactly as received, so a head can be forwarded faithfully.
+public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, ExpressibleByDictionaryLiteral {
+    /// The fields in order.
+    public private(set) var fields: [HTTPHeaderField]
+
+    /// Creates headers from fields in order.
+    public init(_ fields: [HTTPHeaderField] = []) {
+        self.fields = fields
+    }
+
+    /// Creates headers from `["Name": "value", ...]` in literal order; repeated names are kept.
+    public init(dictionaryLiteral elements: (String, String)...) {
+        self.fields = elements.map { HTTPHeaderField(name: $0.0, value: $0.1) }
+    }
+
+    /// The index of the first field.
+    public var startIndex: Int { self.fields.startIndex }
+    /// One past the index of the last field.
+    public var endIndex: Int { self.fields.endIndex }
+    /// The field at `position`.
+    public subscript(position: Int) -> HTTPHeaderField { self.fields[position] }
+
+    /// Appends a field at the end.
+    public mutating func append(name: String, value: String) {
+        self.fields.append(HTTPHeaderField(name: name, value: value))
+    }
+
+    /// Removes every field with this name (case-insensitive).
+    public mutating func removeAll(named name: String) {
+        self.fields.removeAll { HTTPSyntax.equalsIgnoringCase($0.name, name) }
+    }
+
+    /// The value of the first field with this name (case-insensitive), or nil.
+    public func first(named name: String) -> String? {
+        self.fields.first { HTTPSyntax.equalsIgnoringCase($0.name, name) }?.value
+    }
+
+    /// The values of every field with this name (case-insensitive), in order.
+    public func values(named name: String) -> [String] {
+        self.fields.lazy.filter { HTTPSyntax.equalsIgnoringCase($0.name, name) }.map(\.value)
+    }
+
+    /// Whether a field with this name (case-insensitive) is present.
+    public func contains(named name: String) -> Bool {
+        self.fields.contains { HTTPSyntax.equalsIgnoringCase($0.name, name) }
+    }
+
+    /// The lowercased, non-empty tokens of every Connection field (`close`, `keep-alive`, field names...).
+    public var connectionTokens: [String] {
+        self.values(named: "connection").flatMap { value in
+            HTTPSyntax.listElements(value).filter { !$0.isEmpty }.map { $0.lowercased() }
+        }
+    }
+}

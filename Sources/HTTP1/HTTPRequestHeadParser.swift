@@ -1,0 +1,162 @@
+/// An incremental, strict RFC 9112 request head parser.
+///
+/// Feed it chunks as they arrive; it copies what it needs (the head is bounded by `HTTPLimits`), so a
+/// chunk may be reused once `parse` returns:
+///
+/// ```swift
+/// var parser = HTTPRequestHeadParser()
+/// while true {
+///     let chunk = try await read()
+///     switch try parser.parse(chunk) {
+///     case .needMore: continue
+///     case .complete(let head, let consumed): handle(head, body: chunk[consumed...]); return
+///     }
+/// }
+/// ```
+///
+/// After `.complete` the parser is ready for the next (pipelined) head. After an error it keeps
+/// throwing the same error: the connection must be answered with `error.status` and closed.
+///
+/// Leniency: empty lines (CRLF only) before the request line are skipped, as RFC 9112 §2.2 asks.
+/// Nothing else is tolerated.
+public struct HTTPRequestHeadParser: Sendable {
+    enum State: Sendable {
+        /// Waiting for the request line; empty lines are skipped. Next: `.headerLines` or `.failed`.
+        case requestLine
+        /// Reading field lines until the empty line. Next: `.requestLine` (head complete) or `.failed`.
+        case headerLines
+        /// Rejected input; terminal.
+        case failed(HTTPParseError)
+    }
+
+    private let limits: HTTPLimits
+    private var state: State = .requestLine
+    private var scanner: HTTPHeadScanner
+    private var method = ""
+    private var target = ""
+    private var version = HTTPVersion.http1_1
+    private var headers: [HTTPHeaderField] = []
+
+    /// Creates a parser with the given limits.
+    public init(limits: HTTPLimits = HTTPLimits()) {
+        self.limits = limits
+        self.scanner = HTTPHeadScanner(maxHeadBytes: limits.maxHeadBytes)
+    }
+
+    /// Consumes a chunk of input; see the type documentation for the loop.
+    public mutating func parse(
+        _ input: UnsafeRawBufferPointer
+    ) throws(HTTPParseError) -> HTTPHeadParseResult<HTTPRequestHead> {
+        if case .failed(let error) = self.state {
+            throw error
+        }
+        var offset = 0
+        do throws(HTTPParseError) {
+            while try self.scanner.nextLine(input, offset: &offset) {
+                if let head = try self.handleLine() {
+                    self.reset()
+                    return .complete(head, consumed: offset)
+                }
+                self.scanner.clearLine()
+            }
+        } catch {
+            self.state = .failed(error)
+            throw error
+        }
+        return .needMore(consumed: input.count)
+    }
+
+    /// Forgets any partial head (and any error) and waits for a new request line.
+    public mutating func reset() {
+        self.state = .requestLine
+        self.scanner.reset()
+        self.headers.removeAll(keepingCapacity: true)
+        self.method = ""
+        self.target = ""
+        self.version = .http1_1
+    }
+
+    private mutating func handleLine() throws(HTTPParseError) -> HTTPRequestHead? {
+        let line = self.scanner.line
+        switch self.state {
+        case .requestLine:
+            if line.isEmpty {
+                return nil
+            }
+            try self.parseRequestLine(line)
+            self.state = .headerLines
+            return nil
+        case .headerLines:
+            if line.isEmpty {
+                return try self.finish()
+            }
+            guard self.headers.count < self.limits.maxHeaderCount else {
+                throw .tooManyHeaders
+            }
+            self.headers.append(try HTTPHeaderField.parse(line: line))
+            return nil
+        case .failed:
+            preconditionFailure("parse() rethrows before scanning in the failed state")
+        }
+    }
+
+    /// `method SP request-target SP HTTP-version`, single spaces, nothing else.
+    private mutating func parseRequestLine(_ line: [UInt8]) throws(HTTPParseError) {
+        guard let firstSpace = line.firstIndex(of: HTTPSyntax.sp), firstSpace > 0,
+            line[..<firstSpace].allSatisfy(HTTPSyntax.isTokenChar)
+        else {
+            throw .invalidRequestLine
+        }
+        let rest = line[(firstSpace + 1)...]
+        guard let secondSpace = rest.firstIndex(of: HTTPSyntax.sp), secondSpace > rest.startIndex,
+            rest[..<secondSpace].allSatisfy(HTTPSyntax.isTargetByte)
+        else {
+            throw .invalidRequestLine
+        }
+        guard let version = HTTPVersion.parse(line[(secondSpace + 1)...]) else {
+            throw .invalidRequestLine
+        }
+        guard version.isSupported else {
+            throw .unsupportedVersion
+        }
+        self.method = String(decoding: line[..<firstSpace], as: UTF8.self)
+        self.target = String(decoding: rest[..<secondSpace], as: UTF8.self)
+        self.version = version
+    }
+
+    /// Applies the whole-head rules once the empty line arrived.
+    private func finish() throws(HTTPParseError) -> HTTPRequestHead {
+        let headers = HTTPHeaders(self.headers)
+        switch headers.values(named: "host").count {
+        case 0 where self.version == .http1_1:
+            throw .missingHost
+        case 0, 1:
+            break
+        default:
+            throw .duplicateHost
+        }
+        let framing: BodyFraming
+        switch try headers.declaredFraming(version: self.version) {
+        case .none: framing = .none
+        case .contentLength(let length): framing = .contentLength(length)
+        case .chunked: framing = .chunked
+        }
+        var expectsContinue = false
+        for expectation in headers.values(named: "expect") {
+            guard HTTPSyntax.equalsIgnoringCase(expectation, "100-continue") else {
+                throw .unsupportedExpectation
+            }
+            // RFC 9110 §10.1.1: a 100-continue from an HTTP/1.0 client is ignored.
+            expectsContinue = self.version == .http1_1
+        }
+        return HTTPRequestHead(
+            method: self.method,
+            target: self.target,
+            version: self.version,
+            headers: headers,
+            framing: framing,
+            keepAlive: headers.persists(version: self.version),
+            expectsContinue: expectsContinue
+        )
+    }
+}
