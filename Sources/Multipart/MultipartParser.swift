@@ -164,7 +164,13 @@ public final class MultipartParser {
                 if m == need {
                     pos += m
                     tailCount = 0
-                    state = .delimiterTail(from: heldFrom, phase: .start)
+                    if heldFrom == 1 && !lfDelimitersAllowed {
+                        // Completed across chunks: the same bare-LF look-alike the memmem path flags below.
+                        anomalies.insert(.delimiterLookalike)
+                        state = .replay(from: 1)
+                    } else {
+                        state = .delimiterTail(from: heldFrom, phase: .start)
+                    }
                 } else if m == avail {
                     pos += m
                     state = .scanning(heldFrom: heldFrom, heldTo: heldTo + m)
@@ -214,7 +220,7 @@ public final class MultipartParser {
                 while k < avail, let nl = memchr(base + k, Int32(ASCII.lf), avail - k) {
                     let j = UnsafeRawPointer(nl) - base
                     let cr = j > 0 && base.load(fromByteOffset: j - 1, as: UInt8.self) == ASCII.cr
-                    if (cr || lfDelimitersAllowed), memcmp(base + j, lfPattern.baseAddress!, avail - j) == 0 {
+                    if memcmp(base + j, lfPattern.baseAddress!, avail - j) == 0 {
                         keep = cr ? j - 1 : j
                         heldFrom = cr ? 0 : 1
                         heldTo = 1 + (avail - j)

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer target for the multipart codec and runs it for FUZZ_SECONDS (default 60).
+# Usage: fuzz/run.sh              (FUZZ_SECONDS=600 fuzz/run.sh for a longer run; see docs/fuzzing.md)
+# Exits non-zero on any crash, trap, sanitizer report or leak; the reproducer is left in fuzz/build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_TO_RUN="${FUZZ_SECONDS:-60}"
+mkdir -p fuzz/build fuzz/corpus-run
+# Seed the corpus with the shared captures (selector byte 1 = chunk size 1) and small hand-made inputs.
+if [ -d ../shared/corpus/python-multipart ]; then
+    for f in ../shared/corpus/python-multipart/*.http; do
+        out="fuzz/corpus-run/seed-$(basename "$f")"
+        [ -f "$out" ] || { printf '\x03' > "$out"; sed 's/--boundary/--fuzzB/g; s/----WebKitFormBoundary[A-Za-z0-9]*/--fuzzB/g' "$f" >> "$out"; }
+    done
+fi
+printf '\x00multipart/form-data; boundary="a b"; x=y' > fuzz/corpus-run/seed-ct
+printf '\x00Content-Disposition: form-data; name="a"; filename*=UTF-8'"''"'%%E2%%82%%AC\r\n' > fuzz/corpus-run/seed-cd
+swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
+    -module-name MultipartFuzz \
+    -I Sources/CLinux/include \
+    Sources/Multipart/*.swift fuzz/MultipartFuzz.swift \
+    -o fuzz/build/multipart-fuzz 2>&1 | grep -v "warning:" || true
+test -x fuzz/build/multipart-fuzz
+cd fuzz/build
+export SWIFT_BACKTRACE=enable=no
+./multipart-fuzz -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 ../corpus-run 2>&1 | tail -15
+echo "fuzz: multipart codec ran ${SECONDS_TO_RUN}s without findings"
