@@ -40,6 +40,8 @@ public enum ByteSize {
     /// `seen > limit` for a detail string, falling back to exact bytes when both would print alike.
     static func exceeds(_ seen: UInt64, _ limit: UInt64) -> String {
         let (a, b) = (format(seen), format(limit))
-        return a == b ? "\(seen) B > \(limit) B" : "\(a) > \(b)"
+        let rounded = a.split(separator: " ").first.map { $0.hasSuffix(".0") ? String($0.dropLast(2)) : String($0) }
+        let sameLooking = a == b || (rounded.map { $0 + " " + (a.split(separator: " ").last ?? "") } == b)
+        return sameLooking ? "\(seen) B > \(limit) B" : "\(a) > \(b)"
     }
 }

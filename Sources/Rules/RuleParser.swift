@@ -80,10 +80,14 @@ public struct RuleParser {
         let name = current
         guard name.kind == .word else {
             switch name.kind {
-            case .string: error(at: name, "expected a directive name, found string \(name.display)")
-            default: error(at: name, "unexpected \(name.display)")
+            case .string:
+                error(at: name, "expected a directive name, found string \(name.display)")
+                position += 1
+                skipStatement()
+            default:
+                error(at: name, "unexpected \(name.display)")
+                position += 1
             }
-            position += 1
             return nil
         }
         position += 1
@@ -108,6 +112,26 @@ public struct RuleParser {
             case .word, .string:
                 arguments.append(token)
                 last = token
+                position += 1
+            }
+        }
+    }
+
+    /// Skips the rest of a statement that cannot be parsed: up to `;`, over a block, or to `}`.
+    private mutating func skipStatement() {
+        while true {
+            let token = current
+            switch token.kind {
+            case .semicolon:
+                position += 1
+                return
+            case .openBrace:
+                position += 1
+                _ = parseBlock(opening: token)
+                return
+            case .closeBrace, .end:
+                return
+            case .word, .string:
                 position += 1
             }
         }
