@@ -52,20 +52,23 @@ extension PolicyEvaluator {
             guard part.isFile else { return .forward }
             let rule = part.rule
             let outcome = rule.map { Finding.Outcome($0.action) } ?? .reject
-            if let rule, !rule.types.isEmpty, !MediaTypePattern.any(rule.types, match: sniffed) {
+            var action = Action.forward
+            if let rule, !rule.types.isEmpty, !Self.typesAllow(rule.types, sniffed) {
                 let allowed = rule.types.map(\.description).joined(separator: " ")
                 let violation = evaluator.partViolation(.typeNotAllowed, part,
                                                         detail: "sniffed \(Self.display(sniffed)) not in \(allowed)")
-                let action = evaluator.violate(violation, outcome)
+                action = evaluator.violate(violation, outcome)
                 if case .reject = action { return action }
             }
             let tolerated = rule?.allowTypeMismatch ?? route.allowTypeMismatch
-            if !tolerated, let declared = part.declaredType, !MediaTypeCompatibility.compatible(declared: declared, sniffed: sniffed) {
+            if !tolerated, let declared = part.declaredType,
+               !MediaTypeCompatibility.compatible(declared: declared, sniffed: sniffed) {
                 let violation = evaluator.partViolation(
                     .typeMismatch, part, detail: "declared \(Self.display(declared)), sniffed \(Self.display(sniffed))")
-                return evaluator.violate(violation, outcome)
+                let next = evaluator.violate(violation, outcome)
+                if next.rank > action.rank { action = next }
             }
-            return .forward
+            return action
         }
     }
 
@@ -176,7 +179,7 @@ extension PolicyEvaluator {
             if fold(violate(violation, outcome)) { return action }
         }
         if !rule.types.isEmpty, let declared = part.declaredType, !MediaTypeCompatibility.isGeneric(declared),
-           !MediaTypePattern.any(rule.types, match: declared) {
+           !Self.typesAllow(rule.types, declared) {
             let allowed = rule.types.map(\.description).joined(separator: " ")
             let violation = partViolation(.typeNotAllowed, part,
                                           detail: "declared \(Self.display(declared)) not in \(allowed)")
@@ -228,7 +231,8 @@ extension PolicyEvaluator {
         var action = Action.forward
         for problem in problems {
             var detail = "filename has \(problem.name)"
-            if problem == .dangerousExtension, let ext = FilenameCheck.lastExtension(of: decision.filename ?? filename) {
+            if problem == .dangerousExtension,
+               let ext = FilenameCheck.lastExtension(of: decision.filename ?? filename) {
                 detail = "dangerous extension .\(ext)"
             }
             let next = violate(partViolation(.filename(problem), part, rule: rule?.location, detail: detail), outcome)
@@ -311,6 +315,12 @@ extension PolicyEvaluator {
                                limit: UInt64? = nil) -> Violation {
         Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.location,
                   detail: detail, limit: limit)
+    }
+
+    /// Whether `types` allow `mediaType`, as sent or under its canonical alias (`image/jpg` = `image/jpeg`).
+    static func typesAllow(_ types: [MediaTypePattern], _ mediaType: String) -> Bool {
+        MediaTypePattern.any(types, match: mediaType)
+            || MediaTypeCompatibility.canonical(mediaType).map { MediaTypePattern.any(types, match: $0) } == true
     }
 
     static func display(_ mediaType: String) -> String {

@@ -103,7 +103,8 @@ public struct PolicyEvaluator {
                     : essence.type == "application" && essence.subtype == "x-www-form-urlencoded" ? .urlencoded
                     : .opaque
             } else {
-                let sent = essence.map { "\($0.type)/\($0.subtype)" } ?? (contentType == nil ? "no Content-Type" : "malformed Content-Type")
+                let sent = essence.map { "\($0.type)/\($0.subtype)" }
+                    ?? (contentType == nil ? "no Content-Type" : "malformed Content-Type")
                 let allowed = route.contentTypes.map(\.description).joined(separator: " ")
                 let violation = Violation(kind: .contentTypeNotAllowed, rule: route.location,
                                           detail: "\(sent) not in \(allowed)")

@@ -124,7 +124,8 @@ struct RuleLoader {
                 statements.append(statement)
                 continue
             }
-            guard statement.arguments.count == 1, statement.block == nil, let argument = statement.arguments.first else {
+            guard statement.arguments.count == 1, statement.block == nil,
+                  let argument = statement.arguments.first else {
                 diagnostics.append(Diagnostic(.error, at: statement.location,
                                               "'include' takes exactly 1 argument and no block"))
                 continue

@@ -58,7 +58,8 @@ struct RuleCompiler {
                                    seen: inout [String: SourceLocation]) -> RuleDirective? {
         let name = statement.name.text
         guard let directive = RuleDirective.named(name) else {
-            error(at: statement.name, "unknown directive '\(name)'" + Self.suggestion(for: name, among: RuleDirective.names))
+            let hint = Self.suggestion(for: name, among: RuleDirective.names)
+            error(at: statement.name, "unknown directive '\(name)'" + hint)
             return nil
         }
         guard directive.contexts.contains(context) else {
@@ -98,7 +99,8 @@ struct RuleCompiler {
     }
 
     /// Settings valid in both the main context (as defaults) and a route.
-    private mutating func routeSetting(_ statement: RuleStatement, _ directive: RuleDirective, into route: inout Route) {
+    private mutating func routeSetting(_ statement: RuleStatement, _ directive: RuleDirective,
+                                       into route: inout Route) {
         let arguments = statement.arguments
         switch directive.name {
         case "body-max":
@@ -128,8 +130,9 @@ struct RuleCompiler {
         }
     }
 
-    private mutating func anomaly(_ statement: RuleStatement,
-                                  seen: inout [MultipartAnomaly: SourceLocation]) -> (MultipartAnomaly, AnomalyAction)? {
+    private mutating func anomaly(
+        _ statement: RuleStatement, seen: inout [MultipartAnomaly: SourceLocation]
+    ) -> (MultipartAnomaly, AnomalyAction)? {
         let nameToken = statement.arguments[0]
         guard let flag = MultipartAnomaly(name: nameToken.text) else {
             error(at: nameToken, "unknown anomaly '\(nameToken.text)'"
@@ -325,9 +328,10 @@ struct RuleCompiler {
         var result: [String] = []
         for token in tokens {
             let text = token.text.lowercased()
-            guard text.hasPrefix("."), text.count >= 2,
-                  !text.contains(where: { $0 == "/" || $0 == "\\" || $0 == " " || $0.asciiValue.map { $0 < 0x20 } == true })
-            else {
+            let forbidden: (Character) -> Bool = {
+                $0 == "/" || $0 == "\\" || $0 == " " || ($0.asciiValue ?? 0x20) < 0x20
+            }
+            guard text.hasPrefix("."), text.count >= 2, !text.contains(where: forbidden) else {
                 error(at: token, "invalid extension '\(token.text)': write it with its dot, e.g. '.png'")
                 continue
             }
@@ -364,7 +368,8 @@ struct RuleCompiler {
         for i in 1...max(x.count, 1) where !x.isEmpty {
             var current = [i] + Array(repeating: 0, count: y.count)
             for j in 1...max(y.count, 1) where !y.isEmpty {
-                current[j] = Swift.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1))
+                let substitution = previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1)
+                current[j] = Swift.min(previous[j] + 1, current[j - 1] + 1, substitution)
             }
             previous = current
         }

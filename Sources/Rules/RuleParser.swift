@@ -45,7 +45,8 @@ public struct RuleParser {
     }
 
     /// Lexes and parses `source`.
-    public static func parse(_ source: String, file: String) -> (statements: [RuleStatement], diagnostics: [Diagnostic]) {
+    public static func parse(_ source: String,
+                             file: String) -> (statements: [RuleStatement], diagnostics: [Diagnostic]) {
         let (tokens, lexed) = RuleLexer.tokenize(source, file: file)
         var parser = RuleParser(tokens: tokens)
         let statements = parser.parseFile()
