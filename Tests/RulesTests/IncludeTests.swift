@@ -110,3 +110,25 @@ import Testing
         #expect(route.rule(forPart: "caption", isFile: false) != nil)
     }
 }
+
+@Suite struct DocumentationTests {
+    @Test func rulesExamplesInTheReferenceAreClean() throws {
+        let text = try String(contentsOfFile: repositoryRoot() + "/docs/rules.md", encoding: .utf8)
+        let blocks = text.components(separatedBy: "```")
+        let examples = stride(from: 1, to: blocks.count, by: 2).map { blocks[$0] }
+            .filter { $0.contains("route /") && !$0.contains("…") }
+        #expect(!examples.isEmpty)
+        for example in examples {
+            #expect(RuleChecker.compile(source: example, file: "doc.rules").diagnostics == [], "\(example)")
+        }
+    }
+
+    @Test func everyDirectiveAndFlagIsDocumented() throws {
+        let text = try String(contentsOfFile: repositoryRoot() + "/docs/rules.md", encoding: .utf8)
+        for directive in RuleDirective.names { #expect(text.contains("`\(directive)"), "\(directive)") }
+        for kind in ViolationKind.allCases where !kind.name.hasPrefix("anomaly_") {
+            #expect(text.contains("`\(kind.name)`"), "\(kind.name)")
+        }
+        for flag in MultipartAnomalyNames.all { #expect(text.contains("`\(flag)`"), "\(flag)") }
+    }
+}

@@ -1,4 +1,5 @@
 import Foundation
+import Multipart
 @testable import Rules
 
 /// Compiles `source` as `t.rules`, returning the policy (nil on errors) and the diagnostics.
@@ -34,4 +35,8 @@ func repositoryRoot(_ file: String = #filePath) -> String {
         if FileManager.default.fileExists(atPath: url.appendingPathComponent("Package.swift").path) { return url.path }
     }
     return "."
+}
+
+enum MultipartAnomalyNames {
+    static var all: [String] { MultipartAnomaly.allCases.map(\.name) }
 }
