@@ -153,7 +153,9 @@ public final class AuditTail {
             let current = try AuditSyscall.fstatFD(fd, path: path)
             if Int(current.st_size) < offset {
                 // Truncated (copytruncate): start over from the beginning.
-                guard lseek(fd, 0, SEEK_SET) == 0 else { throw AuditError(operation: "lseek", path: path, errno: errno) }
+                guard lseek(fd, 0, SEEK_SET) == 0 else {
+                    throw AuditError(operation: "lseek", path: path, errno: errno)
+                }
                 offset = 0
                 pending.removeAll()
                 try drain(into: &out)

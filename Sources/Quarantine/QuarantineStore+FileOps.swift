@@ -4,7 +4,7 @@ import Glibc
 // QuarantineError. Tests inject failures and crashes at named durability steps through FaultPlan.
 
 /// The durability steps of storing one item, in order. Faults and simulated crashes are keyed by them.
-enum DurabilityStep: Int, CaseIterable, Sendable, CustomStringConvertible {
+enum DurabilityStep: Int, CaseIterable, Sendable {
     /// Creating the item directory and the temporary data file.
     case createTemp
     /// Writing data into the temporary file.
@@ -23,8 +23,6 @@ enum DurabilityStep: Int, CaseIterable, Sendable, CustomStringConvertible {
     case renameSidecar
     /// fsync of the item directory after the sidecar rename.
     case syncDirectoryAfterSidecar
-
-    var description: String { String(describing: Self.self) + ".\(rawValue)" }
 }
 
 /// Test-only fault injection (reached with `@testable import`).

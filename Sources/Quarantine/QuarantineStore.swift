@@ -62,7 +62,8 @@ public final class QuarantineStore: Sendable {
         let itemDirectory = "\(directory)/\(y)/\(m)/\(d)/\(id)"
         try usage.withLock { used in
             guard used < maxBytes else {
-                throw QuarantineError(.storeFull, operation: "begin (\(used) of \(maxBytes) bytes used)", path: directory)
+                let operation = "begin (\(used) of \(maxBytes) bytes used)"
+                throw QuarantineError(.storeFull, operation: operation, path: directory)
             }
             try FileOps.check(.createTemp, faults, path: itemDirectory)
             // Under the lock: prune removes empty day directories under the same lock.

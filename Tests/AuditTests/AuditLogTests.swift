@@ -93,7 +93,7 @@ import Testing
         #expect(names == ["audit.log", "audit.log.lock", "audit.log.1.gz", "audit.log.2.gz", "audit.log.3.gz"])
         // Newest generations hold the newest records, in order.
         var ids: [String] = []
-        for n in [3, 2, 1] { ids += try gunzipLines(dir.file("audit.log.\(n).gz")).compactMap { parseObject($0)?["request_id"] as? String } }
+        for n in [3, 2, 1] { ids += requestIDs(try gunzipLines(dir.file("audit.log.\(n).gz"))) }
         ids += try readLines(path).compactMap { parseObject($0)?["request_id"] as? String }
         #expect(ids.last == "s199")
         #expect(ids == (200 - ids.count..<200).map { "s\($0)" })
@@ -143,7 +143,7 @@ import Testing
         #expect(rename(path, dir.file("moved")) == 0)
         for i in 0..<10 { try log.write(sampleRecord(id: "\(i)")) }
         #expect(try readLines(dir.file("moved")).count == 3)
-        #expect(try readLines(path).compactMap { parseObject($0)?["request_id"] as? String } == (3..<10).map { "\($0)" })
+        #expect(requestIDs(try readLines(path)) == (3..<10).map { "\($0)" })
     }
 
     @Test func ownModuleGunzipReadsWhatItWrote() throws {

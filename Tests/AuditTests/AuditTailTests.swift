@@ -44,12 +44,13 @@ import Testing
         let path = dir.file("audit.log")
         let log = try AuditLog(path: path)
         let minute: Int64 = 60_000
+        func ago(_ minutes: Int64) -> Int64 { now.millisecondsSinceEpoch - minutes * minute }
         let records: [AuditRecord] = [
-            sampleRecord(id: "old-reject", decision: .reject, route: "api-avatar", millis: now.millisecondsSinceEpoch - 90 * minute),
-            sampleRecord(id: "new-reject", decision: .reject, route: "api-avatar", millis: now.millisecondsSinceEpoch - 5 * minute),
-            sampleRecord(id: "new-allow", decision: .allow, route: "api-avatar", millis: now.millisecondsSinceEpoch - 4 * minute),
-            sampleRecord(id: "new-modified", decision: .modified, route: "docs", millis: now.millisecondsSinceEpoch - 3 * minute),
-            sampleRecord(id: "no-route", decision: .reject, route: nil, millis: now.millisecondsSinceEpoch - 2 * minute),
+            sampleRecord(id: "old-reject", decision: .reject, route: "api-avatar", millis: ago(90)),
+            sampleRecord(id: "new-reject", decision: .reject, route: "api-avatar", millis: ago(5)),
+            sampleRecord(id: "new-allow", decision: .allow, route: "api-avatar", millis: ago(4)),
+            sampleRecord(id: "new-modified", decision: .modified, route: "docs", millis: ago(3)),
+            sampleRecord(id: "no-route", decision: .reject, route: nil, millis: ago(2)),
         ]
         for r in records { try log.write(r) }
         let fd = open(path, O_WRONLY | O_APPEND)
@@ -57,7 +58,7 @@ import Testing
         close(fd)
 
         func ids(_ options: AuditTail.Options) throws -> [String] {
-            try AuditTail(path: path, options: options).pollOnce().compactMap { parseObject($0)?["request_id"] as? String }
+            requestIDs(try AuditTail(path: path, options: options).pollOnce())
         }
         #expect(try ids(.init(now: now)).count == 5)
         #expect(try ids(.init(decisions: [.reject], now: now)) == ["old-reject", "new-reject", "no-route"])
@@ -116,7 +117,8 @@ import Testing
         try Data("not gzip".utf8).write(to: URL(fileURLWithPath: oldest))
         var times = [timespec(tv_sec: 1000, tv_nsec: 0), timespec(tv_sec: 1000, tv_nsec: 0)]
         #expect(utimensat(AT_FDCWD, oldest, &times, 0) == 0)
-        let untouched = try AuditTail(path: path, options: .init(sinceMilliseconds: 5 * minute, now: realNow)).pollOnce()
+        let untouched = try AuditTail(path: path, options: .init(sinceMilliseconds: 5 * minute, now: realNow))
+            .pollOnce()
         #expect(untouched.count == 5)  // m55 (exactly at the cutoff) … m59
     }
 

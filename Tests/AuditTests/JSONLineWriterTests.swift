@@ -86,7 +86,8 @@ import Testing
         w.null()
         w.endObject()
         let text = String(decoding: w.bytes, as: UTF8.self)
-        #expect(text == #"{"a":-9223372036854775808,"b":9223372036854775807,"c":[12,12.5,0.125,3,null,null,{},[],true],"d":null}"#)
+        #expect(text == #"{"a":-9223372036854775808,"b":9223372036854775807,"#
+            + #""c":[12,12.5,0.125,3,null,null,{},[],true],"d":null}"#)
         #expect(try JSONSerialization.jsonObject(with: Data(w.bytes)) is [String: Any])
     }
 

@@ -80,6 +80,11 @@ func gunzipLines(_ path: String) throws -> [String] {
     return splitLines(data)
 }
 
+/// The `request_id` of each line that parses as a JSON object.
+func requestIDs(_ lines: [String]) -> [String] {
+    lines.compactMap { parseObject($0)?["request_id"] as? String }
+}
+
 func parseObject(_ line: String) -> [String: Any]? {
     guard let data = line.data(using: .utf8) else { return nil }
     return (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]

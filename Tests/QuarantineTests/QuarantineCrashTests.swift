@@ -25,7 +25,8 @@ import Testing
 
         var plan = FaultPlan()
         plan.crashBefore = step
-        let crashing = try QuarantineStore(directory: dir.path, maxBytes: 1 << 24, retention: .seconds(60), faults: plan)
+        let crashing = try QuarantineStore(directory: dir.path, maxBytes: 1 << 24, retention: .seconds(60),
+                                           faults: plan)
         var crashed = false
         var crashedID: String?
         do {
@@ -73,9 +74,9 @@ import Testing
         (.syncDirectoryAfterSidecar, EIO, .io),
         (.createTemp, EACCES, .permission),
     ])
-    func injectedFailuresAreTypedAndLeaveNothing(_ step: DurabilityStep, _ code: Int32, _ expected: QuarantineError.Code)
-        throws
-    {
+    func injectedFailuresAreTypedAndLeaveNothing(
+        _ step: DurabilityStep, _ code: Int32, _ expected: QuarantineError.Code
+    ) throws {
         let dir = ScratchDirectory()
         defer { dir.remove() }
         var plan = FaultPlan()
@@ -112,7 +113,8 @@ import Testing
         guard mount("tmpfs", mountPoint, "tmpfs", 0, "size=64k,mode=0700") == 0 else {
             var plan = FaultPlan()
             plan.failWriteAfterBytes = 60_000
-            let store = try QuarantineStore(directory: mountPoint, maxBytes: 1 << 24, retention: .seconds(60), faults: plan)
+            let store = try QuarantineStore(directory: mountPoint, maxBytes: 1 << 24, retention: .seconds(60),
+                                            faults: plan)
             try expectDiskFullThenRecovery(store, root: mountPoint, payload: 200_000)
             return
         }

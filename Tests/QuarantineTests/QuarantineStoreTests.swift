@@ -38,7 +38,7 @@ import Testing
         #expect(mode(item.dataPath) == 0o600 | S_IFREG)
         #expect(mode(item.sidecarPath) == 0o600 | S_IFREG)
 
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(store.show(item.id).utf8)) as? [String: Any])
+        let object = try sidecarObject(store, item.id)
         #expect(object["id"] as? String == item.id)
         #expect(object["request_id"] as? String == "req-1")
         #expect(object["route"] as? String == "avatar")
@@ -73,7 +73,7 @@ import Testing
         let writer = try store.begin(meta(filename: raw))
         try writer.write([1, 2, 3])
         let item = try writer.commit()
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(store.show(item.id).utf8)) as? [String: Any])
+        let object = try sidecarObject(store, item.id)
         #expect(object["filename"] as? String == "a\u{FFFD}\"\n.php")
         #expect(object["filename_hex"] as? String == Hex.encode(raw))
         #expect(object["filename_sanitized"] as? String == "a___.php")

@@ -43,6 +43,11 @@ func meta(_ request: String = "req-1", time: Date = Date(timeIntervalSince1970: 
     )
 }
 
+/// The sidecar of `id` parsed with Foundation.
+func sidecarObject(_ store: QuarantineStore, _ id: String) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(store.show(id).utf8)) as? [String: Any])
+}
+
 func randomBytes(_ count: Int, _ rng: inout SplitMix64) -> [UInt8] {
     (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
 }
@@ -80,7 +85,8 @@ func verifyConsistent(_ root: String, sourceLocation: SourceLocation = #_sourceL
                    let object = try? JSONSerialization.jsonObject(with: sidecar) as? [String: Any]
                 {
                     #expect(object["size"] as? Int == data.count, sourceLocation: sourceLocation)
-                    #expect(object["sha256"] as? String == SHA256Hasher.hex(Array(data)), sourceLocation: sourceLocation)
+                    #expect(object["sha256"] as? String == SHA256Hasher.hex(Array(data)),
+                            sourceLocation: sourceLocation)
                     ids.insert(id)
                 } else {
                     Issue.record("unreadable item \(path)", sourceLocation: sourceLocation)
