@@ -5,15 +5,18 @@ import Inspect
 // Operator access: list, show, release (copy out) and delete.
 
 extension QuarantineStore {
-    /// Every complete item, oldest first (ties broken by id). Items being written are not listed.
+    /// Every complete item, oldest first (ties broken by id). Items being written, and items whose
+    /// sidecar cannot be parsed (see them with `show`), are not listed.
     public func list() throws -> [QuarantineItem] {
         var items: [QuarantineItem] = []
         for day in try dayDirectories() {
             for id in try FileOps.list(day) where Self.isValidID(id) {
                 let item = "\(day)/\(id)"
                 let sidecarPath = "\(item)/\(id).json"
-                guard let bytes = try? FileOps.readFile(sidecarPath) else { continue }
-                items.append(try Sidecar.decode(bytes, dataPath: "\(item)/\(id).bin", sidecarPath: sidecarPath))
+                guard let bytes = try? FileOps.readFile(sidecarPath),
+                      let parsed = try? Sidecar.decode(bytes, dataPath: "\(item)/\(id).bin", sidecarPath: sidecarPath)
+                else { continue }
+                items.append(parsed)
             }
         }
         return items.sorted { ($0.time, $0.id) < ($1.time, $1.id) }
