@@ -1,0 +1,106 @@
+// Human formatting and duration parsing for `formwall tail`.
+//
+//   12:01:02.345 REJECT 413 POST /api/avatar file_too_large avatar (7.2 MiB > 5 MiB) req=abc123
+
+extension AuditTail {
+    /// Parses a look-back duration: a positive integer with unit `s`, `m`, `h` or `d`, or several
+    /// such terms run together (`1h30m`). Returns milliseconds, or nil when malformed.
+    public static func parseDuration(_ text: String) -> Int64? {
+        var total: Int64 = 0
+        var number: Int64? = nil
+        var sawTerm = false
+        for c in text.utf8 {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                let (m, o1) = (number ?? 0).multipliedReportingOverflow(by: 10)
+                let (v, o2) = m.addingReportingOverflow(Int64(c - UInt8(ascii: "0")))
+                guard !o1 && !o2 else { return nil }
+                number = v
+            case UInt8(ascii: "s"), UInt8(ascii: "m"), UInt8(ascii: "h"), UInt8(ascii: "d"):
+                guard let n = number else { return nil }
+                let unit: Int64 = switch c {
+                case UInt8(ascii: "s"): 1000
+                case UInt8(ascii: "m"): 60_000
+                case UInt8(ascii: "h"): 3_600_000
+                default: 86_400_000
+                }
+                let (product, o1) = n.multipliedReportingOverflow(by: unit)
+                let (sum, o2) = total.addingReportingOverflow(product)
+                guard !o1 && !o2 else { return nil }
+                total = sum
+                number = nil
+                sawTerm = true
+            default:
+                return nil
+            }
+        }
+        guard sawTerm, number == nil, total > 0 else { return nil }
+        return total
+    }
+
+    /// Formats a parsed record as one human line; with `color`, ANSI colours mark the decision.
+    ///
+    /// Text from the record is made terminal-safe: control characters (which could carry escape
+    /// sequences from a hostile path or filename) are shown as `\xNN`.
+    public static func humanLine(_ object: [String: Any], color: Bool) -> String {
+        let ts = object["ts"] as? String ?? "?"
+        let time: String
+        if ts.utf8.count == 24 {
+            time = String(ts.dropFirst(11).prefix(12))
+        } else {
+            time = ts
+        }
+        let decision = (object["decision"] as? String ?? "?").uppercased()
+        var words: [String] = []
+        words.append(color ? "\u{1B}[2m\(time)\u{1B}[0m" : time)
+        let shade: String = switch decision {
+        case "REJECT": "1;31"
+        case "MODIFIED": "33"
+        case "MONITOR": "36"
+        case "ALLOW": "32"
+        default: "0"
+        }
+        words.append(color ? "\u{1B}[\(shade)m\(safe(decision))\u{1B}[0m" : safe(decision))
+        words.append(number(object["status"]))
+        words.append(safe(object["method"] as? String ?? "?"))
+        words.append(safe(object["path"] as? String ?? "?"))
+        if let reason = object["reason"] as? String { words.append(safe(reason)) }
+        let violations = object["violations"] as? [[String: Any]] ?? []
+        if let first = violations.first {
+            var partName: String? = nil
+            if let index = first["part"] as? Int, let parts = object["parts"] as? [[String: Any]],
+               let part = parts.first(where: { ($0["index"] as? Int) == index })
+            {
+                partName = part["name"] as? String
+            }
+            if let partName { words.append(safe(partName)) }
+            if let detail = first["detail"] as? String, !detail.isEmpty { words.append("(\(safe(detail)))") }
+            if violations.count > 1 { words.append("+\(violations.count - 1) more") }
+        }
+        if let error = object["error"] as? String { words.append("error=\"\(safe(error))\"") }
+        words.append("req=\(safe(object["request_id"] as? String ?? "?"))")
+        return words.joined(separator: " ")
+    }
+
+    private static func number(_ value: Any?) -> String {
+        if let n = value as? Int { return String(n) }
+        return "?"
+    }
+
+    /// Replaces C0/C1 controls and DEL with `\xNN` so record text cannot drive the terminal.
+    static func safe(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) else {
+            return text
+        }
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) {
+                let hex = String(scalar.value, radix: 16)
+                out += "\\x" + (hex.count < 2 ? "0" + hex : hex)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,146 @@
+/// Pure checks and sanitising for uploaded file names. Nothing here touches a file system.
+public enum FilenameCheck {
+    /// The longest name accepted, in UTF-8 bytes.
+    public static let maximumLength = 255
+
+    /// Extensions judged dangerous by default, lowercased without the dot: executables and
+    /// installers, shell and script files, server-side scripts a web server might execute, and
+    /// browser-rendered formats that can carry script (HTML, SVG) and so enable stored XSS.
+    public static let dangerousExtensions: Set<String> = [
+        "exe", "dll", "bat", "cmd", "com", "scr", "msi", "msp", "pif", "cpl", "hta", "lnk", "reg",
+        "ps1", "vbs", "vbe", "js", "jse", "mjs", "wsf", "wsh", "jar", "sh", "bash",
+        "php", "phtml", "php3", "php4", "php5", "php6", "php7", "phps", "pht", "phar",
+        "asp", "aspx", "ashx", "asmx", "jsp", "jspx", "cgi", "pl", "py", "rb",
+        "htaccess", "htpasswd", "svg", "svgz", "html", "htm", "xhtml", "shtml",
+    ]
+
+    /// Windows device names, which open a device whatever the extension.
+    static let reservedStems: Set<String> = {
+        var names: Set<String> = ["con", "prn", "aux", "nul"]
+        for digit in 1...9 {
+            names.insert("com\(digit)")
+            names.insert("lpt\(digit)")
+        }
+        return names
+    }()
+
+    /// Every problem in `filename`, in `FilenameProblem` declaration order.
+    ///
+    /// An empty name (a browser's "no file chosen") has no problems. `extensionAllowed` can exempt
+    /// an extension from the dangerous list, for a rule whose `extensions` names it explicitly.
+    public static func problems(in filename: some Collection<UInt8>,
+                                dangerous: Set<String> = dangerousExtensions,
+                                extensionAllowed: (String) -> Bool = { _ in false }) -> [FilenameProblem] {
+        let bytes = Array(filename)
+        guard !bytes.isEmpty else { return [] }
+        var found = Set<FilenameProblem>()
+        let text: String
+        if let valid = String(validating: bytes, as: UTF8.self) {
+            text = valid
+        } else {
+            found.insert(.invalidUTF8)
+            text = String(decoding: bytes, as: UTF8.self)
+        }
+        if bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) { found.insert(.pathSeparators) }
+        let segments = text.split(omittingEmptySubsequences: false) { $0 == "/" || $0 == "\\" }
+        if segments.contains(where: { $0.count >= 2 && $0.allSatisfy { $0 == "." } }) { found.insert(.dotDot) }
+        for scalar in text.unicodeScalars {
+            if isControl(scalar) { found.insert(.controlCharacters) }
+            if isBidiControl(scalar) { found.insert(.bidiControls) }
+        }
+        if let last = bytes.last, last == UInt8(ascii: ".") || last == UInt8(ascii: " ") {
+            found.insert(.trailingDotsSpaces)
+        }
+        if bytes.count > maximumLength { found.insert(.tooLong) }
+        let base = String(segments.last ?? "")
+        if let ext = lastExtension(of: base), dangerous.contains(ext), !extensionAllowed(ext) {
+            found.insert(.dangerousExtension)
+        }
+        if isReserved(base) { found.insert(.reservedName) }
+        return FilenameProblem.allCases.filter(found.contains)
+    }
+
+    /// Convenience for a `String` name.
+    public static func problems(in filename: String) -> [FilenameProblem] { problems(in: Array(filename.utf8)) }
+
+    /// The last extension of a base name, lowercased, without the dot; nil when there is none.
+    ///
+    /// The name is first cut at the first `:` (an NTFS stream, `shell.php::$DATA`), then trailing
+    /// dots and spaces are dropped, as Windows does: `invoice.pdf.exe` → `exe`, `shell.php. .` → `php`,
+    /// `.htaccess` → `htaccess`.
+    public static func lastExtension(of name: String) -> String? {
+        var base = Substring(name)
+        if let colon = base.firstIndex(of: ":") { base = base[..<colon] }
+        while let last = base.last, last == "." || last == " " { base.removeLast() }
+        guard let dot = base.lastIndex(of: ".") else { return nil }
+        let ext = base[base.index(after: dot)...]
+        return ext.isEmpty ? nil : ext.lowercased()
+    }
+
+    /// Reduces a name to a safe base name.
+    ///
+    /// Invalid UTF-8 is dropped; everything up to the last `/` or `\` is dropped; control and bidi
+    /// characters are dropped; leading dots and spaces and trailing dots and spaces are trimmed; a
+    /// Windows device stem gets a `_` prefix; names over 255 bytes are cut on a UTF-8 boundary,
+    /// keeping an extension of up to 16 bytes. An empty result becomes `file`.
+    public static func sanitize(_ filename: some Collection<UInt8>) -> String {
+        let decoded = String(decoding: Array(filename), as: UTF8.self)
+        var base = Substring(decoded)
+        if let separator = base.lastIndex(where: { $0 == "/" || $0 == "\\" }) {
+            base = base[base.index(after: separator)...]
+        }
+        var scalars = String.UnicodeScalarView()
+        for scalar in base.unicodeScalars where !isControl(scalar) && !isBidiControl(scalar) && scalar != "\u{FFFD}" {
+            scalars.append(scalar)
+        }
+        var name = trimmed(String(scalars))
+        if isReserved(name) { name = "_" + name }
+        if name.utf8.count > maximumLength {
+            var ext = ""
+            if let dot = name.lastIndex(of: "."), name.utf8[dot...].count <= 17, dot != name.startIndex {
+                ext = String(name[dot...])
+                name = String(name[..<dot])
+            }
+            name = trimmed(truncated(name, toBytes: maximumLength - ext.utf8.count)) + ext
+        }
+        return name.isEmpty || name.allSatisfy({ $0 == "." }) ? "file" : name
+    }
+
+    /// Convenience for a `String` name.
+    public static func sanitize(_ filename: String) -> String { sanitize(Array(filename.utf8)) }
+
+    private static func trimmed(_ name: String) -> String {
+        var result = Substring(name)
+        while let first = result.first, first == "." || first == " " { result.removeFirst() }
+        while let last = result.last, last == "." || last == " " { result.removeLast() }
+        return String(result)
+    }
+
+    private static func truncated(_ name: String, toBytes limit: Int) -> String {
+        var result = String.UnicodeScalarView()
+        var used = 0
+        for scalar in name.unicodeScalars {
+            let size = String(scalar).utf8.count
+            if used + size > limit { break }
+            used += size
+            result.append(scalar)
+        }
+        return String(result)
+    }
+
+    private static func isReserved(_ base: String) -> Bool {
+        let stem = base.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return reservedStems.contains(String(stem.trimmingASCIISpaces()).lowercased())
+    }
+
+    static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: return true
+        default: return false
+        }
+    }
+}

@@ -1,0 +1,42 @@
+import Multipart
+
+extension MultipartAnomaly {
+    /// The action taken for this flag when no `anomaly` directive names it.
+    ///
+    /// Strict on anything two parsers could read differently; `log` only for input that is legal
+    /// or that canonical re-encoding makes harmless (preamble, epilogue, quoted boundary,
+    /// delimiter look-alikes inside data, extra part headers, which are not forwarded).
+    public var defaultAction: AnomalyAction {
+        switch self {
+        case .boundaryQuoted, .dataBefore, .dataAfter, .delimiterLookalike, .unknownPartHeader:
+            return .log
+        case .boundaryWhitespace, .headerFolding, .lfLine, .missingSemicolon, .invalidQuoting, .backslashEscape,
+             .duplicateContentDisposition, .duplicateHeader, .duplicateParameter, .unknownParameter,
+             .dispositionNotFormData, .missingContentDisposition, .filenameMismatch, .invalidExtendedValue,
+             .controlCharacters, .invalidUTF8, .contentTransferEncoding, .missingName, .nestedMultipart:
+            return .reject
+        }
+    }
+}
+
+/// The action for every anomaly flag: explicit settings over the built-in defaults.
+public struct AnomalyActions: Sendable, Hashable {
+    /// Flags set explicitly, with the location of the directive that set them.
+    public private(set) var explicit: [MultipartAnomaly: AnomalyAction] = [:]
+
+    /// No explicit settings: every flag has its `defaultAction`.
+    public init() {}
+
+    /// The action for `flag`.
+    public subscript(flag: MultipartAnomaly) -> AnomalyAction {
+        get { explicit[flag] ?? flag.defaultAction }
+        set { explicit[flag] = newValue }
+    }
+
+    /// These actions with `overrides`' explicit settings on top.
+    public func overridden(by overrides: AnomalyActions) -> AnomalyActions {
+        var result = self
+        result.explicit.merge(overrides.explicit) { _, new in new }
+        return result
+    }
+}

@@ -1,0 +1,92 @@
+/// A `field` or `file` rule of a route, with every inherited setting resolved.
+public struct PartRule: Sendable, Hashable {
+    /// Whether a rule is about fields (parts without a filename) or files (parts with one).
+    public enum Kind: String, Sendable, Hashable {
+        /// `field name { … }`: a part without a `filename` parameter, or a urlencoded field.
+        case field
+        /// `file name { … }`: a part with a `filename` parameter.
+        case file
+    }
+
+    /// The default `max` of a field rule: 64 KiB.
+    public static let defaultFieldMax: UInt64 = 64 << 10
+
+    /// Field or file.
+    public var kind: Kind
+    /// The part name, nil for the wildcard rule (`field *`, `file *`).
+    public var name: String?
+    /// Where the rule is written.
+    public var location: SourceLocation
+    /// The size limit of the part's data; fields default to 64 KiB, files to none (`body-max` bounds them).
+    public var max: UInt64?
+    /// Whether the request must contain this part (never true for wildcards).
+    public var required: Bool
+    /// A regular expression the field value must contain a match for (`pattern`), fields only.
+    public var pattern: FieldPattern?
+    /// How many parts may carry this name; 1 unless `repeat` says otherwise.
+    public var repeatLimit: Int
+    /// Allowed media types of a file, empty for any (`types`).
+    public var types: [MediaTypePattern]
+    /// Allowed filename suffixes, lowercased with the dot, empty for any (`extensions`).
+    public var extensions: [String]
+    /// What happens when the part breaks this rule.
+    public var action: RuleAction
+    /// How filename problems are handled (inherited from the route unless set).
+    public var filename: FilenameHandling
+    /// Filename problems tolerated (`allow-filename`, route's and rule's together).
+    public var allowedFilenameProblems: Set<FilenameProblem>
+    /// Whether a declared type contradicting the sniffed type is tolerated (`allow-type-mismatch`).
+    public var allowTypeMismatch: Bool
+
+    /// Creates a rule with the defaults of a rule that sets nothing.
+    public init(kind: Kind, name: String?, location: SourceLocation) {
+        self.kind = kind
+        self.name = name
+        self.location = location
+        max = kind == .field ? Self.defaultFieldMax : nil
+        required = false
+        pattern = nil
+        repeatLimit = 1
+        types = []
+        extensions = []
+        action = .reject
+        filename = .reject
+        allowedFilenameProblems = []
+        allowTypeMismatch = false
+    }
+
+    /// Whether `filename` ends in one of `extensions` (case-insensitive); true when `extensions` is empty.
+    public func allowsExtension(of filename: String) -> Bool {
+        guard !extensions.isEmpty else { return true }
+        let lowered = filename.lowercased()
+        return extensions.contains { lowered.hasSuffix($0) && lowered.count > $0.count }
+    }
+}
+
+/// A field value pattern: a regular expression checked when the policy loads.
+///
+/// `Regex` is not `Sendable`, so the policy keeps the source text and each evaluator compiles
+/// it once, on first use. A value matches when the expression matches anywhere in it (write
+/// `^…$` for a whole-value match; `$` does not match before a trailing newline).
+public struct FieldPattern: Sendable, Hashable, CustomStringConvertible {
+    /// The expression as written.
+    public let source: String
+
+    /// Validates `source`; throws the `Regex` syntax error.
+    public init(_ source: String) throws {
+        _ = try Regex(source)
+        self.source = source
+    }
+
+    /// The expression as written.
+    public var description: String { source }
+
+    /// Compiles the expression (it compiled once already, at load time).
+    public func compile() -> Regex<AnyRegexOutput> {
+        do {
+            return try Regex(source)
+        } catch {
+            preconditionFailure("pattern validated at load time failed to compile: \(error)")
+        }
+    }
+}

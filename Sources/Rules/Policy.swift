@@ -1,0 +1,122 @@
+/// A compiled rule set: the mode, the global anomaly actions and the routes.
+///
+/// A plain value, safe to share between event loops. Build one with `Policy.load(paths:)` or
+/// `Policy.parse(_:file:)`; evaluate requests against it with `PolicyEvaluator`.
+public struct Policy: Sendable, Hashable {
+    /// Enforce or only monitor.
+    public var mode: PolicyMode
+    /// The global anomaly actions (each route folds its own overrides into `Route.anomalies`).
+    public var anomalies: AnomalyActions
+    /// The routes, longest prefix first.
+    public var routes: [Route]
+    /// The route used when none matches: `route /` if the files have one, otherwise the implicit
+    /// fallback, which accepts any Content-Type and any method, applies the main context's limits
+    /// (1 MiB body by default) and rejects every form part with 403 `unknown_part`.
+    public var fallback: Route
+
+    /// A policy with no routes: enforce mode, default anomaly actions, the implicit fallback.
+    public init() {
+        mode = .enforce
+        anomalies = AnomalyActions()
+        routes = []
+        fallback = Self.implicitFallback(defaults: Route(prefix: "/", location: nil))
+    }
+
+    /// Builds the implicit fallback from the main context's defaults.
+    static func implicitFallback(defaults: Route) -> Route {
+        var route = defaults
+        route.prefix = "/"
+        route.location = nil
+        route.methods = nil
+        route.contentTypes = [MediaTypePattern("*/*")!]
+        route.unknown = .reject
+        return route
+    }
+
+    /// The route whose prefix is the longest segment-aware prefix of `path`; nil when none matches.
+    ///
+    /// `/api` matches `/api`, `/api/` and `/api/x`, never `/apix`. The query and fragment are
+    /// ignored and the path is normalised first (see `normalize(path:)`).
+    public func route(for path: String) -> Route? {
+        let normalised = Self.normalize(path: path)
+        return routes.first { Self.prefix($0.prefix, matches: normalised) }
+    }
+
+    /// `route(for:)`, or the fallback route when none matches.
+    public func effectiveRoute(for path: String) -> Route { route(for: path) ?? fallback }
+
+    static func prefix(_ prefix: String, matches path: String) -> Bool {
+        if prefix == "/" { return true }
+        guard path.hasPrefix(prefix) else { return false }
+        return path.utf8.count == prefix.utf8.count || path.utf8.dropFirst(prefix.utf8.count).first == UInt8(ascii: "/")
+    }
+
+    /// Normalises a request target for route matching, the way a backend is likely to read it.
+    ///
+    /// Drops `?query` and `#fragment`; decodes percent-escapes of unreserved characters
+    /// (`%61` → `a`, RFC 3986 §6.2.2.2); collapses `//`; resolves `.` and `..` segments (never above
+    /// the root); drops a trailing `/`. A target that does not start with `/` (absolute-form,
+    /// `*`) normalises to its path if it has a scheme and authority, else to `/`.
+    public static func normalize(path: String) -> String {
+        var target = Substring(path)
+        if let cut = target.firstIndex(where: { $0 == "?" || $0 == "#" }) { target = target[..<cut] }
+        if !target.hasPrefix("/") {
+            guard let scheme = target.range(of: "://") else { return "/" }
+            let rest = target[scheme.upperBound...]
+            guard let slash = rest.firstIndex(of: "/") else { return "/" }
+            target = rest[slash...]
+        }
+        let decoded = decodeUnreserved(target)
+        var segments: [Substring] = []
+        for segment in decoded.split(separator: "/", omittingEmptySubsequences: true) {
+            switch segment {
+            case ".": continue
+            case "..": if !segments.isEmpty { segments.removeLast() }
+            default: segments.append(segment)
+            }
+        }
+        return "/" + segments.joined(separator: "/")
+    }
+
+    private static func decodeUnreserved(_ text: Substring) -> String {
+        var bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
+               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+                let byte = high << 4 | low
+                if isUnreserved(byte) {
+                    out.append(byte)
+                    index += 3
+                    continue
+                }
+            }
+            out.append(bytes[index])
+            index += 1
+        }
+        bytes = out
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+             UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
+    }
+}

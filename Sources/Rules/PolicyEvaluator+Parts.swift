@@ -1,0 +1,340 @@
+import Multipart
+
+extension PolicyEvaluator {
+    /// Starts part number `index` (0-based): counts, anomalies, rule lookup, repeat, filename,
+    /// extension and declared type checks.
+    ///
+    /// `filename` is nil for a field (and for every urlencoded field); an empty filename is a
+    /// browser's "no file chosen" and never satisfies `required`.
+    public mutating func partBegin(index: Int, name: String?, filename: String?, declaredType: String?,
+                                   anomalies: MultipartAnomalies) -> PartDecision {
+        guard let route else { preconditionFailure("partBegin before begin") }
+        let body: Body
+        switch state {
+        case .idle, .finished: preconditionFailure("partBegin outside begin…end")
+        case .inPart: preconditionFailure("partBegin inside a part; call partEnd first")
+        case .rejected(let violation): return PartDecision(action: .reject(violation), pending: [], mustHold: false)
+        case .receiving(let current): body = current
+        }
+        var part = Part(index: index, name: name, filename: filename, declaredType: declaredType)
+        part.rule = route.rule(forPart: name, isFile: filename != nil)
+        state = .inPart(body, part)
+        var decision = PartDecision(action: .forward, pending: [], filename: nil, mustHold: false)
+        let action = checkPartStart(route: route, part: &part, decision: &decision, anomalies: anomalies)
+        if case .reject = action { return PartDecision(action: action, pending: [], mustHold: false) }
+        part.action = action
+        if case .inPart(let body, _) = state { state = .inPart(body, part) }
+        decision.action = action
+        decision.pending = pendingChecks(for: part, route: route)
+        let laterAction = part.rule?.action ?? .reject
+        decision.mustHold = !isMonitoring && decision.action == .forward && !decision.pending.isEmpty
+            && (laterAction == .strip || laterAction == .quarantine)
+        return decision
+    }
+
+    /// Counts `count` data bytes of the current part; strips, quarantines or rejects once `max` is crossed.
+    public mutating func partData(count: Int) -> Action {
+        withPart { evaluator, part in
+            part.size += UInt64(count)
+            guard let rule = part.rule, let max = rule.max, part.size > max, !part.sizeExceeded else { return .forward }
+            part.sizeExceeded = true
+            let violation = evaluator.partViolation(rule.kind == .file ? .fileTooLarge : .fieldTooLarge, part,
+                                                    detail: ByteSize.exceeds(part.size, max), limit: max)
+            return evaluator.violate(violation, Finding.Outcome(rule.action))
+        }
+    }
+
+    /// Reports the type sniffed from the part's first bytes: checks `types` and the declared type.
+    public mutating func partSniffed(type sniffed: String) -> Action {
+        guard let route else { preconditionFailure("partSniffed before begin") }
+        return withPart { evaluator, part in
+            part.sniffed = true
+            guard part.isFile else { return .forward }
+            let rule = part.rule
+            let outcome = rule.map { Finding.Outcome($0.action) } ?? .reject
+            var action = Action.forward
+            if let rule, !rule.types.isEmpty, !Self.typesAllow(rule.types, sniffed) {
+                let allowed = rule.types.map(\.description).joined(separator: " ")
+                let violation = evaluator.partViolation(.typeNotAllowed, part,
+                                                        detail: "sniffed \(Self.display(sniffed)) not in \(allowed)")
+                action = evaluator.violate(violation, outcome)
+                if case .reject = action { return action }
+            }
+            let tolerated = rule?.allowTypeMismatch ?? route.allowTypeMismatch
+            if !tolerated, let declared = part.declaredType,
+               !MediaTypeCompatibility.compatible(declared: declared, sniffed: sniffed) {
+                let violation = evaluator.partViolation(
+                    .typeMismatch, part, detail: "declared \(Self.display(declared)), sniffed \(Self.display(sniffed))")
+                let next = evaluator.violate(violation, outcome)
+                if next.rank > action.rank { action = next }
+            }
+            return action
+        }
+    }
+
+    /// Checks a complete field value against the rule's `pattern` (the proxy buffers it, bounded by `max`).
+    public mutating func fieldValue(_ value: some Collection<UInt8>) -> Action {
+        withPart { evaluator, part in
+            part.valueChecked = true
+            guard let rule = part.rule, let pattern = rule.pattern else { return .forward }
+            return evaluator.checkPattern(pattern, value: Array(value), part: part, rule: rule)
+        }
+    }
+
+    /// Ends the current part and returns its final action. Checks that could not run (no sniffed
+    /// type for a typed file, no value for a patterned field) fail closed.
+    public mutating func partEnd() -> Action {
+        switch state {
+        case .idle, .finished, .receiving: preconditionFailure("partEnd outside a part")
+        case .rejected(let violation): return .reject(violation)
+        case .inPart(let body, var part):
+            let closing = withPart { evaluator, part in evaluator.checkPartEnd(&part) }
+            if case .reject = closing { return closing }
+            if case .inPart(_, let updated) = state { part = updated }
+            var body = body
+            if let rule = part.rule, rule.required, let name = rule.name, part.action == .forward,
+               !(part.isFile && part.filename?.isEmpty == true) {
+                body.satisfied.insert(Self.key(rule.kind, name))
+            }
+            state = .receiving(body)
+            return part.action
+        }
+    }
+
+    // MARK: - Checks
+
+    private mutating func checkPartStart(route: Route, part: inout Part, decision: inout PartDecision,
+                                         anomalies: MultipartAnomalies) -> Action {
+        var action = Action.forward
+        func fold(_ next: Action) -> Bool {
+            if next.rank > action.rank { action = next }
+            if case .reject = next { return true }
+            return false
+        }
+        // Counts: every part counts, whatever later happens to it.
+        let limits = route.limits
+        var counts = (parts: 0, kindCount: 0)
+        if case .inPart(var body, let current) = state {
+            body.parts += 1
+            if part.isFile { body.files += 1 } else { body.fields += 1 }
+            counts = (body.parts, part.isFile ? body.files : body.fields)
+            state = .inPart(body, current)
+        }
+        if counts.parts > limits.partsMax {
+            let violation = partViolation(.tooManyParts, part, rule: route.location,
+                                          detail: "\(counts.parts) parts > \(limits.partsMax)",
+                                          limit: UInt64(limits.partsMax))
+            if fold(violate(violation, .reject)) { return action }
+        }
+        let kindLimit = part.isFile ? limits.filesMax : limits.fieldsMax
+        if counts.kindCount > kindLimit {
+            let noun = part.isFile ? "files" : "fields"
+            let violation = partViolation(part.isFile ? .tooManyFiles : .tooManyFields, part, rule: route.location,
+                                          detail: "\(counts.kindCount) \(noun) > \(kindLimit)",
+                                          limit: UInt64(kindLimit))
+            if fold(violate(violation, .reject)) { return action }
+        }
+        if fold(applyPartAnomalies(anomalies, route: route, part: part)) { return action }
+
+        guard let rule = part.rule else {
+            let described = part.name.map { "'\($0)'" } ?? "without a name"
+            let noun = part.isFile ? "file" : "field"
+            let violation = partViolation(.unknownPart, part, rule: route.location,
+                                          detail: "no rule for \(noun) \(described)")
+            switch route.unknown {
+            case .reject: if fold(violate(violation, .reject)) { return action }
+            case .strip: _ = fold(violate(violation, .strip))
+            case .allow: break
+            }
+            if part.isFile, action == .forward {
+                _ = fold(checkFilename(part, handling: route.filename, allowed: route.allowedFilenameProblems,
+                                       rule: nil, outcome: .reject, decision: &decision))
+            }
+            return action
+        }
+
+        let outcome = Finding.Outcome(rule.action)
+        let key = Self.key(rule.kind, part.name ?? "")
+        if case .inPart(var body, let current) = state {
+            body.repeats[key, default: 0] += 1
+            let seen = body.repeats[key] ?? 0
+            state = .inPart(body, current)
+            if seen > rule.repeatLimit {
+                let violation = partViolation(.tooManyRepeats, part,
+                                              detail: "'\(part.name ?? "")' given \(seen) times > \(rule.repeatLimit)",
+                                              limit: UInt64(rule.repeatLimit))
+                if fold(violate(violation, outcome)) { return action }
+            }
+        }
+        guard part.isFile, let filename = part.filename else { return action }
+        if fold(checkFilename(part, handling: rule.filename, allowed: rule.allowedFilenameProblems, rule: rule,
+                              outcome: outcome, decision: &decision)) {
+            return action
+        }
+        let effectiveName = decision.filename ?? filename
+        if !filename.isEmpty, !rule.allowsExtension(of: effectiveName) {
+            let ext = FilenameCheck.lastExtension(of: effectiveName).map { ".\($0)" } ?? "no extension"
+            let violation = partViolation(.extensionNotAllowed, part,
+                                          detail: "\(ext) not in \(rule.extensions.joined(separator: " "))")
+            if fold(violate(violation, outcome)) { return action }
+        }
+        if !rule.types.isEmpty, let declared = part.declaredType, !MediaTypeCompatibility.isGeneric(declared),
+           !Self.typesAllow(rule.types, declared) {
+            let allowed = rule.types.map(\.description).joined(separator: " ")
+            let violation = partViolation(.typeNotAllowed, part,
+                                          detail: "declared \(Self.display(declared)) not in \(allowed)")
+            if fold(violate(violation, outcome)) { return action }
+        }
+        return action
+    }
+
+    private mutating func applyPartAnomalies(_ flags: MultipartAnomalies, route: Route, part: Part) -> Action {
+        for flag in flags {
+            let outcome: Finding.Outcome
+            switch route.anomalies[flag] {
+            case .allow: continue
+            case .log: outcome = .log
+            case .reject: outcome = .reject
+            }
+            let violation = partViolation(.anomaly(flag), part, rule: route.location,
+                                          detail: "multipart anomaly \(flag.name)")
+            if case .reject(let violation) = violate(violation, outcome) { return .reject(violation) }
+        }
+        return .forward
+    }
+
+    private mutating func checkFilename(_ part: Part, handling: FilenameHandling, allowed: Set<FilenameProblem>,
+                                        rule: PartRule?, outcome: Finding.Outcome,
+                                        decision: inout PartDecision) -> Action {
+        guard handling != .allow, let filename = part.filename, !filename.isEmpty else { return .forward }
+        let bytes = Array(filename.utf8)
+        let exempt: (String) -> Bool = { ext in rule?.extensions.contains("." + ext) ?? false }
+        var problems = FilenameCheck.problems(in: bytes, extensionAllowed: exempt).filter { !allowed.contains($0) }
+        if handling == .sanitize {
+            let fixable = problems.filter(\.isSanitizable)
+            if !fixable.isEmpty {
+                let sanitized = FilenameCheck.sanitize(bytes)
+                for problem in fixable {
+                    let violation = partViolation(.filename(problem), part, rule: rule?.location,
+                                                  detail: "filename sanitized to '\(sanitized)'")
+                    _ = violate(violation, .sanitize)
+                }
+                if !isMonitoring { decision.filename = sanitized }
+                let after = FilenameCheck.problems(in: Array(sanitized.utf8), extensionAllowed: exempt)
+                problems = problems.filter { !$0.isSanitizable }
+                if after.contains(.dangerousExtension), !allowed.contains(.dangerousExtension),
+                   !problems.contains(.dangerousExtension) {
+                    problems.append(.dangerousExtension)
+                }
+            }
+        }
+        var action = Action.forward
+        for problem in problems {
+            var detail = "filename has \(problem.name)"
+            if problem == .dangerousExtension,
+               let ext = FilenameCheck.lastExtension(of: decision.filename ?? filename) {
+                detail = "dangerous extension .\(ext)"
+            }
+            let next = violate(partViolation(.filename(problem), part, rule: rule?.location, detail: detail), outcome)
+            if next.rank > action.rank { action = next }
+            if case .reject = next { return next }
+        }
+        return action
+    }
+
+    private mutating func checkPartEnd(_ part: inout Part) -> Action {
+        guard let rule = part.rule else { return .forward }
+        let outcome = Finding.Outcome(rule.action)
+        let noFileChosen = part.isFile && part.filename?.isEmpty == true && part.size == 0
+        if part.isFile, !rule.types.isEmpty, !part.sniffed, !noFileChosen {
+            let violation = partViolation(.typeNotAllowed, part, detail: "content type was not sniffed")
+            return violate(violation, outcome)
+        }
+        if let pattern = rule.pattern, !part.isFile, !part.valueChecked {
+            part.valueChecked = true
+            guard part.size == 0 else {
+                return violate(partViolation(.patternMismatch, part, detail: "value was not checked"), outcome)
+            }
+            return checkPattern(pattern, value: [], part: part, rule: rule)
+        }
+        return .forward
+    }
+
+    private mutating func checkPattern(_ pattern: FieldPattern, value: [UInt8], part: Part, rule: PartRule) -> Action {
+        let outcome = Finding.Outcome(rule.action)
+        guard let text = String(validating: value, as: UTF8.self) else {
+            return violate(partViolation(.patternMismatch, part, detail: "value is not valid UTF-8"), outcome)
+        }
+        let expression = regex(for: pattern)
+        let matched: Bool
+        do {
+            matched = try expression.firstMatch(in: text) != nil
+        } catch {
+            matched = false
+        }
+        guard !matched else { return .forward }
+        return violate(partViolation(.patternMismatch, part, detail: "value does not match \(pattern.source)"), outcome)
+    }
+
+    private func pendingChecks(for part: Part, route: Route) -> PendingChecks {
+        var pending: PendingChecks = []
+        guard let rule = part.rule else {
+            if part.isFile, !route.allowTypeMismatch, part.declaredType.map(MediaTypeCompatibility.isGeneric) == false {
+                pending.insert(.type)
+            }
+            return pending
+        }
+        if rule.max != nil { pending.insert(.size) }
+        if part.isFile, !rule.types.isEmpty
+            || (!rule.allowTypeMismatch && part.declaredType.map(MediaTypeCompatibility.isGeneric) == false) {
+            pending.insert(.type)
+        }
+        if !part.isFile, rule.pattern != nil { pending.insert(.value) }
+        return pending
+    }
+
+    // MARK: - Helpers
+
+    /// Runs `work` on the current part and folds its action into the part's action.
+    private mutating func withPart(_ work: (inout PolicyEvaluator, inout Part) -> Action) -> Action {
+        switch state {
+        case .idle, .finished, .receiving:
+            preconditionFailure("part call outside a part")
+        case .rejected(let violation):
+            return .reject(violation)
+        case .inPart(let body, var part):
+            let action = work(&self, &part)
+            if case .rejected(let violation) = state { return .reject(violation) }
+            if action.rank > part.action.rank { part.action = action }
+            state = .inPart(body, part)
+            return part.action
+        }
+    }
+
+    private func partViolation(_ kind: ViolationKind, _ part: Part, rule: SourceLocation? = nil, detail: String,
+                               limit: UInt64? = nil) -> Violation {
+        Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.location,
+                  detail: detail, limit: limit)
+    }
+
+    /// Whether `types` allow `mediaType`, as sent or under its canonical alias (`image/jpg` = `image/jpeg`).
+    static func typesAllow(_ types: [MediaTypePattern], _ mediaType: String) -> Bool {
+        MediaTypePattern.any(types, match: mediaType)
+            || MediaTypeCompatibility.canonical(mediaType).map { MediaTypePattern.any(types, match: $0) } == true
+    }
+
+    static func display(_ mediaType: String) -> String {
+        MediaTypePattern.essence(of: mediaType).map { "\($0.type)/\($0.subtype)" } ?? "'\(mediaType)'"
+    }
+}
+
+extension PolicyEvaluator.Finding.Outcome {
+    init(_ action: RuleAction) {
+        switch action {
+        case .reject: self = .reject
+        case .strip: self = .strip
+        case .quarantine: self = .quarantine
+        case .log: self = .log
+        }
+    }
+}

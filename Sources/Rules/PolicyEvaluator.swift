@@ -1,0 +1,241 @@
+import Multipart
+
+/// Decides, for ONE request, what happens to it and to each of its parts, as the proxy streams it.
+///
+/// ```
+///            begin ──▶ .reject(v)                                  (405 / 415 / 413 before any body byte)
+///              │
+///              ▼ .proceed(kind)
+///  ┌──▶ receiving ── bodyData ── anomalies ── malformed ──▶ (reject ends everything)
+///  │        │
+///  │    partBegin ──▶ inPart ── partData* ── partSniffed? ── fieldValue? ──┐
+///  │                                                                        │
+///  └──────────────────────────────── partEnd ◀──────────────────────────────┘
+///              receiving ── end() ──▶ finished                    (422 for missing required parts)
+/// ```
+/// Every method returns an `Action` the proxy carries out; none does I/O. Once a request is
+/// rejected every later call returns the same rejection. In monitor mode every call returns
+/// `forward` (and `.proceed`) and `findings` records what enforce mode would have done.
+/// Calls out of order (`partData` outside a part, `end` inside one) are proxy bugs and trap.
+public struct PolicyEvaluator {
+    enum State {
+        /// Before `begin`. Legal: `begin`.
+        case idle
+        /// Between parts. Legal: `partBegin`, `bodyData`, `anomalies`, `malformed`, `end`.
+        case receiving(Body)
+        /// Inside a part. Legal: `partData`, `partSniffed`, `fieldValue`, `partEnd`, `bodyData`,
+        /// `anomalies`, `malformed`.
+        case inPart(Body, Part)
+        /// Rejected in enforce mode; every call answers with the rejection.
+        case rejected(Violation)
+        /// After `end`. No call is legal.
+        case finished
+    }
+
+    struct Body {
+        var bodyBytes: UInt64 = 0
+        var bodyExceeded = false
+        var parts = 0
+        var files = 0
+        var fields = 0
+        var repeats: [String: Int] = [:]
+        var satisfied: Set<String> = []
+        var checkRequired = false
+    }
+
+    struct Part {
+        var index: Int
+        var name: String?
+        var filename: String?
+        var rule: PartRule?
+        var declaredType: String?
+        var size: UInt64 = 0
+        var sizeExceeded = false
+        var sniffed = false
+        var valueChecked = false
+        var action: Action = .forward
+        var isFile: Bool { filename != nil }
+    }
+
+    /// The policy being applied.
+    public let policy: Policy
+    /// The route chosen by `begin`; nil before it.
+    public private(set) var route: Route?
+    /// Every violation seen so far with what was decided, in order.
+    public private(set) var findings: [Finding] = []
+    var state: State = .idle
+    var regexes: [String: Regex<AnyRegexOutput>] = [:]
+
+    /// Creates an evaluator for one request.
+    public init(policy: Policy) { self.policy = policy }
+
+    /// The rejection, once the request has been rejected (enforce mode only).
+    public var rejection: Violation? {
+        if case .rejected(let violation) = state { return violation }
+        return nil
+    }
+
+    var isMonitoring: Bool { policy.mode == .monitor }
+
+    // MARK: - Request
+
+    /// Starts the request: picks the route and checks method, Content-Type and Content-Length.
+    ///
+    /// `contentLength` is nil for a body of unknown length (chunked) and 0 for no body.
+    public mutating func begin(method: String, path: String, contentType: String?,
+                               contentLength: UInt64?) -> BeginDecision {
+        guard case .idle = state else { preconditionFailure("begin called twice") }
+        let route = policy.effectiveRoute(for: path)
+        self.route = route
+        var body = Body()
+        state = .receiving(body)
+        if let methods = route.methods, !methods.contains(method) {
+            let violation = Violation(kind: .methodNotAllowed, rule: route.location,
+                                      detail: "\(method) not in \(methods.joined(separator: " "))")
+            if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
+        }
+        let hasBody = contentLength != 0
+        var kind = BodyKind.none
+        if hasBody {
+            let essence = contentType.flatMap(MediaTypePattern.essence(of:))
+            if let essence, route.contentTypes.contains(where: { $0.matches(essence: essence) }) {
+                kind = essence.type == "multipart" ? .multipart
+                    : essence.type == "application" && essence.subtype == "x-www-form-urlencoded" ? .urlencoded
+                    : .opaque
+            } else {
+                let sent = essence.map { "\($0.type)/\($0.subtype)" }
+                    ?? (contentType == nil ? "no Content-Type" : "malformed Content-Type")
+                let allowed = route.contentTypes.map(\.description).joined(separator: " ")
+                let violation = Violation(kind: .contentTypeNotAllowed, rule: route.location,
+                                          detail: "\(sent) not in \(allowed)")
+                if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
+                kind = essence?.type == "multipart" ? .multipart : .opaque
+            }
+        }
+        if let length = contentLength, length > route.limits.bodyMax {
+            let violation = Violation(kind: .bodyTooLarge, rule: route.location,
+                                      detail: ByteSize.exceeds(length, route.limits.bodyMax) + " (Content-Length)",
+                                      limit: route.limits.bodyMax)
+            if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
+        }
+        body.checkRequired = kind == .multipart || kind == .urlencoded
+            || (!hasBody && ["POST", "PUT", "PATCH"].contains(method))
+        state = .receiving(body)
+        return .proceed(kind)
+    }
+
+    /// Counts `count` raw body bytes as received (after de-chunking); rejects once `body-max` is crossed.
+    public mutating func bodyData(count: Int) -> Action {
+        guard let route else { preconditionFailure("bodyData before begin") }
+        return withBody { evaluator, body in
+            body.bodyBytes += UInt64(count)
+            guard body.bodyBytes > route.limits.bodyMax, !body.bodyExceeded else { return .forward }
+            body.bodyExceeded = true
+            let violation = Violation(kind: .bodyTooLarge, rule: route.location,
+                                      detail: ByteSize.exceeds(body.bodyBytes, route.limits.bodyMax),
+                                      limit: route.limits.bodyMax)
+            return evaluator.violate(violation, .reject)
+        }
+    }
+
+    /// Applies the actions for request-level anomaly flags (boundary, preamble, epilogue).
+    public mutating func anomalies(_ flags: MultipartAnomalies) -> Action {
+        guard let route else { preconditionFailure("anomalies before begin") }
+        return withBody { evaluator, _ in
+            evaluator.applyAnomalies(flags, route: route, part: nil, index: nil)
+        }
+    }
+
+    /// The body could not be parsed: 400 `malformed_body`.
+    public mutating func malformed(detail: String) -> Action {
+        guard let route else { preconditionFailure("malformed before begin") }
+        return withBody { evaluator, _ in
+            evaluator.violate(Violation(kind: .malformedBody, rule: route.location, detail: detail), .reject)
+        }
+    }
+
+    /// Ends the request: checks `required` rules (422). Call it for requests without a body too.
+    public mutating func end() -> Action {
+        guard let route else { preconditionFailure("end before begin") }
+        switch state {
+        case .idle, .finished: preconditionFailure("end called in the wrong state")
+        case .inPart: preconditionFailure("end called inside a part; call partEnd first")
+        case .rejected(let violation): return .reject(violation)
+        case .receiving(let body):
+            state = .finished
+            guard body.checkRequired else { return .forward }
+            for rule in route.requiredRules {
+                guard let name = rule.name, !body.satisfied.contains(Self.key(rule.kind, name)) else { continue }
+                let violation = Violation(kind: .missingRequired, part: name, rule: rule.location,
+                                          detail: "required \(rule.kind.rawValue) '\(name)' is missing")
+                let action = violate(violation, rule.action == .log ? .log : .reject)
+                if case .reject = action { return action }
+            }
+            return .forward
+        }
+    }
+
+    // MARK: - Shared helpers
+
+    /// Runs `body` on the request state (inside or between parts); answers the rejection if there is one.
+    private mutating func withBody(_ work: (inout PolicyEvaluator, inout Body) -> Action) -> Action {
+        switch state {
+        case .idle, .finished:
+            preconditionFailure("request-level call outside begin…end")
+        case .rejected(let violation):
+            return .reject(violation)
+        case .receiving(var body):
+            state = .idle
+            let action = work(&self, &body)
+            if case .idle = state { state = .receiving(body) }
+            return action
+        case .inPart(var body, let part):
+            state = .idle
+            let action = work(&self, &body)
+            if case .idle = state { state = .inPart(body, part) }
+            return action
+        }
+    }
+
+    /// Records a violation with its outcome and answers what the proxy does now.
+    ///
+    /// Enforce: `reject` moves to `.rejected`; strip and quarantine are returned for the caller to
+    /// fold into the part. Monitor: everything is `forward`.
+    mutating func violate(_ violation: Violation, _ outcome: Finding.Outcome) -> Action {
+        findings.append(Finding(violation: violation, outcome: outcome, enforced: !isMonitoring))
+        guard !isMonitoring else { return .forward }
+        switch outcome {
+        case .reject:
+            state = .rejected(violation)
+            return .reject(violation)
+        case .strip: return .strip(violation)
+        case .quarantine: return .quarantine(violation)
+        case .log, .sanitize: return .forward
+        }
+    }
+
+    private mutating func applyAnomalies(_ flags: MultipartAnomalies, route: Route, part: String?,
+                                         index: Int?) -> Action {
+        for flag in flags {
+            let outcome: Finding.Outcome
+            switch route.anomalies[flag] {
+            case .allow: continue
+            case .log: outcome = .log
+            case .reject: outcome = .reject
+            }
+            let violation = Violation(kind: .anomaly(flag), part: part, partIndex: index, rule: route.location,
+                                      detail: "multipart anomaly \(flag.name)")
+            if case .reject(let violation) = violate(violation, outcome) { return .reject(violation) }
+        }
+        return .forward
+    }
+
+    static func key(_ kind: PartRule.Kind, _ name: String) -> String { kind.rawValue + ":" + name }
+
+    mutating func regex(for pattern: FieldPattern) -> Regex<AnyRegexOutput> {
+        if let cached = regexes[pattern.source] { return cached }
+        let compiled = pattern.compile()
+        regexes[pattern.source] = compiled
+        return compiled
+    }
+}

@@ -1,0 +1,58 @@
+/// What happens to a part that breaks a field or file rule (`action …;`). The default is `reject`.
+public enum RuleAction: String, Sendable, Hashable, CaseIterable {
+    /// Fail the whole request with the violation's status.
+    case reject
+    /// Drop the part from the body sent upstream; the request continues.
+    case strip
+    /// Divert the part into the quarantine store; the request continues without it.
+    case quarantine
+    /// Forward the part and record the violation.
+    case log
+}
+
+/// What happens when the multipart parser reports an anomaly flag (`anomaly <flag> …;`).
+public enum AnomalyAction: String, Sendable, Hashable, CaseIterable {
+    /// Fail the request with 400 `anomaly_<flag>`.
+    case reject
+    /// Forward and record the anomaly.
+    case log
+    /// Forward without recording anything.
+    case allow
+}
+
+/// What happens to a part that no field or file rule names (`unknown …;`). The default is `reject`.
+public enum UnknownAction: String, Sendable, Hashable, CaseIterable {
+    /// Fail the request with 403 `unknown_part`.
+    case reject
+    /// Drop the part and record it.
+    case strip
+    /// Forward the part without recording anything.
+    case allow
+}
+
+/// How filename problems are handled (`filename …;`). The default is `reject`.
+public enum FilenameHandling: String, Sendable, Hashable, CaseIterable {
+    /// A problematic filename is a violation, handled with the rule's action.
+    case reject
+    /// Rewrite the filename with `FilenameCheck.sanitize`; problems sanitizing cannot fix
+    /// (a dangerous extension, a reserved device name) are still violations.
+    case sanitize
+    /// Do not check filenames at all.
+    case allow
+}
+
+/// Whether violations are enforced or only recorded (`mode …;`). The default is `enforce`.
+public enum PolicyMode: String, Sendable, Hashable, CaseIterable {
+    /// Carry out every decision.
+    case enforce
+    /// Forward everything; record what `enforce` would have done.
+    case monitor
+}
+
+extension CaseIterable where Self: RawRepresentable, RawValue == String {
+    /// `a, b or c`, for diagnostics.
+    static var choices: String {
+        let names = allCases.map(\.rawValue)
+        return names.dropLast().joined(separator: ", ") + " or " + names.last!
+    }
+}

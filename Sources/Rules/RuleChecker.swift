@@ -1,0 +1,171 @@
+import Foundation
+
+/// Reads rule files, follows `include`, checks every statement against the directive table and
+/// compiles the result into a `Policy`, reporting every problem as a `Diagnostic`.
+///
+/// ```
+/// paths ──▶ files (a directory means its *.rules, sorted) ──▶ lex + parse each
+///       ──▶ expand include (relative to the including file, once per file, cycles reported)
+///       ──▶ main-context settings ──▶ routes ──▶ field / file rules ──▶ Policy
+/// ```
+public enum RuleChecker {
+    /// Every diagnostic for the files at `paths`; empty when they form a clean policy.
+    public static func check(paths: [String]) -> [Diagnostic] { compile(paths: paths).diagnostics }
+
+    /// Compiles the files at `paths`; `policy` is nil when any diagnostic is an error.
+    public static func compile(paths: [String]) -> (policy: Policy?, diagnostics: [Diagnostic]) {
+        var loader = RuleLoader()
+        let statements = loader.load(paths: paths)
+        return finish(statements: statements, diagnostics: loader.diagnostics)
+    }
+
+    /// Compiles rule text held in memory; `include` paths resolve relative to `file`'s directory.
+    public static func compile(source: String, file: String) -> (policy: Policy?, diagnostics: [Diagnostic]) {
+        var loader = RuleLoader()
+        let statements = loader.load(source: source, file: file)
+        return finish(statements: statements, diagnostics: loader.diagnostics)
+    }
+
+    private static func finish(statements: [RuleStatement],
+                               diagnostics: [Diagnostic]) -> (policy: Policy?, diagnostics: [Diagnostic]) {
+        var compiler = RuleCompiler()
+        let policy = compiler.compile(statements)
+        let all = diagnostics + compiler.diagnostics
+        return (all.contains { $0.severity == .error } ? nil : policy, all)
+    }
+}
+
+extension Policy {
+    /// Loads and compiles the rule files at `paths` (a directory means all its `*.rules`, sorted).
+    ///
+    /// Throws `PolicyLoadError` carrying every diagnostic when any of them is an error; warnings
+    /// alone do not fail the load.
+    public static func load(paths: [String]) throws(PolicyLoadError) -> Policy {
+        let (policy, diagnostics) = RuleChecker.compile(paths: paths)
+        guard let policy else { throw PolicyLoadError(diagnostics: diagnostics) }
+        return policy
+    }
+
+    /// Compiles rule text held in memory (`file` names it in diagnostics and anchors `include`).
+    public static func parse(_ source: String, file: String = "<string>") throws(PolicyLoadError) -> Policy {
+        let (policy, diagnostics) = RuleChecker.compile(source: source, file: file)
+        guard let policy else { throw PolicyLoadError(diagnostics: diagnostics) }
+        return policy
+    }
+}
+
+/// Reads files and expands `include`, producing the main-context statements of all files in order.
+struct RuleLoader {
+    private(set) var diagnostics: [Diagnostic] = []
+    private var loaded: Set<String> = []
+    private var stack: [(canonical: String, display: String)] = []
+
+    mutating func load(paths: [String]) -> [RuleStatement] {
+        var statements: [RuleStatement] = []
+        for path in paths {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+                diagnostics.append(Diagnostic(file: path, line: 1, column: 1, severity: .error,
+                                              message: "cannot read '\(path)': no such file or directory"))
+                continue
+            }
+            if isDirectory.boolValue {
+                for file in Self.ruleFiles(in: path) { statements += loadFile(file, from: nil) }
+            } else {
+                statements += loadFile(path, from: nil)
+            }
+        }
+        return statements
+    }
+
+    mutating func load(source: String, file: String) -> [RuleStatement] {
+        let canonical = Self.canonical(file)
+        loaded.insert(canonical)
+        stack.append((canonical, file))
+        defer { stack.removeLast() }
+        return expand(source: source, file: file)
+    }
+
+    /// The `*.rules` files directly inside `directory`, sorted by name.
+    static func ruleFiles(in directory: String) -> [String] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasSuffix(".rules") }.sorted().map { join(directory, $0) }
+    }
+
+    private mutating func loadFile(_ path: String, from include: RuleToken?) -> [RuleStatement] {
+        let canonical = Self.canonical(path)
+        if let cycleStart = stack.firstIndex(where: { $0.canonical == canonical }) {
+            let chain = (stack[cycleStart...].map(\.display) + [path]).joined(separator: " -> ")
+            if let include { diagnostics.append(Diagnostic(.error, at: include.location, "include cycle: \(chain)")) }
+            return []
+        }
+        guard !loaded.contains(canonical) else { return [] }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            if let include {
+                diagnostics.append(Diagnostic(.error, at: include.location, "include file not found: '\(path)'"))
+            } else {
+                diagnostics.append(Diagnostic(file: path, line: 1, column: 1, severity: .error,
+                                              message: "cannot read '\(path)'"))
+            }
+            return []
+        }
+        loaded.insert(canonical)
+        stack.append((canonical, path))
+        defer { stack.removeLast() }
+        return expand(source: String(decoding: data, as: UTF8.self), file: path)
+    }
+
+    private mutating func expand(source: String, file: String) -> [RuleStatement] {
+        let (parsed, problems) = RuleParser.parse(source, file: file)
+        diagnostics += problems
+        var statements: [RuleStatement] = []
+        for statement in parsed {
+            guard statement.name.text == "include" else {
+                statements.append(statement)
+                continue
+            }
+            guard statement.arguments.count == 1, statement.block == nil,
+                  let argument = statement.arguments.first else {
+                diagnostics.append(Diagnostic(.error, at: statement.location,
+                                              "'include' takes exactly 1 argument and no block"))
+                continue
+            }
+            let directory = (file as NSString).deletingLastPathComponent
+            let target = argument.text.hasPrefix("/") ? argument.text : Self.join(directory, argument.text)
+            let lastComponent = (target as NSString).lastPathComponent
+            if lastComponent.contains("*") {
+                let folder = (target as NSString).deletingLastPathComponent
+                let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
+                for name in names where Self.glob(lastComponent, matches: name) {
+                    statements += loadFile(Self.join(folder, name), from: argument)
+                }
+            } else {
+                statements += loadFile(target, from: argument)
+            }
+        }
+        return statements
+    }
+
+    static func join(_ directory: String, _ name: String) -> String {
+        guard !directory.isEmpty else { return name }
+        return directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+
+    static func canonical(_ path: String) -> String {
+        URL(fileURLWithPath: path).standardizedFileURL.resolvingSymlinksInPath().path
+    }
+
+    /// `*` matches any run of characters; everything else matches itself.
+    static func glob(_ pattern: String, matches name: String) -> Bool {
+        let pieces = pattern.split(separator: "*", omittingEmptySubsequences: false)
+        var rest = Substring(name)
+        guard let first = pieces.first, rest.hasPrefix(first) else { return false }
+        rest = rest.dropFirst(first.count)
+        for (offset, piece) in pieces.enumerated().dropFirst() {
+            if offset == pieces.count - 1 { return rest.hasSuffix(piece) }
+            guard let range = rest.range(of: piece) else { return false }
+            rest = rest[range.upperBound...]
+        }
+        return rest.isEmpty
+    }
+}

@@ -1,0 +1,378 @@
+import Multipart
+
+/// Checks statements against `RuleDirective.table` and builds the `Policy`.
+///
+/// The main context is read first (so its limits are defaults for every route wherever they are
+/// written), then each route, its settings first and its part rules second (so rules inherit the
+/// route's filename settings wherever they are written).
+struct RuleCompiler {
+    private(set) var diagnostics: [Diagnostic] = []
+
+    mutating func compile(_ statements: [RuleStatement]) -> Policy {
+        var policy = Policy()
+        var defaults = Route(prefix: "/", location: nil)
+        var seen: [String: SourceLocation] = [:]
+        var anomalySeen: [MultipartAnomaly: SourceLocation] = [:]
+        var routeStatements: [RuleStatement] = []
+        for statement in statements {
+            guard let directive = validate(statement, in: .main, seen: &seen) else { continue }
+            switch directive.name {
+            case "route":
+                routeStatements.append(statement)
+            case "mode":
+                if let mode: PolicyMode = keyword(statement.arguments[0], what: "mode") { policy.mode = mode }
+            case "anomaly":
+                if let (flag, action) = anomaly(statement, seen: &anomalySeen) { policy.anomalies[flag] = action }
+            default:
+                routeSetting(statement, directive, into: &defaults)
+            }
+        }
+        defaults.anomalies = policy.anomalies
+        policy.fallback = Policy.implicitFallback(defaults: defaults)
+
+        var routes: [Route] = []
+        var prefixes: [String: (text: String, location: SourceLocation)] = [:]
+        for statement in routeStatements {
+            guard let route = compileRoute(statement, defaults: defaults) else { continue }
+            let text = statement.arguments[0].text
+            if let first = prefixes[route.prefix] {
+                let message = first.text == text
+                    ? "duplicate route '\(text)' (first defined at \(first.location))"
+                    : "route '\(text)' is shadowed by route '\(first.text)' at \(first.location) "
+                        + "(both normalise to '\(route.prefix)')"
+                diagnostics.append(Diagnostic(.error, at: statement.arguments[0].location, message))
+                continue
+            }
+            prefixes[route.prefix] = (text, statement.location)
+            routes.append(route)
+        }
+        policy.routes = routes.sorted { $0.prefix.utf8.count > $1.prefix.utf8.count }
+        if let root = routes.first(where: { $0.prefix == "/" }) { policy.fallback = root }
+        return policy
+    }
+
+    // MARK: - Statements
+
+    /// Checks name, context, argument count and block; records unique directives in `seen`.
+    private mutating func validate(_ statement: RuleStatement, in context: RuleDirective.Context,
+                                   seen: inout [String: SourceLocation]) -> RuleDirective? {
+        let name = statement.name.text
+        guard let directive = RuleDirective.named(name) else {
+            let hint = Self.suggestion(for: name, among: RuleDirective.names)
+            error(at: statement.name, "unknown directive '\(name)'" + hint)
+            return nil
+        }
+        guard directive.contexts.contains(context) else {
+            let allowed = RuleDirective.Context.allCases.filter(directive.contexts.contains).map(\.rawValue)
+            error(at: statement.name, "'\(name)' is not allowed in \(context.rawValue) context "
+                + "(allowed in: \(allowed.joined(separator: ", ")))")
+            return nil
+        }
+        let count = statement.arguments.count
+        guard directive.arguments.contains(count) else {
+            let bounds = directive.arguments
+            let expected = bounds.lowerBound == bounds.upperBound
+                ? (bounds.lowerBound == 0 ? "takes no arguments" : "takes exactly \(bounds.lowerBound) argument"
+                    + (bounds.lowerBound == 1 ? "" : "s"))
+                : "takes at least \(bounds.lowerBound) argument" + (bounds.lowerBound == 1 ? "" : "s")
+            error(at: statement.name, "'\(name)' \(expected), got \(count)")
+            return nil
+        }
+        switch (directive.block, statement.block) {
+        case (.none, .some):
+            error(at: statement.name, "'\(name)' does not take a block")
+            return nil
+        case (.required, .none):
+            error(at: statement.name, "'\(name)' needs a { … } block")
+            return nil
+        default:
+            break
+        }
+        if directive.unique {
+            if let first = seen[name] {
+                error(at: statement.name, "duplicate '\(name)' (first set at \(first))")
+                return nil
+            }
+            seen[name] = statement.location
+        }
+        return directive
+    }
+
+    /// Settings valid in both the main context (as defaults) and a route.
+    private mutating func routeSetting(_ statement: RuleStatement, _ directive: RuleDirective,
+                                       into route: inout Route) {
+        let arguments = statement.arguments
+        switch directive.name {
+        case "body-max":
+            if let size = size(arguments[0], directive) { route.limits.bodyMax = size }
+        case "parts-max":
+            if let value = number(arguments[0], directive) { route.limits.partsMax = Int(value) }
+        case "files-max":
+            if let value = number(arguments[0], directive) { route.limits.filesMax = Int(value) }
+        case "fields-max":
+            if let value = number(arguments[0], directive) { route.limits.fieldsMax = Int(value) }
+        case "unknown":
+            if let action: UnknownAction = keyword(arguments[0], what: "action") { route.unknown = action }
+        case "filename":
+            if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
+                route.filename = handling
+            }
+        case "allow-filename":
+            route.allowedFilenameProblems.formUnion(filenameProblems(arguments))
+        case "allow-type-mismatch":
+            route.allowTypeMismatch = true
+        case "methods":
+            route.methods = methods(arguments)
+        case "content-types":
+            route.contentTypes = mediaTypes(arguments)
+        default:
+            preconditionFailure("directive '\(directive.name)' validated for a context it has no handler in")
+        }
+    }
+
+    private mutating func anomaly(
+        _ statement: RuleStatement, seen: inout [MultipartAnomaly: SourceLocation]
+    ) -> (MultipartAnomaly, AnomalyAction)? {
+        let nameToken = statement.arguments[0]
+        guard let flag = MultipartAnomaly(name: nameToken.text) else {
+            error(at: nameToken, "unknown anomaly '\(nameToken.text)'"
+                + Self.suggestion(for: nameToken.text, among: MultipartAnomaly.allCases.map(\.name)))
+            return nil
+        }
+        guard let action: AnomalyAction = keyword(statement.arguments[1], what: "action") else { return nil }
+        if let first = seen[flag] {
+            error(at: statement.name, "duplicate 'anomaly \(flag.name)' (first set at \(first))")
+            return nil
+        }
+        seen[flag] = statement.location
+        return (flag, action)
+    }
+
+    // MARK: - Routes and part rules
+
+    private mutating func compileRoute(_ statement: RuleStatement, defaults: Route) -> Route? {
+        let prefixToken = statement.arguments[0]
+        let text = prefixToken.text
+        guard text.hasPrefix("/"),
+              !text.contains(where: { $0 == "?" || $0 == "#" || $0 == " " || $0 == "\t" || $0 == "%" }) else {
+            error(at: prefixToken, "invalid route prefix '\(text)': it must start with '/' and hold no "
+                + "query, fragment, space or percent-escape")
+            return nil
+        }
+        var route = defaults
+        route.prefix = Policy.normalize(path: text)
+        route.location = statement.location
+        var seen: [String: SourceLocation] = [:]
+        var anomalySeen: [MultipartAnomaly: SourceLocation] = [:]
+        var overrides = AnomalyActions()
+        var partStatements: [RuleStatement] = []
+        for inner in statement.block ?? [] {
+            guard let directive = validate(inner, in: .route, seen: &seen) else { continue }
+            switch directive.name {
+            case "field", "file":
+                partStatements.append(inner)
+            case "anomaly":
+                if let (flag, action) = anomaly(inner, seen: &anomalySeen) { overrides[flag] = action }
+            default:
+                routeSetting(inner, directive, into: &route)
+            }
+        }
+        route.anomalies = defaults.anomalies.overridden(by: overrides)
+
+        var names: [String: SourceLocation] = [:]
+        for inner in partStatements {
+            guard let rule = compilePartRule(inner, in: route) else { continue }
+            let key = rule.name ?? "*" + rule.kind.rawValue
+            if let first = names[key] {
+                let label = rule.name.map { "part '\($0)'" } ?? "'\(rule.kind.rawValue) *'"
+                error(at: inner.arguments[0], "duplicate rule for \(label) (first defined at \(first))")
+                continue
+            }
+            names[key] = inner.location
+            switch (rule.kind, rule.name) {
+            case (.field, .some): route.fields.append(rule)
+            case (.file, .some): route.files.append(rule)
+            case (.field, .none): route.otherFields = rule
+            case (.file, .none): route.otherFiles = rule
+            }
+        }
+        return route
+    }
+
+    private mutating func compilePartRule(_ statement: RuleStatement, in route: Route) -> PartRule? {
+        let kind: PartRule.Kind = statement.name.text == "file" ? .file : .field
+        let nameToken = statement.arguments[0]
+        guard !nameToken.text.isEmpty else {
+            error(at: nameToken, "empty part name")
+            return nil
+        }
+        let isWildcard = nameToken.kind == .word && nameToken.text == "*"
+        var rule = PartRule(kind: kind, name: isWildcard ? nil : nameToken.text, location: statement.location)
+        rule.filename = route.filename
+        rule.allowedFilenameProblems = route.allowedFilenameProblems
+        rule.allowTypeMismatch = route.allowTypeMismatch
+        let context: RuleDirective.Context = kind == .file ? .file : .field
+        var seen: [String: SourceLocation] = [:]
+        for inner in statement.block ?? [] {
+            guard let directive = validate(inner, in: context, seen: &seen) else { continue }
+            let arguments = inner.arguments
+            switch directive.name {
+            case "max":
+                if let size = size(arguments[0], directive) { rule.max = size }
+            case "required":
+                if isWildcard {
+                    error(at: inner.name, "'required' cannot apply to a wildcard rule")
+                } else {
+                    rule.required = true
+                }
+            case "pattern":
+                do {
+                    rule.pattern = try FieldPattern(arguments[0].text)
+                } catch {
+                    let reason = String(describing: error).split(separator: "\n").first.map(String.init) ?? ""
+                    self.error(at: arguments[0], "invalid pattern \"\(arguments[0].text)\": \(reason)")
+                }
+            case "repeat":
+                if let value = number(arguments[0], directive) { rule.repeatLimit = Int(value) }
+            case "types":
+                rule.types = mediaTypes(arguments)
+            case "extensions":
+                rule.extensions = extensions(arguments)
+            case "action":
+                if let action: RuleAction = keyword(arguments[0], what: "action") { rule.action = action }
+            case "filename":
+                if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
+                    rule.filename = handling
+                }
+            case "allow-filename":
+                rule.allowedFilenameProblems.formUnion(filenameProblems(arguments))
+            case "allow-type-mismatch":
+                rule.allowTypeMismatch = true
+            default:
+                preconditionFailure("directive '\(directive.name)' validated for a context it has no handler in")
+            }
+        }
+        if let max = rule.max, max > route.limits.bodyMax {
+            diagnostics.append(Diagnostic(.warning, at: statement.location,
+                "\(kind.rawValue) '\(nameToken.text)' max \(ByteSize.format(max)) can never be reached: "
+                    + "the route's body-max is \(ByteSize.format(route.limits.bodyMax))"))
+        }
+        return rule
+    }
+
+    // MARK: - Arguments
+
+    private mutating func error(at token: RuleToken, _ message: String) {
+        diagnostics.append(Diagnostic(.error, at: token.location, message))
+    }
+
+    private mutating func size(_ token: RuleToken, _ directive: RuleDirective) -> UInt64? {
+        guard let value = ByteSize.parse(token.text) else {
+            error(at: token, "bad size '\(token.text)' for '\(directive.name)': expected a whole number with an "
+                + "optional unit B, KiB, MiB or GiB, at most 1 TiB")
+            return nil
+        }
+        return value
+    }
+
+    private mutating func number(_ token: RuleToken, _ directive: RuleDirective) -> UInt64? {
+        guard !token.text.isEmpty, token.text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let value = UInt64(token.text) else {
+            error(at: token, "bad number '\(token.text)' for '\(directive.name)': expected a whole number")
+            return nil
+        }
+        if let bounds = directive.bounds, !bounds.contains(value) {
+            error(at: token, "'\(directive.name)' must be between \(bounds.lowerBound) and \(bounds.upperBound), "
+                + "got \(value)")
+            return nil
+        }
+        return value
+    }
+
+    private mutating func keyword<Value: CaseIterable & RawRepresentable>(_ token: RuleToken,
+                                                                          what: String) -> Value?
+    where Value.RawValue == String {
+        guard let value = Value(rawValue: token.text) else {
+            error(at: token, "unknown \(what) '\(token.text)': expected \(Value.choices)")
+            return nil
+        }
+        return value
+    }
+
+    private mutating func methods(_ tokens: [RuleToken]) -> [String] {
+        var result: [String] = []
+        for token in tokens {
+            guard MediaTypePattern.isToken(token.text), token.text.uppercased() == token.text else {
+                error(at: token, "invalid method '\(token.text)': methods are case-sensitive tokens such as "
+                    + "'\(token.text.uppercased())'")
+                continue
+            }
+            if !result.contains(token.text) { result.append(token.text) }
+        }
+        return result
+    }
+
+    private mutating func mediaTypes(_ tokens: [RuleToken]) -> [MediaTypePattern] {
+        var result: [MediaTypePattern] = []
+        for token in tokens {
+            guard let pattern = MediaTypePattern(token.text) else {
+                error(at: token, "invalid MIME type pattern '\(token.text)': expected type/subtype, type/* or */*")
+                continue
+            }
+            if !result.contains(pattern) { result.append(pattern) }
+        }
+        return result
+    }
+
+    private mutating func extensions(_ tokens: [RuleToken]) -> [String] {
+        var result: [String] = []
+        for token in tokens {
+            let text = token.text.lowercased()
+            let forbidden: (Character) -> Bool = {
+                $0 == "/" || $0 == "\\" || $0 == " " || ($0.asciiValue ?? 0x20) < 0x20
+            }
+            guard text.hasPrefix("."), text.count >= 2, !text.contains(where: forbidden) else {
+                error(at: token, "invalid extension '\(token.text)': write it with its dot, e.g. '.png'")
+                continue
+            }
+            if !result.contains(text) { result.append(text) }
+        }
+        return result
+    }
+
+    private mutating func filenameProblems(_ tokens: [RuleToken]) -> Set<FilenameProblem> {
+        var result = Set<FilenameProblem>()
+        for token in tokens {
+            guard let problem = FilenameProblem(rawValue: token.text) else {
+                error(at: token, "unknown filename problem '\(token.text)'"
+                    + Self.suggestion(for: token.text, among: FilenameProblem.allCases.map(\.name)))
+                continue
+            }
+            result.insert(problem)
+        }
+        return result
+    }
+
+    // MARK: - Suggestions
+
+    /// `; did you mean 'x'?` for the closest candidate within edit distance 2, else empty.
+    static func suggestion(for word: String, among candidates: some Sequence<String>) -> String {
+        let scored = candidates.map { ($0, editDistance(word, $0)) }.filter { $0.1 <= 2 }
+        guard let best = scored.min(by: { $0.1 < $1.1 || ($0.1 == $1.1 && $0.0 < $1.0) }) else { return "" }
+        return "; did you mean '\(best.0)'?"
+    }
+
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let (x, y) = (Array(a), Array(b))
+        var previous = Array(0...y.count)
+        for i in 1...max(x.count, 1) where !x.isEmpty {
+            var current = [i] + Array(repeating: 0, count: y.count)
+            for j in 1...max(y.count, 1) where !y.isEmpty {
+                let substitution = previous[j - 1] + (x[i - 1] == y[j - 1] ? 0 : 1)
+                current[j] = Swift.min(previous[j] + 1, current[j - 1] + 1, substitution)
+            }
+            previous = current
+        }
+        return x.isEmpty ? y.count : previous[y.count]
+    }
+}

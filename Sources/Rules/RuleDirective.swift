@@ -1,0 +1,82 @@
+/// One row of the directive table: where a directive may appear and what it takes (nginx style).
+public struct RuleDirective: Sendable, Hashable {
+    /// Where a statement sits.
+    public enum Context: String, Sendable, Hashable, CaseIterable {
+        /// The top level of a file.
+        case main
+        /// Inside `route … { }`.
+        case route
+        /// Inside `field … { }`.
+        case field
+        /// Inside `file … { }`.
+        case file
+    }
+
+    /// Whether a directive carries a `{ … }` block.
+    public enum Block: Sendable, Hashable {
+        /// Ends in `;`.
+        case none
+        /// Must carry a block.
+        case required
+        /// May end in `;` or carry a block.
+        case optional
+    }
+
+    /// The directive name.
+    public let name: String
+    /// The contexts it is allowed in.
+    public let contexts: Set<Context>
+    /// How many arguments it takes.
+    public let arguments: ClosedRange<Int>
+    /// Whether it carries a block.
+    public let block: Block
+    /// The range a numeric argument must fall in, if it takes one.
+    public let bounds: ClosedRange<UInt64>?
+    /// Whether it may appear only once per context.
+    public let unique: Bool
+
+    init(_ name: String, _ contexts: Set<Context>, arguments: ClosedRange<Int>, block: Block = .none,
+         bounds: ClosedRange<UInt64>? = nil, unique: Bool = true) {
+        self.name = name
+        self.contexts = contexts
+        self.arguments = arguments
+        self.block = block
+        self.bounds = bounds
+        self.unique = unique
+    }
+
+    static let many = Int.max
+
+    /// Every directive. Limits in the main context are defaults for every route.
+    public static let table: [RuleDirective] = [
+        RuleDirective("include", [.main], arguments: 1...1, unique: false),
+        RuleDirective("mode", [.main], arguments: 1...1),
+        RuleDirective("anomaly", [.main, .route], arguments: 2...2, unique: false),
+        RuleDirective("route", [.main], arguments: 1...1, block: .required, unique: false),
+        RuleDirective("methods", [.route], arguments: 1...many),
+        RuleDirective("content-types", [.route], arguments: 1...many),
+        RuleDirective("body-max", [.main, .route], arguments: 1...1, bounds: 0...ByteSize.maximum),
+        RuleDirective("parts-max", [.main, .route], arguments: 1...1, bounds: 1...100_000),
+        RuleDirective("files-max", [.main, .route], arguments: 1...1, bounds: 0...10_000),
+        RuleDirective("fields-max", [.main, .route], arguments: 1...1, bounds: 0...100_000),
+        RuleDirective("unknown", [.main, .route], arguments: 1...1),
+        RuleDirective("field", [.route], arguments: 1...1, block: .optional, unique: false),
+        RuleDirective("file", [.route], arguments: 1...1, block: .optional, unique: false),
+        RuleDirective("max", [.field, .file], arguments: 1...1, bounds: 0...ByteSize.maximum),
+        RuleDirective("required", [.field, .file], arguments: 0...0),
+        RuleDirective("pattern", [.field], arguments: 1...1),
+        RuleDirective("repeat", [.field, .file], arguments: 1...1, bounds: 1...10_000),
+        RuleDirective("types", [.file], arguments: 1...many),
+        RuleDirective("extensions", [.file], arguments: 1...many),
+        RuleDirective("action", [.field, .file], arguments: 1...1),
+        RuleDirective("filename", [.main, .route, .file], arguments: 1...1),
+        RuleDirective("allow-filename", [.main, .route, .file], arguments: 1...many, unique: false),
+        RuleDirective("allow-type-mismatch", [.main, .route, .file], arguments: 0...0),
+    ]
+
+    /// Every directive name.
+    public static let names: Set<String> = Set(table.map(\.name))
+
+    /// Looks a directive up by name.
+    public static func named(_ name: String) -> RuleDirective? { table.first { $0.name == name } }
+}

@@ -1,0 +1,103 @@
+import Multipart
+
+/// Why a request or part broke the policy, with a stable snake_case `name` and an HTTP status.
+public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+    /// 405: the method is not in the route's `methods`.
+    case methodNotAllowed
+    /// 415: the request Content-Type is not in the route's `content-types`.
+    case contentTypeNotAllowed
+    /// 413: the body (Content-Length or bytes received) exceeds `body-max`.
+    case bodyTooLarge
+    /// 413: a field's value exceeds its `max`.
+    case fieldTooLarge
+    /// 413: a file's data exceeds its `max`.
+    case fileTooLarge
+    /// 413: more parts than `parts-max`.
+    case tooManyParts
+    /// 413: more file parts than `files-max`.
+    case tooManyFiles
+    /// 413: more field parts than `fields-max`.
+    case tooManyFields
+    /// 413: a name given more times than its rule's `repeat`.
+    case tooManyRepeats
+    /// 415: the file's type (declared or sniffed) is not in `types`.
+    case typeNotAllowed
+    /// 415: the declared Content-Type contradicts the sniffed type.
+    case typeMismatch
+    /// 415: the filename's extension is not in `extensions`.
+    case extensionNotAllowed
+    /// 403: a part named by no rule, with `unknown reject`.
+    case unknownPart
+    /// 422: a `required` field or file never arrived.
+    case missingRequired
+    /// 422: a field value does not match its `pattern`.
+    case patternMismatch
+    /// 400: the body could not be parsed as the declared form type.
+    case malformedBody
+    /// 400: the multipart parser reported this anomaly and its action is `reject`.
+    case anomaly(MultipartAnomaly)
+    /// 400 (415 for `dangerous-extension`): a filename problem.
+    case filename(FilenameProblem)
+
+    /// Every kind, anomalies and filename problems expanded.
+    public static var allCases: [ViolationKind] {
+        [.methodNotAllowed, .contentTypeNotAllowed, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .tooManyParts,
+         .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .typeMismatch, .extensionNotAllowed,
+         .unknownPart, .missingRequired, .patternMismatch, .malformedBody]
+            + MultipartAnomaly.allCases.map(ViolationKind.anomaly)
+            + FilenameProblem.allCases.map(ViolationKind.filename)
+    }
+
+    /// The stable machine name used in audit records and response bodies.
+    public var name: String {
+        switch self {
+        case .methodNotAllowed: return "method_not_allowed"
+        case .contentTypeNotAllowed: return "content_type_not_allowed"
+        case .bodyTooLarge: return "body_too_large"
+        case .fieldTooLarge: return "field_too_large"
+        case .fileTooLarge: return "file_too_large"
+        case .tooManyParts: return "too_many_parts"
+        case .tooManyFiles: return "too_many_files"
+        case .tooManyFields: return "too_many_fields"
+        case .tooManyRepeats: return "too_many_repeats"
+        case .typeNotAllowed: return "type_not_allowed"
+        case .typeMismatch: return "type_mismatch"
+        case .extensionNotAllowed: return "extension_not_allowed"
+        case .unknownPart: return "unknown_part"
+        case .missingRequired: return "missing_required"
+        case .patternMismatch: return "pattern_mismatch"
+        case .malformedBody: return "malformed_body"
+        case .anomaly(let flag): return "anomaly_" + flag.name.replacingHyphens()
+        case .filename(let problem): return "filename_" + problem.name.replacingHyphens()
+        }
+    }
+
+    /// Looks a kind up by its stable name.
+    public init?(name: String) {
+        guard let found = ViolationKind.allCases.first(where: { $0.name == name }) else { return nil }
+        self = found
+    }
+
+    /// The HTTP status the proxy answers with when this kind rejects a request.
+    public var status: Int {
+        switch self {
+        case .methodNotAllowed: return 405
+        case .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .tooManyParts, .tooManyFiles, .tooManyFields,
+             .tooManyRepeats:
+            return 413
+        case .contentTypeNotAllowed, .typeNotAllowed, .typeMismatch, .extensionNotAllowed,
+             .filename(.dangerousExtension):
+            return 415
+        case .unknownPart: return 403
+        case .missingRequired, .patternMismatch: return 422
+        case .malformedBody, .anomaly, .filename: return 400
+        }
+    }
+
+    /// The stable name.
+    public var description: String { name }
+}
+
+extension String {
+    func replacingHyphens() -> String { String(map { $0 == "-" ? "_" : $0 }) }
+}

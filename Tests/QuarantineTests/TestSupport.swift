@@ -1,0 +1,98 @@
+import Foundation
+import Glibc
+import Inspect
+import Testing
+
+@testable import Quarantine
+
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A fresh private directory under /tmp, removed by `remove()`.
+struct ScratchDirectory {
+    let path: String
+
+    init() {
+        var template = Array("/tmp/formwall-quarantine-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
+        precondition(made != nil, "mkdtemp failed")
+        path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    func file(_ name: String) -> String { "\(path)/\(name)" }
+
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+func meta(_ request: String = "req-1", time: Date = Date(timeIntervalSince1970: 1_795_953_662.345),
+          filename: [UInt8]? = Array("../evil name.exe".utf8)) -> QuarantineMeta {
+    QuarantineMeta(
+        requestID: request, route: "avatar", client: "10.0.0.7:51234", time: time, partName: Array("avatar".utf8),
+        filename: filename, declaredType: "image/png",
+        violations: [QuarantineViolation(kind: "file_type_mismatch", detail: "declared image/png, content is ELF",
+                                         rule: "rules.fw:7")]
+    )
+}
+
+/// The sidecar of `id` parsed with Foundation.
+func sidecarObject(_ store: QuarantineStore, _ id: String) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(store.show(id).utf8)) as? [String: Any])
+}
+
+func randomBytes(_ count: Int, _ rng: inout SplitMix64) -> [UInt8] {
+    (0..<count).map { _ in UInt8.random(in: 0...255, using: &rng) }
+}
+
+func mode(_ path: String) -> mode_t? {
+    var st = stat()
+    return lstat(path, &st) == 0 ? st.st_mode : nil  // type and permission bits
+}
+
+/// Every path under `root` (files and directories), relative.
+func tree(_ root: String) -> [String] {
+    guard let e = FileManager.default.enumerator(atPath: root) else { return [] }
+    return (e.allObjects as? [String] ?? []).sorted()
+}
+
+/// Checks the store's on-disk invariant: no temp files, and every item directory holds exactly a
+/// sidecar and a data file whose size and SHA-256 match the sidecar. Returns the complete item ids.
+func verifyConsistent(_ root: String, sourceLocation: SourceLocation = #_sourceLocation) -> Set<String> {
+    var ids: Set<String> = []
+    for path in tree(root) {
+        let name = (path as NSString).lastPathComponent
+        #expect(!name.hasPrefix(".tmp-"), "leftover temp file \(path)", sourceLocation: sourceLocation)
+        let components = path.split(separator: "/")
+        var isDir: ObjCBool = false
+        _ = FileManager.default.fileExists(atPath: "\(root)/\(path)", isDirectory: &isDir)
+        if isDir.boolValue {
+            let children = (try? FileManager.default.contentsOfDirectory(atPath: "\(root)/\(path)")) ?? []
+            #expect(!children.isEmpty, "empty directory \(path)", sourceLocation: sourceLocation)
+            if components.count == 4 {
+                let id = String(components[3])
+                #expect(Set(children) == ["\(id).bin", "\(id).json"], "item \(path) holds \(children)",
+                        sourceLocation: sourceLocation)
+                if let data = FileManager.default.contents(atPath: "\(root)/\(path)/\(id).bin"),
+                   let sidecar = FileManager.default.contents(atPath: "\(root)/\(path)/\(id).json"),
+                   let object = try? JSONSerialization.jsonObject(with: sidecar) as? [String: Any]
+                {
+                    #expect(object["size"] as? Int == data.count, sourceLocation: sourceLocation)
+                    #expect(object["sha256"] as? String == SHA256Hasher.hex(Array(data)),
+                            sourceLocation: sourceLocation)
+                    ids.insert(id)
+                } else {
+                    Issue.record("unreadable item \(path)", sourceLocation: sourceLocation)
+                }
+            }
+        }
+    }
+    return ids
+}
