@@ -40,3 +40,13 @@ int cl_accept(int fd, struct sockaddr *addr, socklen_t *len) {
 int cl_pipe(int fds[2]) {
     return pipe2(fds, O_NONBLOCK | O_CLOEXEC);
 }
+
+int cl_set_thread_name(const char *name) {
+    char truncated[16];
+    size_t i = 0;
+    for (; i < 15 && name[i] != 0; i++) {
+        truncated[i] = name[i];
+    }
+    truncated[i] = 0;
+    return pthread_setname_np(pthread_self(), truncated);
+}

@@ -114,6 +114,9 @@ static inline int cl_tcp_socket(int family) {
 /// Creates a non-blocking, close-on-exec pipe.
 int cl_pipe(int fds[2]);
 
+/// Names the calling thread (truncated to 15 bytes) for ps/top/gdb.
+int cl_set_thread_name(const char *name);
+
 /// Sets an int socket option; returns 0 or -1 with errno set.
 static inline int cl_setsockopt_int(int fd, int level, int name, int value) {
     return setsockopt(fd, level, name, &value, sizeof value);
