@@ -1,7 +1,7 @@
 // Signals as ordinary events: block them, read them from a signalfd registered in the loop.
 //
-//   onSignal(SIGTERM) ──► pthread_sigmask(BLOCK, {all watched}) ──► signalfd(fd, {all watched})
-//   kernel raises SIGTERM ──► stays pending (blocked) ──► signalfd readable ──► read siginfo ──► callbacks
+//   onSignal(SIGTERM) --> pthread_sigmask(BLOCK, {all watched}) --> signalfd(fd, {all watched})
+//   kernel raises SIGTERM --> stays pending (blocked) --> signalfd readable --> read siginfo --> callbacks
 //
 // No code runs in an asynchronous signal handler. The mask is per thread: a process-directed signal reaches the
 // signalfd only if every other thread blocks it too, so block watched signals on the main thread before starting

@@ -1,9 +1,9 @@
 // Timers: a binary min-heap of deadlines plus one CLOCK_MONOTONIC timerfd armed for the earliest one.
 //
-//   schedule(after:) ──► heap.push(deadline, id) ──► earliest changed? ──► timerfd_settime(ABSTIME, earliest)
-//   cancel(id)       ──► callbacks[id] = nil          (heap entry left behind; skipped when it surfaces)
-//   timerfd readable ──► pop every entry with deadline <= now ──► run the ones still in `callbacks`, in order
-//                    ──► re-arm for the new earliest live deadline (or disarm)
+//   schedule(after:) --> heap.push(deadline, id) --> earliest changed? --> timerfd_settime(ABSTIME, earliest)
+//   cancel(id)       --> callbacks[id] = nil          (heap entry left behind; skipped when it surfaces)
+//   timerfd readable --> pop every entry with deadline <= now --> run the ones still in `callbacks`, in order
+//                    --> re-arm for the new earliest live deadline (or disarm)
 //
 // Why a timerfd rather than the epoll_wait timeout: nanosecond deadlines instead of milliseconds, and expiry
 // arrives as an ordinary event, so `runOnce` needs no special timeout arithmetic. Cancellation is lazy (O(1));

@@ -1,15 +1,15 @@
 // The single-threaded event loop: one epoll selector, one eventfd, one timerfd, an optional signalfd.
 //
 //   other threads                         loop thread
-//   ─────────────                         ───────────────────────────────────────────────────────────────
-//   handle.execute(task) ─► Mutex<queue>
-//                      └──► write(eventfd) ─┐
-//                                           ▼
-//   kernel: sockets ───────────────────► epoll_wait ──► EpollSelector.dispatch ──► EventHandler callbacks
-//   kernel: CLOCK_MONOTONIC ─► timerfd ──────┤                │
-//   kernel: blocked signals ─► signalfd ─────┘                ├─ eventfd  ──► drain queue, run tasks
-//                                                             ├─ timerfd  ──► pop expired heap entries, re-arm
-//                                                             └─ signalfd ──► onSignal callbacks
+//   -------------                         ---------------------------------------------------------------
+//   handle.execute(task) -> Mutex<queue>
+//                      +--> write(eventfd) -+
+//                                           v
+//   kernel: sockets -------------------> epoll_wait --> EpollSelector.dispatch --> EventHandler callbacks
+//   kernel: CLOCK_MONOTONIC -> timerfd ------+                |
+//   kernel: blocked signals -> signalfd -----+                +- eventfd  --> drain queue, run tasks
+//                                                             +- timerfd  --> pop expired heap entries, re-arm
+//                                                             +- signalfd --> onSignal callbacks
 //
 // The loop object itself is not Sendable: it is created, used and destroyed on one thread. The only way in from
 // another thread is `EventLoopHandle`, which is Sendable and owns the eventfd and the locked task queue.

@@ -1,11 +1,11 @@
 // N worker threads, each owning one EventLoop. The group only ever touches loops through their handles.
 //
 //   EventLoopGroup(count: 2)
-//     ├─ handle[0] ◄──── thread 0: EventLoop(handle[0]).run()
-//     └─ handle[1] ◄──── thread 1: EventLoop(handle[1]).run()
+//     +- handle[0] <---- thread 0: EventLoop(handle[0]).run()
+//     +- handle[1] <---- thread 1: EventLoop(handle[1]).run()
 //
-//   runOnEach(setup) ──► handle[i].execute { setup(loop) ; latch.countDown() } ──► caller blocks on the latch
-//   shutdownGracefully() ──► handle[i].stop() ──► pthread_join(thread[i])
+//   runOnEach(setup) --> handle[i].execute { setup(loop) ; latch.countDown() } --> caller blocks on the latch
+//   shutdownGracefully() --> handle[i].stop() --> pthread_join(thread[i])
 import CLinux
 import Glibc
 import Synchronization

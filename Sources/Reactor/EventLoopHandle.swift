@@ -1,7 +1,7 @@
 // The only cross-thread path into an EventLoop: a locked task queue plus an eventfd wake-up.
 //
-//   any thread: execute(task) ──► lock { tasks.append(task) } ──► write(eventfd, 1)
-//   loop thread: eventfd readable ──► read(eventfd) ──► lock { swap tasks out } ──► run each task(loop)
+//   any thread: execute(task) --> lock { tasks.append(task) } --> write(eventfd, 1)
+//   loop thread: eventfd readable --> read(eventfd) --> lock { swap tasks out } --> run each task(loop)
 import CLinux
 import Glibc
 import Synchronization

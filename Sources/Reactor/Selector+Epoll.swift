@@ -1,13 +1,13 @@
 // The epoll backend: registrations, the wait, and stale-event filtering.
 //
-//   register(fd) ──► generation g = next++ ──► slots[fd] = (g, interest, handler)
-//                                         └──► epoll_ctl(ADD, fd, data = pack(g, fd))
+//   register(fd) --> generation g = next++ --> slots[fd] = (g, interest, handler)
+//                                         +--> epoll_ctl(ADD, fd, data = pack(g, fd))
 //
-//   epoll_wait ──► [(data, mask)] ──► for each: fd, g = unpack(data)
-//                                        slots[fd]?.generation == g ?  ── no ──► dropped (stale)
-//                                                 │ yes
-//                                                 ▼
-//                          error → readable → writable → hangup   (generation re-checked before each call,
+//   epoll_wait --> [(data, mask)] --> for each: fd, g = unpack(data)
+//                                        slots[fd]?.generation == g ?  -- no --> dropped (stale)
+//                                                 | yes
+//                                                 v
+//                          error -> readable -> writable -> hangup   (generation re-checked before each call,
 //                                                                   because a callback may deregister or
 //                                                                   close-and-reuse the fd mid-batch)
 //

@@ -1,12 +1,12 @@
 // The syscall funnel. Every system call the Reactor module makes passes through `Syscall`.
 //
-//     caller ──► Syscall.call(reason) { rawCall() }
-//                    │
-//                    ├─ result >= 0 ───────────────► .processed(result)
-//                    ├─ errno EINTR ───────────────► retry (unless the call says it must not be retried)
-//                    ├─ errno EAGAIN/EWOULDBLOCK ──► .wouldBlock
-//                    ├─ errno EBADF/EFAULT ────────► preconditionFailure (a bug in this process)
-//                    └─ any other errno ───────────► throw IOError(errno:reason:)
+//     caller --> Syscall.call(reason) { rawCall() }
+//                    |
+//                    +- result >= 0 ---------------> .processed(result)
+//                    +- errno EINTR ---------------> retry (unless the call says it must not be retried)
+//                    +- errno EAGAIN/EWOULDBLOCK --> .wouldBlock
+//                    +- errno EBADF/EFAULT --------> preconditionFailure (a bug in this process)
+//                    +- any other errno -----------> throw IOError(errno:reason:)
 import CLinux
 import Glibc
 

@@ -1,7 +1,7 @@
 // Non-blocking TCP connections: connect, read, write, writev, shutdown, close.
 //
-//   TCPSocket.connect(to:) ──► .connected ───────────────────────────────► ready
-//                         └──► .inProgress ──► register(.writable) ──► writable(loop:) ──► finishConnect()
+//   TCPSocket.connect(to:) --> .connected -------------------------------> ready
+//                         +--> .inProgress --> register(.writable) --> writable(loop:) --> finishConnect()
 //                                                                                          (SO_ERROR == 0 ?)
 import CLinux
 import Glibc
