@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 #include <pthread.h>
 
@@ -53,5 +54,114 @@ static inline uint32_t cl_epollerr(void) { return EPOLLERR; }
 static inline uint32_t cl_epollhup(void) { return EPOLLHUP; }
 static inline uint32_t cl_epollrdhup(void) { return EPOLLRDHUP; }
 static inline uint32_t cl_epollet(void) { return EPOLLET; }
+
+// ---- Reactor helpers -------------------------------------------------------------------------------------------
+
+/// Creates a close-on-exec epoll instance.
+static inline int cl_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+/// Adds, modifies or deletes an epoll registration; `op` is one of the cl_epoll_ctl_* values.
+static inline int cl_epoll_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
+    struct epoll_event ev;
+    ev.events = events;
+    ev.data.u64 = data;
+    return epoll_ctl(epfd, op, fd, &ev);
+}
+static inline int cl_epoll_ctl_add(void) { return EPOLL_CTL_ADD; }
+static inline int cl_epoll_ctl_mod(void) { return EPOLL_CTL_MOD; }
+static inline int cl_epoll_ctl_del(void) { return EPOLL_CTL_DEL; }
+
+/// Waits for events and unpacks them into two parallel arrays, so Swift never touches the packed
+/// `struct epoll_event` layout. `max` is clamped to 256. Returns the count or -1 with errno set.
+static inline int cl_epoll_wait(int epfd, uint64_t *datas, uint32_t *events, int max, int timeout_ms) {
+    struct epoll_event evs[256];
+    if (max > 256) { max = 256; }
+    int n = epoll_wait(epfd, evs, max, timeout_ms);
+    for (int i = 0; i < n; i++) {
+        datas[i] = evs[i].data.u64;
+        events[i] = evs[i].events;
+    }
+    return n;
+}
+
+/// Creates a non-blocking, close-on-exec eventfd counter starting at zero.
+static inline int cl_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+/// Creates a non-blocking, close-on-exec CLOCK_MONOTONIC timerfd.
+static inline int cl_timerfd_create(void) {
+    return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+}
+
+/// Arms `fd` to fire once at the absolute CLOCK_MONOTONIC time `deadline_ns`; 0 disarms it.
+static inline int cl_timerfd_set_absolute(int fd, uint64_t deadline_ns) {
+    struct itimerspec spec;
+    spec.it_interval.tv_sec = 0;
+    spec.it_interval.tv_nsec = 0;
+    spec.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
+    spec.it_value.tv_nsec = (long)(deadline_ns % 1000000000ull);
+    return timerfd_settime(fd, TFD_TIMER_ABSTIME, &spec, NULL);
+}
+
+/// Reads CLOCK_MONOTONIC in nanoseconds.
+static inline uint64_t cl_monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/// Blocks `signals` for this thread and points `fd` (an existing signalfd, or -1 for a new one)
+/// at exactly that set. Returns the signalfd or -1 with errno set.
+int cl_signalfd_update(int fd, const int *signals, int count);
+
+/// Accepts a connection as non-blocking and close-on-exec. Returns the fd or -1 with errno set.
+int cl_accept(int fd, struct sockaddr *addr, socklen_t *len);
+
+/// Opens a non-blocking, close-on-exec TCP socket for `family`.
+static inline int cl_tcp_socket(int family) {
+    return socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
+}
+
+/// Creates a non-blocking, close-on-exec pipe.
+int cl_pipe(int fds[2]);
+
+/// Names the calling thread (truncated to 15 bytes) for ps/top/gdb.
+int cl_set_thread_name(const char *name);
+
+/// Sets an int socket option; returns 0 or -1 with errno set.
+static inline int cl_setsockopt_int(int fd, int level, int name, int value) {
+    return setsockopt(fd, level, name, &value, sizeof value);
+}
+
+/// Reads an int socket option into `*out`; returns 0 or -1 with errno set.
+static inline int cl_getsockopt_int(int fd, int level, int name, int *out) {
+    socklen_t len = sizeof *out;
+    return getsockopt(fd, level, name, out, &len);
+}
+
+/// Sends without raising SIGPIPE when the peer has gone away.
+static inline ssize_t cl_send(int fd, const void *buf, size_t len) {
+    return send(fd, buf, len, MSG_NOSIGNAL);
+}
+
+/// Gathers up to `count` iovecs without raising SIGPIPE.
+static inline ssize_t cl_sendmsg_iov(int fd, const struct iovec *iov, int count) {
+    struct msghdr msg = {0};
+    msg.msg_iov = (struct iovec *)iov;
+    msg.msg_iovlen = (size_t)count;
+    return sendmsg(fd, &msg, MSG_NOSIGNAL);
+}
+
+static inline int cl_sol_socket(void) { return SOL_SOCKET; }
+static inline int cl_so_reuseaddr(void) { return SO_REUSEADDR; }
+static inline int cl_so_error(void) { return SO_ERROR; }
+static inline int cl_so_sndbuf(void) { return SO_SNDBUF; }
+static inline int cl_so_rcvbuf(void) { return SO_RCVBUF; }
+static inline int cl_ipproto_tcp(void) { return IPPROTO_TCP; }
+static inline int cl_ipproto_ipv6(void) { return IPPROTO_IPV6; }
+static inline int cl_ipv6_v6only(void) { return IPV6_V6ONLY; }
+static inline int cl_tcp_nodelay(void) { return TCP_NODELAY; }
+static inline int cl_shut_wr(void) { return SHUT_WR; }
+static inline int cl_af_inet(void) { return AF_INET; }
+static inline int cl_af_inet6(void) { return AF_INET6; }
 
 #endif

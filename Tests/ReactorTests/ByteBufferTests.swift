@@ -1,0 +1,84 @@
+import Testing
+@testable import Reactor
+
+@Suite struct ByteBufferTests {
+    @Test func indicesStartAtZeroAndWritesMoveOnlyTheWriter() throws {
+        let buffer = ByteBuffer(initialCapacity: 8, maxCapacity: 64)
+        #expect(buffer.readerIndex == 0 && buffer.writerIndex == 0 && buffer.capacity == 8)
+        try buffer.writeString("hello")
+        #expect(buffer.readerIndex == 0)
+        #expect(buffer.writerIndex == 5)
+        #expect(buffer.readableBytes == 5)
+        #expect(buffer.writableBytes == 3)
+    }
+
+    @Test func getAndSetDoNotMoveIndices() throws {
+        let buffer = ByteBuffer(initialCapacity: 16, maxCapacity: 16)
+        try buffer.writeString("abcdef")
+        #expect(buffer.getString(at: 2, length: 3) == "cde")
+        buffer.setBytes(Array("XY".utf8), at: 0)
+        #expect(buffer.readerIndex == 0 && buffer.writerIndex == 6)
+        #expect(buffer.getString(at: 0, length: 6) == "XYcdef")
+        #expect(buffer.getBytes(at: 4, length: 3) == nil, "get beyond writerIndex must fail")
+    }
+
+    @Test func readsMoveTheReaderAndNeverPassTheWriter() throws {
+        let buffer = ByteBuffer(initialCapacity: 16, maxCapacity: 16)
+        try buffer.writeString("abcdef")
+        #expect(buffer.readString(length: 2) == "ab")
+        #expect(buffer.readerIndex == 2 && buffer.writerIndex == 6)
+        #expect(buffer.readBytes(length: 5) == nil)
+        #expect(buffer.readerIndex == 2, "a failed read consumes nothing")
+        #expect(buffer.readString(length: 4) == "cdef")
+        #expect(buffer.readerIndex == buffer.writerIndex)
+    }
+
+    @Test func integersRoundTripBigEndian() throws {
+        let buffer = ByteBuffer(initialCapacity: 4, maxCapacity: 64)
+        try buffer.writeInteger(UInt16(0x0102))
+        try buffer.writeInteger(UInt32(0xA0B0_C0D0))
+        #expect(buffer.getBytes(at: 0, length: 2) == [1, 2])
+        #expect(buffer.getInteger(at: 2, as: UInt32.self) == 0xA0B0_C0D0)
+        #expect(buffer.readInteger(as: UInt16.self) == 0x0102)
+        buffer.setInteger(UInt32(7), at: 2)
+        #expect(buffer.readInteger(as: UInt32.self) == 7)
+        #expect(buffer.readInteger(as: UInt8.self) == nil)
+    }
+
+    @Test func growsByDoublingUpToTheCapAndThenRefuses() throws {
+        let buffer = ByteBuffer(initialCapacity: 4, maxCapacity: 20)
+        try buffer.writeBytes(Array(repeating: UInt8(1), count: 9))
+        #expect(buffer.capacity == 16)
+        try buffer.writeBytes(Array(repeating: UInt8(2), count: 11))
+        #expect(buffer.capacity == 20)
+        #expect(throws: ByteBuffer.CapacityExceeded.self) { try buffer.writeBytes([3]) }
+        #expect(buffer.writerIndex == 20, "a refused write changes nothing")
+        #expect(buffer.getBytes(at: 8, length: 2) == [1, 2])
+    }
+
+    @Test func discardReadBytesCompactsToTheFront() throws {
+        let buffer = ByteBuffer(initialCapacity: 8, maxCapacity: 8)
+        try buffer.writeString("abcdefgh")
+        _ = buffer.readBytes(length: 5)
+        #expect(buffer.discardableBytes == 5 && buffer.writableBytes == 0)
+        buffer.discardReadBytes()
+        #expect(buffer.readerIndex == 0 && buffer.writerIndex == 3)
+        #expect(buffer.getString(at: 0, length: 3) == "fgh")
+        try buffer.writeString("12345")
+        #expect(buffer.readString(length: 8) == "fgh12345")
+    }
+
+    @Test func unsafeRegionsMatchTheIndices() throws {
+        let buffer = ByteBuffer(initialCapacity: 8, maxCapacity: 8)
+        let filled = buffer.withUnsafeMutableWritableBytes { region -> Int in
+            #expect(region.count == 8)
+            region[0] = 0x41
+            region[1] = 0x42
+            return 2
+        }
+        buffer.moveWriterIndex(forwardBy: filled)
+        buffer.moveReaderIndex(forwardBy: 1)
+        let seen = buffer.withUnsafeReadableBytes { Array($0) }
+        #expect(seen == [0x42])
+    }
+}

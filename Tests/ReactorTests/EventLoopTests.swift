@@ -1,0 +1,93 @@
+import CLinux
+import Glibc
+import Synchronization
+import Testing
+@testable import Reactor
+
+@Suite struct EventLoopTests {
+    @Test func timersFireInDeadlineOrderAndCancelledOnesNever() throws {
+        let loop = try EventLoop()
+        var fired: [String] = []
+        // Scheduled out of order on purpose; two share a deadline and must keep scheduling order.
+        let start = loop.now()
+        loop.schedule(atNanoseconds: start + 30_000_000) { _ in fired.append("c") }
+        loop.schedule(atNanoseconds: start + 10_000_000) { _ in fired.append("a") }
+        let doomed = loop.schedule(atNanoseconds: start + 20_000_000) { _ in fired.append("cancelled") }
+        loop.schedule(atNanoseconds: start + 20_000_000) { _ in fired.append("b1") }
+        loop.schedule(atNanoseconds: start + 20_000_000) { _ in fired.append("b2") }
+        let late = loop.schedule(after: .milliseconds(40)) { _ in fired.append("late-cancelled") }
+        var sentinelFired = false
+        loop.schedule(after: .milliseconds(60)) { loop in
+            sentinelFired = true
+            #expect(loop.now() >= start + 60_000_000)
+        }
+        #expect(loop.cancel(doomed))
+        #expect(!loop.cancel(doomed), "second cancel reports nothing pending")
+        // A timer can cancel a later one while it runs.
+        loop.schedule(atNanoseconds: start + 35_000_000) { loop in loop.cancel(late) }
+
+        #expect(try loop.run(until: { sentinelFired }))
+        #expect(fired == ["a", "b1", "b2", "c"])
+        #expect(loop.timers.liveCount == 0)
+    }
+
+    @Test func timerScheduledFromATimerFires() throws {
+        let loop = try EventLoop()
+        var chain: [Int] = []
+        loop.schedule(after: .zero) { loop in
+            chain.append(1)
+            loop.schedule(after: .milliseconds(1)) { _ in chain.append(2) }
+        }
+        #expect(try loop.run(until: { chain.count == 2 }))
+        #expect(chain == [1, 2])
+    }
+
+    @Test func executeFromAnotherThreadWakesABlockedLoop() throws {
+        let loop = try EventLoop()
+        let handle = loop.handle
+        let ran = Flag()
+        let onLoopThread = Flag()
+        let thread = try ReactorThread.spawn(name: "poster") {
+            handle.execute { loop in
+                onLoopThread.set(loop.inEventLoop)
+                ran.set(true)
+            }
+        }
+        let before = loop.now()
+        // Blocks in epoll_wait with no timers; only the eventfd can end this early.
+        while !ran.value && loop.now() - before < 20_000_000_000 {
+            try loop.runOnce(timeout: .seconds(20))
+        }
+        thread.join()
+        #expect(ran.value)
+        #expect(onLoopThread.value)
+        #expect(loop.now() - before < 10_000_000_000, "the loop was not woken by the eventfd")
+    }
+
+    @Test func stopFromAnotherThreadEndsRun() throws {
+        let loop = try EventLoop()
+        let handle = loop.handle
+        let thread = try ReactorThread.spawn(name: "stopper") { handle.stop() }
+        try loop.run()
+        thread.join()
+        loop.close()
+        #expect(!handle.execute { _ in }, "a closed loop refuses tasks")
+    }
+
+    @Test func signalArrivesThroughSignalfd() throws {
+        let loop = try EventLoop()
+        var received: [Int32] = []
+        try loop.onSignal(SIGUSR2) { _, signal in received.append(signal) }
+        // Blocked by onSignal for this thread, so it stays pending until the signalfd reads it.
+        #expect(pthread_kill(pthread_self(), SIGUSR2) == 0)
+        #expect(try loop.run(until: { !received.isEmpty }))
+        #expect(received == [SIGUSR2])
+    }
+}
+
+/// A Sendable boolean for cross-thread test signalling.
+final class Flag: Sendable {
+    private let storage = Atomic<Bool>(false)
+    var value: Bool { storage.load(ordering: .sequentiallyConsistent) }
+    func set(_ newValue: Bool) { storage.store(newValue, ordering: .sequentiallyConsistent) }
+}
