@@ -58,9 +58,11 @@ public final class ByteBuffer {
 
     // MARK: Capacity
 
-    /// Makes at least `count` bytes writable, growing (doubling, capped) if needed.
+    /// Makes at least `count` bytes writable: first by compacting consumed bytes away (so a buffer that is
+    /// read as fast as it is written never grows), then by growing (doubling, capped) if still needed.
     public func reserveWritable(_ count: Int) throws(CapacityExceeded) {
         precondition(count >= 0, "reserveWritable: negative count")
+        if writerIndex + count > capacity && readerIndex > 0 { discardReadBytes() }
         let required = writerIndex + count
         guard required > capacity else { return }
         guard required <= maxCapacity else {

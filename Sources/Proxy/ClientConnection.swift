@@ -1,0 +1,596 @@
+import Glibc
+import HTTP1
+import Inspect
+import Multipart
+import Reactor
+
+// One client connection and the exchange in progress on it.
+//
+//   client ──► input ──► HTTPRequestHeadParser ──► Exchange ──► RequestBodyStage ──► upstream.output ──► upstream
+//   client ◄── output ◄── response head + body bytes (passed through) ◄── upstream.input ◄──────────────── upstream
+//
+// Backpressure: the client is read only while the upstream's output is below the high-water mark, and the
+// upstream is read only while the client's output is. Pipelined requests wait in `input` until the current
+// response is complete. Errors before any response byte was sent become a JSON error response; after that,
+// the connection is closed so the client never mistakes a truncated response for a complete one.
+
+/// The request currently being proxied on a client connection.
+final class Exchange {
+    enum Response {
+        /// Waiting for the upstream's (final) response head.
+        case awaitingHead
+        /// Passing the body through.
+        case contentLength(remaining: UInt64)
+        case chunked(ChunkedDecoder)
+        case closeDelimited
+        /// Done.
+        case complete
+    }
+
+    let head: HTTPRequestHead
+    let requestID: String
+    let startedAt: UInt64
+    var body: RequestBodyStage?
+    var upstream: UpstreamConnection?
+    var response: Response = .awaitingHead
+    var responseParser: HTTPResponseHeadParser
+    /// Some response bytes reached the client's output.
+    var responseStarted = false
+    /// Close the client connection once this response is flushed.
+    var closeAfter = false
+    var requestCompletedAt: UInt64?
+    var sentContinue = false
+
+    init(head: HTTPRequestHead, requestID: String, startedAt: UInt64, limits: HTTPLimits) {
+        self.head = head
+        self.requestID = requestID
+        self.startedAt = startedAt
+        responseParser = HTTPResponseHeadParser(limits: limits)
+    }
+
+    var requestComplete: Bool { body?.isComplete ?? true }
+}
+
+/// A client connection: parses requests, drives one exchange at a time, writes responses.
+final class ClientConnection: EventHandler {
+    unowned let worker: Worker
+    private let socket: TCPSocket
+    private let transport: PlainTransport
+    private let input: ByteBuffer
+    private let output: ByteBuffer
+    private var registration: Registration?
+    private var currentInterest: Interest = []
+    private var headParser: HTTPRequestHeadParser
+    private var exchange: Exchange?
+    private var clientEOF = false
+    private var closingAfterFlush = false
+    private var closed = false
+    private var lastActivity: UInt64
+    private var headStartedAt: UInt64?
+    let peer: String
+    private var config: ProxyConfiguration { worker.config }
+
+    init(worker: Worker, socket: TCPSocket) {
+        self.worker = worker
+        self.socket = socket
+        transport = PlainTransport(socket)
+        input = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: worker.config.buffers.clientRead)
+        output = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: worker.config.buffers.outputHighWater * 4)
+        headParser = HTTPRequestHeadParser(limits: worker.config.http)
+        lastActivity = worker.loop.now()
+        peer = socket.peerAddress ?? "unknown"
+    }
+
+    func start() throws {
+        registration = try worker.loop.register(fd: socket.fd, interest: .readable, handler: self)
+        currentInterest = .readable
+    }
+
+    // MARK: EventHandler
+
+    func readable(loop: EventLoop) {
+        guard !closed else { return }
+        if wantsClientRead {
+            do {
+                let room = input.maxCapacity - input.readableBytes
+                let result = try transport.read(into: input, maxBytes: room)
+                if case .processed(let n) = result {
+                    if n == 0 { clientEOF = true } else {
+                        lastActivity = loop.now()
+                        if exchange == nil && headStartedAt == nil { headStartedAt = lastActivity }
+                    }
+                }
+            } catch {
+                clientEOF = true
+                input.clear()
+            }
+        }
+        pump()
+    }
+
+    func writable(loop: EventLoop) {
+        guard !closed else { return }
+        flushOutput()
+        pump()
+    }
+
+    // MARK: The state machine
+
+    /// Advances whatever can advance, then re-evaluates interests.
+    private func pump() {
+        guard !closed else { return }
+        var progressed = true
+        while progressed && !closed {
+            progressed = false
+            if let ex = exchange {
+                if !ex.requestComplete, let body = ex.body, ex.upstream != nil {
+                    progressed = pumpBody(ex, body) || progressed
+                }
+                if closed { return }
+                if exchange === ex, !ex.requestComplete, clientEOF, input.readableBytes == 0 {
+                    // The client went away mid-upload: the upstream must see an incomplete body.
+                    abortExchange(status: nil, kind: "client_aborted")
+                    return
+                }
+                if let up = ex.upstream, exchange === ex { progressed = pumpResponse(ex, up) || progressed }
+            } else if !closingAfterFlush {
+                progressed = parseHead()
+            }
+        }
+        if !closed && exchange == nil && clientEOF && !closingAfterFlush && output.readableBytes == 0 {
+            close()
+            return
+        }
+        flushOutput()
+        updateInterest()
+    }
+
+    /// Whether to read from the client now.
+    private var wantsClientRead: Bool {
+        guard !clientEOF, !closingAfterFlush, input.readableBytes < input.maxCapacity else { return false }
+        guard let ex = exchange else { return true }
+        guard !ex.requestComplete, let up = ex.upstream else { return false }
+        return up.output.readableBytes < config.buffers.outputHighWater
+    }
+
+    private func updateInterest() {
+        guard let registration, !closed else { return }
+        var want: Interest = []
+        if wantsClientRead { want.insert(.readable) }
+        if output.readableBytes > 0 { want.insert(.writable) }
+        if want != currentInterest {
+            currentInterest = want
+            try? worker.loop.setInterest(want, for: registration)
+        }
+        if let up = exchange?.upstream {
+            let wants = output.readableBytes < config.buffers.outputHighWater
+            if up.wantsRead != wants {
+                up.wantsRead = wants
+                up.updateInterest()
+            }
+        }
+    }
+
+    private func parseHead() -> Bool {
+        guard input.readableBytes > 0 else { return false }
+        let result = input.withUnsafeReadableBytes { bytes in
+            Result { () throws(HTTPParseError) in try headParser.parse(bytes) }
+        }
+        switch result {
+        case .failure(let error):
+            respondError(status: error.status, kind: error.kind, requestID: newRequestID(nil))
+            return false
+        case .success(.needMore(let consumed)):
+            input.moveReaderIndex(forwardBy: consumed)
+            return false
+        case .success(.complete(let head, let consumed)):
+            input.moveReaderIndex(forwardBy: consumed)
+            headStartedAt = nil
+            beginExchange(head)
+            return true
+        }
+    }
+
+    private func newRequestID(_ head: HTTPRequestHead?) -> String {
+        if let given = head?.header(named: "x-request-id"), RequestID.isValid(given) { return given }
+        return SecureRandom.hexID(bytes: 12)
+    }
+
+    private func beginExchange(_ requestHead: HTTPRequestHead) {
+        var head = requestHead
+        let requestID = newRequestID(head)
+        let ex = Exchange(head: head, requestID: requestID, startedAt: worker.loop.now(), limits: config.http)
+        exchange = ex
+        if head.method == "CONNECT" {
+            respondError(status: 405, kind: "method_not_allowed", requestID: requestID)
+            return
+        }
+
+        // Multipart bodies are decoded and re-encoded canonically; everything else streams through.
+        var transform = RequestBodyStage.Transform.passthrough
+        var upstreamFraming = head.framing
+        if let ct = head.header(named: "content-type"), ct.lowercased().hasPrefix("multipart/form-data") {
+            let parsed: MultipartBoundary.Parsed
+            do {
+                parsed = try MultipartBoundary.parse(contentType: Array(ct.utf8), limits: config.multipart)
+            } catch {
+                respondError(status: 400, kind: error.kind.rawValue, requestID: requestID)
+                return
+            }
+            let fresh = SecureRandom.boundary()
+            let pipeline = MultipartPipeline(boundary: parsed.boundary, limits: config.multipart,
+                                             anomalies: parsed.anomalies, reencodeBoundary: fresh, hashing: false)
+            transform = .multipart(pipeline)
+            head.headers.removeAll(named: "content-type")
+            head.headers.append(name: "Content-Type", value: pipeline.encoder!.contentType)
+            upstreamFraming = config.upstreamBody == .spool ? .contentLength(0) : .chunked
+        }
+
+        let up: UpstreamConnection
+        do { up = try worker.acquireUpstream() } catch {
+            respondError(status: 502, kind: "upstream_unreachable", requestID: requestID)
+            return
+        }
+        ex.upstream = up
+        up.attach(to: self)
+
+        var sinkKind: UpstreamSink.Kind
+        switch upstreamFraming {
+        case .chunked: sinkKind = .chunked
+        case .none, .closeDelimited: sinkKind = .raw
+        case .contentLength: sinkKind = .raw
+        }
+        let spooling = config.upstreamBody == .spool && { if case .multipart = transform { return true }; return false }()
+        if spooling {
+            do { sinkKind = .spool(try TemporaryFile(directory: config.spoolDirectory)) } catch {
+                respondError(status: 500, kind: "spool_unavailable", requestID: requestID)
+                return
+            }
+        }
+        let context = HTTPForwardingContext(clientAddress: peerIP, scheme: "http", requestID: requestID)
+        var headBytes: [UInt8] = []
+        headBytes.reserveCapacity(1024)
+        if spooling {
+            // Written once the body is complete and its length known.
+            pendingHead = (head, context)
+        } else {
+            HTTPHeadSerializer.writeRequestHead(head, framing: upstreamFraming, context: context, into: &headBytes)
+            do { try up.output.writeBytes(headBytes) } catch {
+                respondError(status: 500, kind: "internal_buffer", requestID: requestID)
+                return
+            }
+        }
+        ex.body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform,
+                                   sink: UpstreamSink(kind: sinkKind, buffer: up.output))
+        if ex.requestComplete { requestDidComplete(ex) }
+        if head.expectsContinue && !ex.requestComplete {
+            // Formwall has accepted the request: tell the client to send the body.
+            _ = try? output.writeBytes(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+            ex.sentContinue = true
+        }
+        up.flush()
+        up.updateInterest()
+    }
+
+    private var pendingHead: (HTTPRequestHead, HTTPForwardingContext)?
+
+    private var peerIP: String {
+        if peer.hasPrefix("["), let end = peer.firstIndex(of: "]") { return String(peer[peer.index(after: peer.startIndex)..<end]) }
+        if let colon = peer.lastIndex(of: ":") { return String(peer[..<colon]) }
+        return peer
+    }
+
+    /// Moves client body bytes through the body stage into the upstream's output; true if anything moved.
+    private func pumpBody(_ ex: Exchange, _ body: RequestBodyStage) -> Bool {
+        guard let up = ex.upstream else { return false }
+        var moved = false
+        while !body.isComplete, input.readableBytes > 0, up.output.readableBytes < config.buffers.outputHighWater {
+            let slice = min(input.readableBytes, 64 * 1024)
+            let result = input.withUnsafeReadableBytes { bytes in
+                Result { () throws(RequestBodyError) in try body.process(UnsafeRawBufferPointer(rebasing: bytes[0..<slice])) }
+            }
+            switch result {
+            case .failure(.framing(let error)):
+                abortExchange(status: error.status, kind: error.kind)
+                return true
+            case .failure(.multipart(let error)):
+                abortExchange(status: 400, kind: error.kind.rawValue)
+                return true
+            case .success(let n):
+                if let failure = body.sink.failure {
+                    _ = failure
+                    abortExchange(status: 500, kind: "body_sink_failed")
+                    return true
+                }
+                if n == 0 && !body.isComplete { return moved }
+                input.moveReaderIndex(forwardBy: n)
+                moved = moved || n > 0
+            }
+        }
+        if body.isComplete && ex.requestCompletedAt == nil { requestDidComplete(ex) }
+        if moved { up.flush(); up.updateInterest() }
+        return moved
+    }
+
+    private func requestDidComplete(_ ex: Exchange) {
+        ex.requestCompletedAt = worker.loop.now()
+        guard let up = ex.upstream, let body = ex.body else { return }
+        if case .spool(let file) = body.sink.kind, let (head, context) = pendingHead {
+            pendingHead = nil
+            var headBytes: [UInt8] = []
+            HTTPHeadSerializer.writeRequestHead(head, framing: .contentLength(file.size), context: context, into: &headBytes)
+            _ = try? up.output.writeBytes(headBytes)
+            up.spool = (file, 0)
+        }
+        up.flush()
+        up.updateInterest()
+    }
+
+    /// Moves response bytes from the upstream to the client; true if anything happened.
+    private func pumpResponse(_ ex: Exchange, _ up: UpstreamConnection) -> Bool {
+        var progressed = false
+        while output.readableBytes < config.buffers.outputHighWater {
+            switch ex.response {
+            case .awaitingHead:
+                guard up.input.readableBytes > 0 else {
+                    if up.sawEOF { upstreamEnded(ex, up) }
+                    return progressed
+                }
+                let result = up.input.withUnsafeReadableBytes { bytes in
+                    Result { () throws(HTTPParseError) in try ex.responseParser.parse(bytes, requestMethod: ex.head.method) }
+                }
+                switch result {
+                case .failure:
+                    abortExchange(status: 502, kind: "bad_upstream_response")
+                    return true
+                case .success(.needMore(let consumed)):
+                    up.input.moveReaderIndex(forwardBy: consumed)
+                    if up.sawEOF { upstreamEnded(ex, up) ; return true }
+                    return progressed
+                case .success(.complete(let head, let consumed)):
+                    up.input.moveReaderIndex(forwardBy: consumed)
+                    progressed = true
+                    if head.isInformational {
+                        // Our own 100 Continue already went out; pass other 1xx (103 Early Hints) through.
+                        if head.status != 100 {
+                            var bytes: [UInt8] = []
+                            HTTPHeadSerializer.writeResponseHead(head, close: false, into: &bytes)
+                            _ = try? output.writeBytes(bytes)
+                        }
+                        continue
+                    }
+                    if !ex.requestComplete { ex.closeAfter = true }   // answered early: the body stops here
+                    if !ex.head.keepAlive || worker.draining || head.framing == .closeDelimited { ex.closeAfter = true }
+                    var bytes: [UInt8] = []
+                    HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
+                    _ = try? output.writeBytes(bytes)
+                    ex.responseStarted = true
+                    switch head.framing {
+                    case .none: ex.response = .complete
+                    case .contentLength(let n): ex.response = n == 0 ? .complete : .contentLength(remaining: n)
+                    case .chunked: ex.response = .chunked(ChunkedDecoder(limits: config.http))
+                    case .closeDelimited: ex.response = .closeDelimited
+                    }
+                }
+            case .contentLength(let remaining):
+                let avail = up.input.readableBytes
+                if avail == 0 {
+                    if up.sawEOF { upstreamEnded(ex, up); return true }
+                    return progressed
+                }
+                let room = output.maxCapacity - output.readableBytes
+                let n = Int(min(UInt64(min(avail, room)), remaining))
+                copyToClient(up, count: n)
+                ex.response = remaining - UInt64(n) == 0 ? .complete : .contentLength(remaining: remaining - UInt64(n))
+                progressed = true
+            case .chunked(var decoder):
+                let avail = up.input.readableBytes
+                if avail == 0 {
+                    if up.sawEOF { upstreamEnded(ex, up); return true }
+                    return progressed
+                }
+                let room = output.maxCapacity - output.readableBytes
+                let slice = min(avail, room)
+                var offset = 0
+                var ended = false
+                var failed = false
+                up.input.withUnsafeReadableBytes { bytes in
+                    let view = UnsafeRawBufferPointer(rebasing: bytes[0..<slice])
+                    do {
+                        while let event = try decoder.decode(view, from: &offset) {
+                            if case .end = event { ended = true; break }
+                        }
+                    } catch {
+                        failed = true
+                    }
+                }
+                if failed {
+                    abortExchange(status: 502, kind: "bad_upstream_response")
+                    return true
+                }
+                copyToClient(up, count: offset)
+                ex.response = ended ? .complete : .chunked(decoder)
+                progressed = true
+                if offset == 0 && !ended { return progressed }
+            case .closeDelimited:
+                let avail = up.input.readableBytes
+                if avail == 0 {
+                    if up.sawEOF { ex.response = .complete; continue }
+                    return progressed
+                }
+                copyToClient(up, count: min(avail, output.maxCapacity - output.readableBytes))
+                progressed = true
+            case .complete:
+                finishExchange(ex, up)
+                return true
+            }
+        }
+        return progressed
+    }
+
+    private func copyToClient(_ up: UpstreamConnection, count: Int) {
+        guard count > 0 else { return }
+        up.input.withUnsafeReadableBytes { bytes in
+            _ = try? output.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
+        }
+        up.input.moveReaderIndex(forwardBy: count)
+        if up.input.readableBytes == 0 { up.input.clear() }
+    }
+
+    /// The upstream closed before the response was complete.
+    private func upstreamEnded(_ ex: Exchange, _ up: UpstreamConnection) {
+        if ex.responseStarted {
+            // Never let a truncated response look complete: close the client.
+            up.close()
+            ex.upstream = nil
+            exchange = nil
+            worker.stats.completedRequests.add(1, ordering: .relaxed)
+            closingAfterFlush = true
+            clientEOF = true
+            flushOutput()
+            if output.readableBytes == 0 { close() }
+        } else {
+            abortExchange(status: 502, kind: "upstream_closed")
+        }
+    }
+
+    private func finishExchange(_ ex: Exchange, _ up: UpstreamConnection) {
+        ex.upstream = nil
+        if ex.requestComplete && up.input.readableBytes == 0 && !up.sawEOF && up.spool == nil && up.output.readableBytes == 0 {
+            worker.release(up)
+        } else {
+            up.close()
+        }
+        exchange = nil
+        worker.stats.completedRequests.add(1, ordering: .relaxed)
+        headParser.reset()
+        if ex.closeAfter || worker.draining { closingAfterFlush = true }
+        flushOutput()
+        if closingAfterFlush && output.readableBytes == 0 { close() }
+    }
+
+    /// Ends the exchange on an error: a JSON error if nothing was sent yet, the upstream closed without
+    /// completing its request, the client closed after the error is flushed.
+    private func abortExchange(status: Int?, kind: String) {
+        let ex = exchange
+        ex?.upstream?.close()
+        ex?.upstream = nil
+        ex?.body?.sink.kindSpoolClose()
+        exchange = nil
+        if let ex { worker.stats.completedRequests.add(1, ordering: .relaxed) }
+        if let status, !(ex?.responseStarted ?? false) {
+            respondError(status: status, kind: kind, requestID: ex?.requestID ?? newRequestID(nil))
+        } else {
+            closingAfterFlush = true
+            flushOutput()
+            if output.readableBytes == 0 { close() }
+        }
+    }
+
+    /// Queues a JSON error response and closes the connection after it is sent.
+    private func respondError(status: Int, kind: String, requestID: String) {
+        if let ex = exchange {
+            ex.upstream?.close()
+            ex.upstream = nil
+            exchange = nil
+        }
+        var bytes: [UInt8] = []
+        HTTPErrorResponse.write(status: status, kind: kind, requestID: requestID, into: &bytes)
+        _ = try? output.writeBytes(bytes)
+        closingAfterFlush = true
+        input.clear()
+        flushOutput()
+        if output.readableBytes == 0 { close() }
+    }
+
+    private func flushOutput() {
+        guard !closed, output.readableBytes > 0 else { return }
+        do {
+            _ = try transport.write(from: output)
+        } catch {
+            // The client is gone: nothing more can be delivered.
+            exchange?.upstream?.close()
+            exchange?.upstream = nil
+            exchange = nil
+            close()
+            return
+        }
+        if closingAfterFlush && output.readableBytes == 0 { close() }
+    }
+
+    // MARK: Upstream callbacks
+
+    func upstreamReadable(_ up: UpstreamConnection) {
+        guard !closed, let ex = exchange, ex.upstream === up else { return }
+        pump()
+    }
+
+    func upstreamDrained(_ up: UpstreamConnection) {
+        guard !closed, let ex = exchange, ex.upstream === up else { return }
+        pump()
+    }
+
+    func upstreamFailed(_ up: UpstreamConnection, reason: UpstreamFailure) {
+        guard !closed, let ex = exchange, ex.upstream === up else { return }
+        ex.upstream = nil
+        abortExchange(status: 502, kind: "upstream_unreachable")
+    }
+
+    // MARK: Timeouts and shutdown
+
+    /// Called about once a second by the worker.
+    func tick(now: UInt64) {
+        guard !closed else { return }
+        let t = config.timeouts
+        func over(_ since: UInt64, _ seconds: Double) -> Bool { now > since && now - since > UInt64(seconds * 1e9) }
+        if let ex = exchange {
+            if !ex.requestComplete && over(lastActivity, t.clientBody) {
+                abortExchange(status: 408, kind: "client_body_timeout")
+            } else if let up = ex.upstream, up.isConnecting, over(up.connectStartedAt, t.upstreamConnect) {
+                abortExchange(status: 504, kind: "upstream_connect_timeout")
+            } else if let up = ex.upstream, let done = ex.requestCompletedAt,
+                      over(max(up.lastActivity, done), t.upstreamResponse) {
+                abortExchange(status: 504, kind: "upstream_timeout")
+            }
+        } else if closingAfterFlush {
+            if over(lastActivity, t.clientBody) { close() }
+        } else if let started = headStartedAt, input.readableBytes > 0 || headStartedAt != nil {
+            if over(started, t.clientHeader) {
+                respondError(status: 408, kind: "client_header_timeout", requestID: newRequestID(nil))
+            }
+        } else if over(lastActivity, t.clientKeepAlive) {
+            close()
+        }
+    }
+
+    /// Drain: an idle keep-alive connection closes now; a busy one after its response.
+    func drainIfIdle() {
+        if exchange == nil && headStartedAt == nil && output.readableBytes == 0 { close() }
+    }
+
+    func forceClose() {
+        exchange?.upstream?.close()
+        exchange = nil
+        close()
+    }
+
+    private func close() {
+        guard !closed else { return }
+        closed = true
+        if let ex = exchange {
+            ex.upstream?.close()
+            exchange = nil
+        }
+        if let registration { try? worker.loop.deregister(registration) }
+        registration = nil
+        try? transport.close()
+        worker.connectionClosed(self)
+    }
+}
+
+extension UpstreamSink {
+    /// Releases a spool file early (on abort).
+    func kindSpoolClose() {
+        if case .spool(let file) = kind { file.close() }
+    }
+}

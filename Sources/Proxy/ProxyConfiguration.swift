@@ -1,0 +1,114 @@
+import Glibc
+import HTTP1
+import Multipart
+import Reactor
+
+/// Everything one proxy instance needs; every limit has a documented, safe default (docs/configuration.md).
+public struct ProxyConfiguration: Sendable {
+    /// Where clients connect (`--listen`).
+    public var listen: SocketAddress
+    /// The upstream origin (`--upstream http://host:port`).
+    public var upstream: Upstream
+    /// Event-loop worker threads, each with its own SO_REUSEPORT listener (`--workers`, default: cores).
+    public var workers: Int = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    /// How re-encoded multipart bodies travel upstream (`--upstream-body`).
+    public var upstreamBody: UpstreamBodyMode = .chunked
+    /// Directory for spooled bodies (`--spool-dir`, default /tmp); files are 0600 and always removed.
+    public var spoolDirectory: String = "/tmp"
+    /// Request head limits (head bytes 16 KiB, 100 headers; 431 beyond) and chunked framing bounds.
+    public var http = HTTPLimits()
+    /// Multipart parser limits (part header block 16 KiB, 10,000 parts, Content-Type 1 KiB).
+    public var multipart = MultipartLimits()
+    /// Buffers and timeouts.
+    public var buffers = Buffers()
+    public var timeouts = Timeouts()
+    /// Upstream connection pool.
+    public var pool = Pool()
+
+    /// Creates a configuration with defaults for everything but the two addresses.
+    public init(listen: SocketAddress, upstream: Upstream) {
+        self.listen = listen
+        self.upstream = upstream
+    }
+
+    /// The upstream origin.
+    public struct Upstream: Sendable, CustomStringConvertible {
+        /// The resolved address.
+        public var address: SocketAddress
+        /// The `host[:port]` text, for error messages.
+        public var authority: String
+
+        /// Parses `http://host:port` (or `host:port`); resolves the host once, at start-up.
+        public static func parse(_ text: String) throws -> Upstream {
+            var rest = Substring(text)
+            if rest.hasPrefix("http://") { rest = rest.dropFirst(7) } else if rest.contains("://") {
+                throw ConfigurationError("upstream must be http://host:port (TLS to the upstream is not supported): \(text)")
+            }
+            if let slash = rest.firstIndex(of: "/") {
+                guard rest[slash...] == "/" else {
+                    throw ConfigurationError("upstream must not have a path: \(text)")
+                }
+                rest = rest[..<slash]
+            }
+            var authority = String(rest)
+            if !authority.contains(":") || authority.hasSuffix("]") { authority += ":80" }
+            do {
+                return Upstream(address: try SocketAddress.resolve(authority), authority: authority)
+            } catch {
+                throw ConfigurationError("cannot resolve upstream \(text): \(error)")
+            }
+        }
+
+        public var description: String { "http://\(authority)" }
+    }
+
+    /// How a re-encoded multipart body is framed to the upstream.
+    public enum UpstreamBodyMode: String, Sendable {
+        /// `Transfer-Encoding: chunked`, streamed as it is parsed (default).
+        case chunked
+        /// Staged to a 0600 temporary file (deleted afterwards), then sent with a `Content-Length`,
+        /// for upstreams that refuse chunked request bodies.
+        case spool
+    }
+
+    /// Per-connection buffer sizes; together they bound a connection's memory.
+    public struct Buffers: Sendable {
+        /// Bytes read from a client at a time (the client input buffer). Default 128 KiB.
+        public var clientRead: Int = 128 * 1024
+        /// Bytes read from an upstream at a time. Default 128 KiB.
+        public var upstreamRead: Int = 128 * 1024
+        /// Queued output above which Formwall stops producing more (backpressure). Default 256 KiB.
+        /// Hard cap per output buffer: 4x this.
+        public var outputHighWater: Int = 256 * 1024
+    }
+
+    /// Timeouts, in seconds.
+    public struct Timeouts: Sendable {
+        /// Whole request head must arrive within this (slowloris). Default 10 s; 408 after.
+        public var clientHeader: Double = 10
+        /// Longest silence while a request body is being received. Default 60 s; 408 after.
+        public var clientBody: Double = 60
+        /// Idle keep-alive client connection. Default 75 s; closed silently.
+        public var clientKeepAlive: Double = 75
+        /// Connecting to the upstream. Default 5 s; 504 after.
+        public var upstreamConnect: Double = 5
+        /// Longest silence from the upstream while a response is awaited or streamed. Default 60 s; 504 after.
+        public var upstreamResponse: Double = 60
+        /// How long SIGTERM/SIGINT wait for in-flight requests. Default 30 s.
+        public var drain: Double = 30
+    }
+
+    /// Upstream keep-alive pool, per worker.
+    public struct Pool: Sendable {
+        /// Idle upstream connections kept per worker. Default 64.
+        public var maxIdle: Int = 64
+        /// Idle upstream connections are closed after this. Default 30 s.
+        public var idleTimeout: Double = 30
+    }
+}
+
+/// A configuration mistake, reported as one line.
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ message: String) { description = message }
+}

@@ -1,0 +1,66 @@
+import Glibc
+
+/// An anonymous temporary file: created 0600 in a directory, unlinked at once, so it disappears when closed
+/// or when the process dies. Used to spool bodies; reads and writes are blocking regular-file I/O.
+public final class TemporaryFile {
+    /// The descriptor.
+    public private(set) var fd: Int32
+    /// Bytes written so far.
+    public private(set) var size: UInt64 = 0
+
+    /// Creates the file in `directory` (mode 0600) and unlinks its name immediately.
+    public init(directory: String) throws {
+        var template = Array((directory + "/formwall-spool-XXXXXX").utf8CString)
+        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard fd >= 0 else { throw IOError(errno: errno, reason: "mkostemp(\(directory))") }
+        _ = fchmod(fd, 0o600)
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        unlink(path)
+        self.fd = fd
+    }
+
+    deinit { close() }
+
+    /// Appends `bytes`; throws on a write error (disk full included).
+    public func write(_ bytes: UnsafeRawBufferPointer) throws {
+        var off = 0
+        while off < bytes.count {
+            let n = Glibc.write(fd, bytes.baseAddress! + off, bytes.count - off)
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw IOError(errno: errno, reason: "write(spool)")
+            }
+            off += n
+        }
+        size += UInt64(bytes.count)
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`; returns the count (0 at end).
+    public func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
+        while true {
+            let n = pread(fd, buffer.baseAddress, buffer.count, off_t(offset))
+            if n >= 0 { return n }
+            if errno == EINTR { continue }
+            throw IOError(errno: errno, reason: "pread(spool)")
+        }
+    }
+
+    /// Closes (and so deletes) the file. Idempotent.
+    public func close() {
+        if fd >= 0 {
+            Glibc.close(fd)
+            fd = -1
+        }
+    }
+}
+
+extension TCPSocket {
+    /// Whether an idle socket's peer has closed it (or it has unexpected data): a non-blocking peek.
+    /// Used before reusing a pooled upstream connection.
+    public var isIdleAndOpen: Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import Proxy
+import Reactor
+
+/// `formwall serve`: run the proxy.
+enum ServeCommand: Command {
+    static let name = "serve"
+    static let summary = "run the proxy in front of an upstream"
+    static let help = """
+    Usage: formwall serve --listen HOST:PORT --upstream http://HOST:PORT [options]
+
+    Runs the reverse proxy. multipart/form-data request bodies are parsed as they stream and re-encoded
+    canonically (fresh boundary) to the upstream; other requests stream through unchanged. Malformed
+    framing is answered with a JSON error ({"error": KIND, "status": N, "request_id": ID}).
+
+    Signals: SIGTERM and SIGINT stop accepting, let in-flight requests finish (up to --drain-timeout) and
+    exit 0. SIGHUP reloads what can be reloaded; SIGUSR1 reopens logs.
+
+    Options:
+      --listen HOST:PORT              address to accept clients on (required), e.g. 127.0.0.1:8080
+      --upstream http://HOST:PORT     the application to protect (required)
+      --workers N                     event-loop threads (default: number of cores)
+      --upstream-body chunked|spool   how re-encoded multipart bodies are framed upstream (default chunked;
+                                      spool stages them in a 0600 temp file and sends Content-Length)
+      --spool-dir DIR                 where spooled bodies go (default /tmp; files are unlinked at once)
+      --max-head-bytes N              request head limit (default 16384; 431 beyond)
+      --max-headers N                 request header count limit (default 100; 431 beyond)
+      --client-header-timeout SEC     whole request head must arrive within (default 10; 408 after)
+      --client-body-timeout SEC       longest silence during a request body (default 60; 408 after)
+      --keepalive-timeout SEC         idle client keep-alive connections (default 75)
+      --upstream-connect-timeout SEC  connecting to the upstream (default 5; 504 after)
+      --upstream-response-timeout SEC longest upstream silence once the request is sent (default 60; 504)
+      --drain-timeout SEC             how long SIGTERM waits for in-flight requests (default 30)
+      --help                          show this help
+    """
+
+    static func run(_ args: [String]) -> Int32 {
+        let parsed: Arguments
+        do {
+            parsed = try Arguments(args, valued: [
+                "listen", "upstream", "workers", "upstream-body", "spool-dir", "max-head-bytes", "max-headers",
+                "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
+                "upstream-response-timeout", "drain-timeout",
+            ], flags: [])
+        } catch {
+            printError("\(error). Run `formwall serve --help`.")
+            return 2
+        }
+        guard parsed.positionals.isEmpty else {
+            printError("unexpected argument '\(parsed.positionals[0])'. Run `formwall serve --help`.")
+            return 2
+        }
+        var config: ProxyConfiguration
+        do {
+            guard let listen = parsed.value("listen") else { throw ConfigurationError("--listen is required") }
+            guard let upstream = parsed.value("upstream") else { throw ConfigurationError("--upstream is required") }
+            let address: SocketAddress
+            do { address = try SocketAddress.resolve(listen) } catch {
+                throw ConfigurationError("invalid --listen \(listen): \(error)")
+            }
+            config = ProxyConfiguration(listen: address, upstream: try .parse(upstream))
+            if let v = parsed.value("workers") { config.workers = try positiveInt(v, "--workers") }
+            if let v = parsed.value("upstream-body") {
+                guard let mode = ProxyConfiguration.UpstreamBodyMode(rawValue: v) else {
+                    throw ConfigurationError("--upstream-body must be chunked or spool")
+                }
+                config.upstreamBody = mode
+            }
+            if let v = parsed.value("spool-dir") { config.spoolDirectory = v }
+            if let v = parsed.value("max-head-bytes") { config.http.maxHeadBytes = try positiveInt(v, "--max-head-bytes") }
+            if let v = parsed.value("max-headers") { config.http.maxHeaderCount = try positiveInt(v, "--max-headers") }
+            if let v = parsed.value("client-header-timeout") { config.timeouts.clientHeader = try seconds(v, "--client-header-timeout") }
+            if let v = parsed.value("client-body-timeout") { config.timeouts.clientBody = try seconds(v, "--client-body-timeout") }
+            if let v = parsed.value("keepalive-timeout") { config.timeouts.clientKeepAlive = try seconds(v, "--keepalive-timeout") }
+            if let v = parsed.value("upstream-connect-timeout") { config.timeouts.upstreamConnect = try seconds(v, "--upstream-connect-timeout") }
+            if let v = parsed.value("upstream-response-timeout") { config.timeouts.upstreamResponse = try seconds(v, "--upstream-response-timeout") }
+            if let v = parsed.value("drain-timeout") { config.timeouts.drain = try seconds(v, "--drain-timeout") }
+        } catch {
+            printError("\(error)")
+            return 2
+        }
+        let server: ProxyServer
+        do {
+            server = try ProxyServer(configuration: config)
+        } catch {
+            printError("cannot start: \(error)")
+            return 1
+        }
+        printError("listening on \(config.listen), upstream \(config.upstream), \(config.workers) workers")
+        do {
+            try server.run()
+        } catch {
+            printError("\(error)")
+            return 1
+        }
+        printError("stopped")
+        return 0
+    }
+
+    static func positiveInt(_ text: String, _ option: String) throws -> Int {
+        guard let n = Int(text), n > 0 else { throw ConfigurationError("\(option) needs a positive whole number, got '\(text)'") }
+        return n
+    }
+
+    static func seconds(_ text: String, _ option: String) throws -> Double {
+        guard let n = Double(text), n > 0, n < 86_400 * 30 else {
+            throw ConfigurationError("\(option) needs a number of seconds, got '\(text)'")
+        }
+        return n
+    }
+}
