@@ -2,7 +2,7 @@ import Foundation
 
 // formwall: the command-line entry point. Each subcommand is a `Command` type with its own help.
 
-let commands: [any Command.Type] = [InspectCommand.self, CheckCommand.self, TailCommand.self]
+let commands: [any Command.Type] = [InspectCommand.self, CheckCommand.self, TailCommand.self, QuarantineCommand.self]
 
 let topHelp = """
 formwall: a streaming multipart/form-data filtering reverse proxy.
