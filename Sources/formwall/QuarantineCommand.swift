@@ -13,12 +13,13 @@ enum QuarantineCommand: Command {
            formwall quarantine release ID --to PATH [--dir DIR]
            formwall quarantine delete ID [--dir DIR]
 
-    Operates on the quarantine store DIR (default \(defaultDirectory)); ID is an item's 32 hex digits as
-    shown by `list` and logged as "quarantine_id" in the audit log.
+    Operates on the quarantine store DIR (default \(defaultDirectory)), which must exist;
+    ID is an item's 32 hex digits as shown by `list` and logged as "quarantine_id" in the audit log.
 
       list      one row per complete item, oldest first: ID, TIME (UTC), SIZE (bytes), SHA256 (first 12 hex
                 digits), PART, FILENAME (as sent; control characters and spaces shown as \\xNN) and the
-                first VIOLATION kind. With --json, one JSON object per line instead (the item's sidecar members)
+                first VIOLATION kind. With --json, one JSON object per line instead (the sidecar's
+                members, keys sorted)
       show      print the item's sidecar JSON as stored
       release   copy the item's bytes to PATH, a new file with mode 0600; never overwrites or follows a
                 symlink at PATH, and verifies the SHA-256 while copying (a mismatch removes the copy)
@@ -85,12 +86,12 @@ enum QuarantineCommand: Command {
                 try list(store, json: parsed.flags.contains("json"))
             case "show":
                 let id = operands[0]
-                guard try locate(id, in: store) else { return 1 }
-                FileHandle.standardOutput.write(Data(try store.show(id).utf8))
+                guard let sidecar = try sidecar(id, in: store) else { return 1 }
+                FileHandle.standardOutput.write(Data(sidecar.utf8))
             case "release":
                 let id = operands[0]
                 let target = parsed.value("to")!
-                guard try locate(id, in: store) else { return 1 }
+                guard try sidecar(id, in: store) != nil else { return 1 }
                 do {
                     try store.release(id, to: target)
                 } catch let error as QuarantineError where error.code == .alreadyExists {
@@ -104,7 +105,7 @@ enum QuarantineCommand: Command {
                 print("released \(id) to \(target) (\(item.size) bytes, sha256 \(item.sha256) verified)")
             case "delete":
                 let id = operands[0]
-                guard try locate(id, in: store) else { return 1 }
+                guard try sidecar(id, in: store) != nil else { return 1 }
                 try store.delete(id)
                 print("deleted \(id)")
             default:
@@ -152,17 +153,17 @@ enum QuarantineCommand: Command {
         }
     }
 
-    /// Whether `id` names an item, printing a one-line error when it does not.
-    private static func locate(_ id: String, in store: QuarantineStore) throws -> Bool {
+    /// The sidecar text of item `id` (read, not parsed, so a damaged item can still be shown and deleted),
+    /// or nil after printing a one-line error when `id` is malformed or names no item.
+    private static func sidecar(_ id: String, in store: QuarantineStore) throws -> String? {
         do {
-            _ = try store.item(id)
-            return true
+            return try store.show(id)
         } catch let error as QuarantineError where error.code == .invalidID {
             printError("'\(safe(id))' is not a quarantine ID (32 lowercase hex digits)")
-        } catch let error as QuarantineError where error.code == .notFound {
+        } catch let error as QuarantineError where error.code == .notFound && error.operation == "locate" {
             printError("no quarantined item \(id) in \(store.directory)")
         }
-        return false
+        return nil
     }
 
     // MARK: list

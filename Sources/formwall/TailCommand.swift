@@ -20,13 +20,14 @@ enum TailCommand: Command {
     Usage: formwall tail [FILE] [--follow] [--decision D]... [--route PREFIX] [--since AGE] [--json]
                          [--color | --no-color]
 
-    Prints the audit log FILE (default \(defaultPath)), one line per request that passes the filters:
+    Prints the audit log FILE (default \(defaultPath)), one line per request that passes
+    the filters (time of day in UTC, decision, status, method, path, reason, part, detail, request id):
 
       12:01:02.345 REJECT 413 POST /api/avatar file_too_large avatar (7.2 MiB > 5 MiB) req=abc123
 
     Text taken from requests is made terminal-safe (control characters are shown as \\xNN). Lines that are
-    not JSON objects are skipped when a filter or the human format needs to parse them; their count is
-    reported on stderr at exit.
+    not JSON objects are skipped when a filter or the human format needs to parse them (their count is
+    reported on stderr at exit); `--json` with no filter passes every line through.
 
     Options:
       --follow               keep reading as records are appended, following the file across rotation

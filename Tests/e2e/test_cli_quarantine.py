@@ -232,3 +232,15 @@ def test_help_documents_every_action():
     assert result.returncode == 0
     for action in ["list", "show", "release", "delete", "add"]:
         assert f"formwall quarantine {action}" in result.stdout.decode()
+
+
+def test_damaged_sidecar_is_unlisted_but_can_be_shown_and_deleted(store, items, tmp_path):
+    item, _ = items[0]
+    (item_dir(store, item) / f"{item}.json").write_text("garbage\n")
+    assert item not in ok("list", "--dir", store)
+    assert ok("show", item, "--dir", store) == "garbage\n"
+    result = quarantine("release", item, "--to", tmp_path / "out", "--dir", store)
+    assert result.returncode == 1
+    assert result.stderr.decode().startswith("formwall: quarantine release: corrupt: parse sidecar ")
+    assert ok("delete", item, "--dir", store) == f"deleted {item}\n"
+    assert not item_dir_exists(store, item)
