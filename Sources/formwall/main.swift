@@ -2,7 +2,9 @@ import Foundation
 
 // formwall: the command-line entry point. Each subcommand is a `Command` type with its own help.
 
-let commands: [any Command.Type] = [ServeCommand.self, InspectCommand.self]
+let commands: [any Command.Type] = [
+    ServeCommand.self, InspectCommand.self, CheckCommand.self, TailCommand.self, QuarantineCommand.self,
+]
 
 let topHelp = """
 formwall: a streaming multipart/form-data filtering reverse proxy.
@@ -10,7 +12,7 @@ formwall: a streaming multipart/form-data filtering reverse proxy.
 Usage: formwall <command> [options]
 
 Commands:
-\(commands.map { "  " + $0.name.padding(toLength: 10, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
+\(commands.map { "  " + $0.name.padding(toLength: 12, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
 
 Run `formwall <command> --help` for a command's options.
 """
