@@ -3,6 +3,8 @@ import HTTP1
 import Inspect
 import Multipart
 import Reactor
+import Rules
+import Audit
 
 // One client connection and the exchange in progress on it.
 //
@@ -31,6 +33,13 @@ final class Exchange {
     let requestID: String
     let startedAt: UInt64
     var body: RequestBodyStage?
+    /// The policy evaluator for this request (nil without rules); the form stage holds the live one.
+    var evaluator: PolicyEvaluator?
+    var form: FormStage?
+    var upstreamStartedAt: UInt64?
+    /// The response status sent to the client, once known.
+    var status = 0
+    var bytesUpstream: UInt64 = 0
     var upstream: UpstreamConnection?
     var response: Response = .awaitingHead
     var responseParser: HTTPResponseHeadParser
@@ -206,24 +215,60 @@ final class ClientConnection: EventHandler {
             return
         }
 
-        // Multipart bodies are decoded and re-encoded canonically; everything else streams through.
+        // The policy decides first, from the head alone: 405, 415 and 413 (Content-Length) are answered
+        // before a body byte is read, and before any 100 Continue.
+        var evaluator = worker.policy.map { PolicyEvaluator(policy: $0) }
+        var bodyKind: PolicyEvaluator.BodyKind?
+        if evaluator != nil {
+            let length: UInt64? = {
+                switch head.framing {
+                case .none: return 0
+                case .contentLength(let n): return n
+                case .chunked, .closeDelimited: return nil
+                }
+            }()
+            let decision = evaluator!.begin(method: head.method, path: head.target,
+                                            contentType: head.header(named: "content-type"), contentLength: length)
+            ex.evaluator = evaluator
+            switch decision {
+            case .reject(let violation):
+                respondViolation(violation, ex)
+                return
+            case .proceed(let kind):
+                bodyKind = kind
+            }
+        }
+
+        // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
-        if let ct = head.header(named: "content-type"), ct.lowercased().hasPrefix("multipart/form-data") {
+        let contentType = head.header(named: "content-type")
+        let isMultipart = bodyKind == .multipart
+            || (bodyKind == nil && contentType?.lowercased().hasPrefix("multipart/form-data") == true)
+        if isMultipart, let ct = contentType {
             let parsed: MultipartBoundary.Parsed
             do {
                 parsed = try MultipartBoundary.parse(contentType: Array(ct.utf8), limits: config.multipart)
             } catch {
-                respondError(status: 400, kind: error.kind.rawValue, requestID: requestID)
+                if evaluator != nil { _ = evaluator!.malformed(detail: error.kind.rawValue); ex.evaluator = evaluator }
+                respondError(status: 400, kind: "malformed_body", requestID: requestID, detail: error.kind.rawValue)
                 return
             }
             let fresh = SecureRandom.boundary()
-            let pipeline = MultipartPipeline(boundary: parsed.boundary, limits: config.multipart,
-                                             anomalies: parsed.anomalies, reencodeBoundary: fresh, hashing: false)
-            transform = .multipart(pipeline)
+            let quarantine = worker.quarantine.map {
+                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.route?.prefix, client: peerIP)
+            }
+            let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
+                                  reencodeBoundary: fresh, evaluator: evaluator, quarantine: quarantine,
+                                  spoolDirectory: config.spoolDirectory)
+            ex.form = stage
+            transform = .form(stage)
             head.headers.removeAll(named: "content-type")
-            head.headers.append(name: "Content-Type", value: pipeline.encoder!.contentType)
+            head.headers.append(name: "Content-Type", value: stage.encoder!.contentType)
             upstreamFraming = config.upstreamBody == .spool ? .contentLength(0) : .chunked
+        } else if isMultipart {
+            respondError(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary")
+            return
         }
 
         let up: UpstreamConnection
@@ -232,6 +277,7 @@ final class ClientConnection: EventHandler {
             return
         }
         ex.upstream = up
+        ex.upstreamStartedAt = worker.loop.now()
         up.attach(to: self)
 
         var sinkKind: UpstreamSink.Kind
@@ -240,7 +286,7 @@ final class ClientConnection: EventHandler {
         case .none, .closeDelimited: sinkKind = .raw
         case .contentLength: sinkKind = .raw
         }
-        let spooling = config.upstreamBody == .spool && { if case .multipart = transform { return true }; return false }()
+        let spooling = config.upstreamBody == .spool && ex.form != nil
         if spooling {
             do { sinkKind = .spool(try TemporaryFile(directory: config.spoolDirectory)) } catch {
                 respondError(status: 500, kind: "spool_unavailable", requestID: requestID)
@@ -260,8 +306,11 @@ final class ClientConnection: EventHandler {
                 return
             }
         }
-        ex.body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform,
-                                   sink: UpstreamSink(kind: sinkKind, buffer: up.output))
+        let sink = UpstreamSink(kind: sinkKind, buffer: up.output)
+        sink.upstream = up
+        let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink)
+        if ex.form == nil { body.evaluator = ex.evaluator }
+        ex.body = body
         if ex.requestComplete { requestDidComplete(ex) }
         if head.expectsContinue && !ex.requestComplete {
             // Formwall has accepted the request: tell the client to send the body.
@@ -284,7 +333,9 @@ final class ClientConnection: EventHandler {
     private func pumpBody(_ ex: Exchange, _ body: RequestBodyStage) -> Bool {
         guard let up = ex.upstream else { return false }
         var moved = false
-        while !body.isComplete, input.readableBytes > 0, up.output.readableBytes < config.buffers.outputHighWater {
+        while !body.isComplete, input.readableBytes > 0 || (body.isBlocked && up.spool == nil),
+              up.output.readableBytes < config.buffers.outputHighWater {
+            let wasBlocked = body.isBlocked
             let slice = min(input.readableBytes, 64 * 1024)
             let result = input.withUnsafeReadableBytes { bytes in
                 Result { () throws(RequestBodyError) in try body.process(UnsafeRawBufferPointer(rebasing: bytes[0..<slice])) }
@@ -293,8 +344,20 @@ final class ClientConnection: EventHandler {
             case .failure(.framing(let error)):
                 abortExchange(status: error.status, kind: error.kind)
                 return true
-            case .failure(.multipart(let error)):
-                abortExchange(status: 400, kind: error.kind.rawValue)
+            case .failure(.rejected(let violation)):
+                abortExchange(violation: violation)
+                return true
+            case .failure(.form(.rejected(let violation))):
+                abortExchange(violation: violation)
+                return true
+            case .failure(.form(.malformed(let error))):
+                abortExchange(status: 400, kind: "malformed_body", detail: error.kind.rawValue)
+                return true
+            case .failure(.form(.quarantineFailed(let why))):
+                abortExchange(status: 503, kind: "quarantine_unavailable", detail: why)
+                return true
+            case .failure(.form(.holdFailed(let why))):
+                abortExchange(status: 500, kind: "staging_failed", detail: why)
                 return true
             case .success(let n):
                 if let failure = body.sink.failure {
@@ -302,7 +365,10 @@ final class ClientConnection: EventHandler {
                     abortExchange(status: 500, kind: "body_sink_failed")
                     return true
                 }
-                if n == 0 && !body.isComplete { return moved }
+                if n == 0 && !body.isComplete {
+                    if wasBlocked && !body.isBlocked { moved = true; continue }
+                    break
+                }
                 input.moveReaderIndex(forwardBy: n)
                 moved = moved || n > 0
             }
@@ -365,6 +431,7 @@ final class ClientConnection: EventHandler {
                     HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
                     _ = try? output.writeBytes(bytes)
                     ex.responseStarted = true
+                    ex.status = head.status
                     switch head.framing {
                     case .none: ex.response = .complete
                     case .contentLength(let n): ex.response = n == 0 ? .complete : .contentLength(remaining: n)
@@ -444,7 +511,7 @@ final class ClientConnection: EventHandler {
             up.close()
             ex.upstream = nil
             exchange = nil
-            worker.stats.completedRequests.add(1, ordering: .relaxed)
+            audit(ex, status: ex.status, reason: "upstream_closed", error: "upstream_closed_mid_response")
             closingAfterFlush = true
             clientEOF = true
             flushOutput()
@@ -462,7 +529,7 @@ final class ClientConnection: EventHandler {
             up.close()
         }
         exchange = nil
-        worker.stats.completedRequests.add(1, ordering: .relaxed)
+        audit(ex, status: ex.status, reason: nil, error: nil)
         headParser.reset()
         if ex.closeAfter || worker.draining { closingAfterFlush = true }
         flushOutput()
@@ -471,36 +538,123 @@ final class ClientConnection: EventHandler {
 
     /// Ends the exchange on an error: a JSON error if nothing was sent yet, the upstream closed without
     /// completing its request, the client closed after the error is flushed.
-    private func abortExchange(status: Int?, kind: String) {
+    private func abortExchange(status: Int?, kind: String, detail: String? = nil, violation: Violation? = nil) {
         let ex = exchange
         ex?.upstream?.close()
         ex?.upstream = nil
         ex?.body?.sink.kindSpoolClose()
-        exchange = nil
-        if let ex { worker.stats.completedRequests.add(1, ordering: .relaxed) }
         if let status, !(ex?.responseStarted ?? false) {
-            respondError(status: status, kind: kind, requestID: ex?.requestID ?? newRequestID(nil))
+            respond(status: status, kind: kind, requestID: ex?.requestID ?? newRequestID(nil), detail: detail,
+                    violation: violation)
         } else {
+            exchange = nil
+            if let ex { audit(ex, status: ex.status == 0 ? 499 : ex.status, reason: kind, error: kind) }
             closingAfterFlush = true
             flushOutput()
             if output.readableBytes == 0 { close() }
         }
     }
 
+    private func abortExchange(violation: Violation) {
+        abortExchange(status: violation.status, kind: violation.kind.name, detail: violation.detail,
+                      violation: violation)
+    }
+
+    /// Answers a policy rejection.
+    private func respondViolation(_ violation: Violation, _ ex: Exchange) {
+        respond(status: violation.status, kind: violation.kind.name, requestID: ex.requestID, detail: violation.detail,
+                violation: violation)
+    }
+
     /// Queues a JSON error response and closes the connection after it is sent.
-    private func respondError(status: Int, kind: String, requestID: String) {
-        if let ex = exchange {
+    private func respondError(status: Int, kind: String, requestID: String, detail: String? = nil) {
+        respond(status: status, kind: kind, requestID: requestID, detail: detail, violation: nil)
+    }
+
+    /// `{"error": KIND, "status": N, "part": NAME, "limit": N, "detail": …, "request_id": ID}`; the connection
+    /// closes after it (a rejected request's body is never read to its end).
+    private func respond(status: Int, kind: String, requestID: String, detail: String?, violation: Violation?) {
+        let ex = exchange
+        if let ex {
             ex.upstream?.close()
             ex.upstream = nil
             exchange = nil
         }
+        var json = JSONLineWriter(capacity: 256)
+        json.beginObject()
+        json.key("error"); json.string(kind)
+        json.key("status"); json.int(status)
+        if let violation {
+            json.key("part"); json.string(violation.part)
+            json.key("limit"); if let l = violation.limit { json.int(Int(clamping: l)) } else { json.null() }
+        }
+        if let detail { json.key("detail"); json.string(detail) }
+        json.key("request_id"); json.string(requestID)
+        json.endObject()
         var bytes: [UInt8] = []
-        HTTPErrorResponse.write(status: status, kind: kind, requestID: requestID, into: &bytes)
+        bytes.reserveCapacity(256 + json.bytes.count)
+        append("HTTP/1.1 \(status) \(HTTPErrorResponse.reasonPhrase(for: status))\r\n", to: &bytes)
+        append("Content-Type: application/json\r\nContent-Length: \(json.bytes.count)\r\n", to: &bytes)
+        append("Connection: close\r\nX-Request-Id: \(requestID)\r\n\r\n", to: &bytes)
+        bytes += json.bytes
         _ = try? output.writeBytes(bytes)
+        if let ex {
+            audit(ex, status: status, reason: kind, error: violation == nil ? kind : nil, violation: violation)
+        } else {
+            auditHeadError(status: status, kind: kind, requestID: requestID)
+        }
         closingAfterFlush = true
         input.clear()
         flushOutput()
         if output.readableBytes == 0 { close() }
+    }
+
+    private func append(_ text: String, to bytes: inout [UInt8]) { bytes.append(contentsOf: text.utf8) }
+
+    // MARK: Audit
+
+    /// Writes the one audit record of an exchange.
+    private func audit(_ ex: Exchange, status: Int, reason: String?, error: String?, violation: Violation? = nil) {
+        worker.stats.completedRequests.add(1, ordering: .relaxed)
+        guard let log = worker.audit else { return }
+        let now = worker.loop.now()
+        let evaluator = ex.form?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
+        let monitoring = evaluator?.policy.mode == .monitor
+        let refused = violation != nil || (error != nil && (status < 500 || status == 503) && status != 499)
+        let decision: AuditRecord.Decision = refused ? .reject
+            : monitoring && !(evaluator?.findings.isEmpty ?? true) ? .monitor
+            : (ex.form?.modified ?? false) ? .modified : .allow
+        var anomalies = ex.form?.parser.anomalies ?? MultipartAnomalies()
+        let parts: [AuditRecord.Part] = (ex.form?.records ?? []).map { r in
+            anomalies.formUnion(r.part.anomalies)
+            return AuditRecord.Part(
+                index: r.index, name: AuditText(bytes: r.part.name ?? []), kind: r.part.isFile ? .file : .field,
+                filename: r.part.filename.map { AuditText(bytes: $0) }, declaredType: r.part.contentTypeString,
+                sniffedType: r.sniffedType, size: Int(clamping: r.size), sha256: r.sha256, action: r.action,
+                quarantineID: r.quarantineID)
+        }
+        let violations = (evaluator?.findings ?? []).map { f in
+            AuditRecord.Violation(kind: f.violation.kind.name, part: f.violation.partIndex,
+                                  rule: f.violation.rule.map { "\($0.file):\($0.line)" }, detail: f.violation.detail)
+        }
+        let record = AuditRecord(
+            timestamp: .now(), requestID: ex.requestID, client: peerIP, method: ex.head.method,
+            path: AuditText(ex.head.target), route: evaluator?.route?.prefix, decision: decision, status: status,
+            reason: violation?.kind.name ?? reason, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
+            bytesUpstream: Int(clamping: ex.body?.sink.payloadBytes ?? 0),
+            durationMs: Double(now &- ex.startedAt) / 1e6,
+            upstreamMs: ex.upstreamStartedAt.map { Double(now &- $0) / 1e6 },
+            parts: parts, violations: violations, anomalies: anomalies.names, error: error)
+        worker.writeAudit(record)
+    }
+
+    /// A request refused before its head could be parsed still gets a record.
+    private func auditHeadError(status: Int, kind: String, requestID: String) {
+        worker.stats.completedRequests.add(1, ordering: .relaxed)
+        guard worker.audit != nil else { return }
+        let record = AuditRecord(timestamp: .now(), requestID: requestID, client: peerIP, method: "-", path: "-",
+                                 route: nil, decision: .reject, status: status, reason: kind, error: kind)
+        worker.writeAudit(record)
     }
 
     private func flushOutput() {

@@ -24,6 +24,32 @@ public struct ProxyConfiguration: Sendable {
     public var timeouts = Timeouts()
     /// Upstream connection pool.
     public var pool = Pool()
+    /// Rule files or directories (`--rules`); empty: no policy, every well-formed request is forwarded
+    /// (multipart bodies still re-encoded).
+    public var rules: [String] = []
+    /// Quarantine store (`--quarantine-dir`); nil: a `quarantine` action fails closed with 503.
+    public var quarantine: QuarantineSettings?
+    /// Audit log (`--audit-log FILE|-`); nil: no audit log.
+    public var audit: AuditSettings?
+
+    /// Where quarantined parts go.
+    public struct QuarantineSettings: Sendable {
+        public var directory: String
+        /// Store size cap (`--quarantine-max`, default 10 GiB); a full store fails closed (503).
+        public var maxBytes: UInt64 = 10 << 30
+        /// Items older than this are pruned (`--quarantine-retention`, default 30 days).
+        public var retentionSeconds: Double = 30 * 86_400
+        public init(directory: String) { self.directory = directory }
+    }
+
+    /// The audit log.
+    public struct AuditSettings: Sendable {
+        public var path: String
+        /// Built-in size rotation (`--audit-rotate 100MiB --audit-keep 10`); nil when logrotate rotates.
+        public var rotateBytes: Int?
+        public var keep: Int = 10
+        public init(path: String) { self.path = path }
+    }
 
     /// Creates a configuration with defaults for everything but the two addresses.
     public init(listen: SocketAddress, upstream: Upstream) {

@@ -1,5 +1,9 @@
+import Audit
+import Foundation
 import Glibc
+import Quarantine
 import Reactor
+import Rules
 import Synchronization
 
 // The process: N worker loops (each with its own SO_REUSEPORT listener) plus a control loop on the main thread
@@ -16,6 +20,7 @@ public final class ProxyServer {
     public let stats = ProxyStats()
     private let group: EventLoopGroup
     private let registry = WorkerRegistry()
+    private let quarantine: QuarantineStore?
 
     /// Binds every worker's listener; throws a readable error (address in use, …) before anything runs.
     public init(configuration: ProxyConfiguration) throws {
@@ -28,13 +33,36 @@ public final class ProxyServer {
         for s in signals { sigaddset(&set, s) }
         pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGPIPE, SIG_IGN)
+        let policy = try Self.loadPolicy(configuration.rules)
+        if let q = configuration.quarantine {
+            do {
+                let store = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),
+                                                retention: .seconds(Int64(q.retentionSeconds)))
+                _ = try store.recover()
+                quarantine = store
+            } catch {
+                throw ConfigurationError("quarantine store \(q.directory): \(error)")
+            }
+        } else {
+            quarantine = nil
+        }
+        if let a = configuration.audit {
+            // Open once here so a bad path is a start-up error, not a silent gap.
+            do { _ = try AuditLog(path: a.path) } catch { throw ConfigurationError("audit log \(a.path): \(error)") }
+        }
         group = try EventLoopGroup(count: max(1, configuration.workers))
         let config = configuration
         let stats = self.stats
         let registry = self.registry
+        let store = quarantine
         do {
             try group.runOnEach { loop in
-                let worker = Worker(loop: loop, config: config, stats: stats)
+                let audit = try config.audit.map {
+                    try AuditLog(path: $0.path,
+                                 rotation: $0.rotateBytes.map { AuditLog.Rotation(maxBytes: $0, keep: config.audit!.keep) })
+                }
+                let worker = Worker(loop: loop, config: config, stats: stats, policy: policy, quarantine: store,
+                                    audit: audit)
                 try worker.start()
                 registry.add(loop.handle, worker)
             }
@@ -44,13 +72,46 @@ public final class ProxyServer {
         }
     }
 
+    /// Loads and compiles rule files; nil when there are none. Throws the diagnostics as one error.
+    public static func loadPolicy(_ paths: [String]) throws -> Policy? {
+        guard !paths.isEmpty else { return nil }
+        do {
+            return try Policy.load(paths: paths)
+        } catch {
+            throw ConfigurationError("invalid rules:\n" + error.diagnostics.map(\.description).joined(separator: "\n"))
+        }
+    }
+
+    /// Re-reads the rule files; on success every worker switches to the new policy for new requests
+    /// (requests in flight finish under the old one). On failure the old policy stays and the errors are logged.
+    public func reloadRules() {
+        guard !configuration.rules.isEmpty else { return }
+        do {
+            let fresh = try Self.loadPolicy(configuration.rules)
+            registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.policy = fresh } }
+            FileOutput.stderr("formwall: rules reloaded from \(configuration.rules.joined(separator: " "))")
+        } catch {
+            FileOutput.stderr("formwall: reload failed, keeping the previous rules: \(error)")
+        }
+    }
+
     /// Serves until SIGTERM or SIGINT, then drains in-flight requests (up to the drain timeout) and returns.
     /// `onReload` runs on SIGHUP; `onReopen` on SIGUSR1 and SIGHUP (log reopening).
     public func run(onReload: @escaping () -> Void = {}, onReopen: @escaping () -> Void = {}) throws {
         let control = try EventLoop()
         var drainDeadline: UInt64?
-        try control.onSignal(SIGHUP) { _, _ in onReload(); onReopen() }
-        try control.onSignal(SIGUSR1) { _, _ in onReopen() }
+        let reopenAll: () -> Void = { [registry] in
+            registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.reopenAudit() } }
+        }
+        try control.onSignal(SIGHUP) { [weak self] _, _ in self?.reloadRules(); reopenAll(); onReload(); onReopen() }
+        try control.onSignal(SIGUSR1) { _, _ in reopenAll(); onReopen() }
+        if let store = quarantine {
+            func prune(_ loop: EventLoop) {
+                _ = try? store.prune(now: Date())
+                _ = loop.schedule(after: .seconds(60)) { prune($0) }
+            }
+            prune(control)
+        }
         let beginDrain: (EventLoop, Int32) -> Void = { [registry] loop, _ in
             guard drainDeadline == nil else { return }
             drainDeadline = loop.now() + UInt64(self.configuration.timeouts.drain * 1e9)

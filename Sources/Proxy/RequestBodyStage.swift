@@ -1,6 +1,7 @@
 import HTTP1
 import Multipart
 import Reactor
+import Rules
 
 // The request body as a chain of small stages:
 //
@@ -13,8 +14,10 @@ import Reactor
 //
 // The stage is pure: it is handed input spans and writes into buffers it is given; the connection does I/O.
 
-/// Where transformed body bytes go.
-final class UpstreamSink {
+/// Where transformed body bytes go: the upstream connection's output buffer (raw or chunk-framed), or a spool
+/// file. A held multipart part is spliced in as a file (`enqueue`), which the upstream connection streams
+/// after everything already queued.
+final class UpstreamSink: FormOutput {
     enum Kind {
         /// Bytes appended as they are (Content-Length passthrough).
         case raw
@@ -26,17 +29,23 @@ final class UpstreamSink {
 
     let kind: Kind
     let buffer: ByteBuffer
+    /// The upstream connection that streams enqueued files.
+    weak var upstream: UpstreamConnection?
     /// Bytes of body payload handed to the sink (before chunk framing).
     private(set) var payloadBytes: UInt64 = 0
     /// A failure while writing (buffer over its hard cap, spool write error); checked after each step.
     private(set) var failure: Error?
     private var header: [UInt8] = []
+    /// A chunk whose data is an enqueued file still needs its closing CRLF.
+    private var pendingChunkEnd = false
 
     init(kind: Kind, buffer: ByteBuffer) {
         self.kind = kind
         self.buffer = buffer
         header.reserveCapacity(24)
     }
+
+    var isReplaying: Bool { upstream?.spool != nil }
 
     func write(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty, failure == nil else { return }
@@ -47,6 +56,10 @@ final class UpstreamSink {
                 try buffer.writeBytes(bytes)
             case .chunked:
                 header.removeAll(keepingCapacity: true)
+                if pendingChunkEnd {
+                    header.append(contentsOf: crlf)
+                    pendingChunkEnd = false
+                }
                 ChunkedEncoder.writeChunkHeader(size: bytes.count, into: &header)
                 try buffer.writeBytes(header)
                 try buffer.writeBytes(bytes)
@@ -59,13 +72,53 @@ final class UpstreamSink {
         }
     }
 
+    func enqueue(_ file: TemporaryFile) -> Bool {
+        guard failure == nil else { file.close(); return false }
+        payloadBytes += file.size
+        switch kind {
+        case .chunked:
+            header.removeAll(keepingCapacity: true)
+            if pendingChunkEnd { header.append(contentsOf: crlf) }
+            ChunkedEncoder.writeChunkHeader(size: Int(file.size), into: &header)
+            do { try buffer.writeBytes(header) } catch { failure = error; file.close(); return false }
+            pendingChunkEnd = true
+            guard let upstream else { failure = SinkError.noUpstream; file.close(); return false }
+            upstream.spool = (file, 0)
+            upstream.updateInterest()
+            return true
+        case .spool(let target):
+            let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+            defer { buf.deallocate(); file.close() }
+            var offset: UInt64 = 0
+            do {
+                while true {
+                    let n = try file.read(at: offset, into: buf)
+                    if n == 0 { break }
+                    try target.write(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+                    offset += UInt64(n)
+                }
+            } catch {
+                failure = error
+            }
+            return false
+        case .raw:
+            preconditionFailure("a held part is only ever spliced into a re-encoded (chunked or spooled) body")
+        }
+    }
+
     /// Ends the body (the last chunk for chunked framing).
     func finish() {
         guard failure == nil, case .chunked = kind else { return }
         var last: [UInt8] = []
+        if pendingChunkEnd {
+            last.append(contentsOf: crlf)
+            pendingChunkEnd = false
+        }
         ChunkedEncoder.writeLastChunk(into: &last)
         do { try buffer.writeBytes(last) } catch { failure = error }
     }
+
+    enum SinkError: Error { case noUpstream }
 
     private let crlf: [UInt8] = [0x0D, 0x0A]
 }
@@ -74,8 +127,10 @@ final class UpstreamSink {
 enum RequestBodyError: Error {
     /// Bad chunked framing from the client (400).
     case framing(HTTPParseError)
-    /// A malformed multipart body (400).
-    case multipart(MultipartError)
+    /// The form stage stopped the request (malformed body, policy rejection, quarantine failure).
+    case form(FormStageError)
+    /// The policy rejected an opaque body (body-max).
+    case rejected(Violation)
 }
 
 /// Decodes the client's framing and feeds the transform.
@@ -87,12 +142,17 @@ final class RequestBodyStage {
     }
 
     enum Transform {
+        /// Bytes unchanged; `evaluator` (if any) only counts them against body-max.
         case passthrough
-        case multipart(MultipartPipeline)
+        /// multipart/form-data: decode, apply the policy, re-encode.
+        case form(FormStage)
     }
 
     private(set) var framing: Framing
     let transform: Transform
+    /// The policy for a passthrough body (a form stage owns its own).
+    var evaluator: PolicyEvaluator?
+    private var inputDone = false
     let sink: UpstreamSink
     /// Body payload bytes received from the client (after de-chunking).
     private(set) var bytesIn: UInt64 = 0
@@ -110,10 +170,25 @@ final class RequestBodyStage {
         if case .length(0) = self.framing { try? completeIfDone() }
     }
 
+    /// Whether the form stage waits for a held part to finish replaying.
+    var isBlocked: Bool {
+        if case .form(let stage) = transform { return stage.isBlocked }
+        return false
+    }
+
+    /// Continues a blocked form stage once its replay is done (and completes the body if its input ended).
+    func pumpPending() throws(RequestBodyError) {
+        guard case .form(let stage) = transform, stage.isBlocked, !sink.isReplaying else { return }
+        do { try stage.resume(out: sink) } catch { throw .form(error) }
+        if !stage.isBlocked && inputDone { try completeIfDone() }
+    }
+
     /// Consumes a prefix of `input`; returns how many bytes were used. Once `isComplete`, it consumes nothing,
-    /// so the rest of `input` is the next pipelined request.
+    /// so the rest of `input` is the next pipelined request. While the form stage is blocked it consumes
+    /// nothing either.
     func process(_ input: UnsafeRawBufferPointer) throws(RequestBodyError) -> Int {
-        guard !isComplete else { return 0 }
+        try pumpPending()
+        guard !isComplete, !isBlocked else { return 0 }
         switch framing {
         case .none:
             return 0
@@ -125,8 +200,8 @@ final class RequestBodyStage {
             return n
         case .chunked(var decoder):
             var offset = 0
-            defer { if !isComplete { framing = .chunked(decoder) } }
-            while true {
+            defer { if !inputDone { framing = .chunked(decoder) } }
+            while !isBlocked {
                 let event: ChunkedEvent?
                 do { event = try decoder.decode(input, from: &offset) } catch { throw .framing(error) }
                 guard let event else { return offset }
@@ -139,6 +214,7 @@ final class RequestBodyStage {
                     return offset
                 }
             }
+            return offset
         }
     }
 
@@ -147,16 +223,23 @@ final class RequestBodyStage {
         bytesIn += UInt64(span.count)
         switch transform {
         case .passthrough:
+            if evaluator != nil, case .reject(let v) = evaluator!.bodyData(count: span.count) { throw .rejected(v) }
             sink.write(span)
-        case .multipart(let pipeline):
-            do { try pipeline.feed(span) { sink.write($0) } } catch { throw .multipart(error) }
+        case .form(let stage):
+            do {
+                try stage.bodyData(count: span.count)
+                try stage.feed(span, out: sink)
+            } catch { throw .form(error) }
         }
     }
 
     private func completeIfDone() throws(RequestBodyError) {
         guard case .length(0) = framing, !isComplete else { return }
-        if case .multipart(let pipeline) = transform {
-            do { try pipeline.finish() } catch { throw .multipart(error) }
+        inputDone = true
+        if case .form(let stage) = transform {
+            if stage.isBlocked { return }
+            do { try stage.finish(out: sink) } catch { throw .form(error) }
+            if stage.isBlocked { return }
         }
         isComplete = true
         sink.finish()

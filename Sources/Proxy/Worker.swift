@@ -1,5 +1,8 @@
+import Audit
 import Glibc
+import Quarantine
 import Reactor
+import Rules
 import Synchronization
 
 /// Counters shared by all workers and read by the control thread (drain, tests).
@@ -24,11 +27,39 @@ final class Worker {
     private var idle: [UpstreamConnection] = []
     private(set) var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var poolTimer: TimerID?
+    /// The policy new requests use; swapped atomically (per worker) on reload. Nil: no rules.
+    var policy: Policy?
+    /// The shared quarantine store, if configured.
+    let quarantine: QuarantineStore?
+    /// This worker's own audit log handle (each worker opens the same path with O_APPEND).
+    private(set) var audit: AuditLog?
+    private var auditFailed = false
 
-    init(loop: EventLoop, config: ProxyConfiguration, stats: ProxyStats) {
+    init(loop: EventLoop, config: ProxyConfiguration, stats: ProxyStats, policy: Policy?, quarantine: QuarantineStore?,
+         audit: AuditLog?) {
         self.loop = loop
         self.config = config
         self.stats = stats
+        self.policy = policy
+        self.quarantine = quarantine
+        self.audit = audit
+    }
+
+    /// Appends one audit record; a failing log is reported once on stderr and retried on the next record.
+    func writeAudit(_ record: AuditRecord) {
+        guard let audit else { return }
+        do {
+            try audit.write(record)
+            auditFailed = false
+        } catch {
+            if !auditFailed { FileOutput.stderr("formwall: audit log write failed: \(error)") }
+            auditFailed = true
+        }
+    }
+
+    /// Reopens the audit log (SIGUSR1/SIGHUP, for logrotate).
+    func reopenAudit() {
+        try? audit?.reopen()
     }
 
     /// Opens this worker's listener (SO_REUSEPORT, so every worker binds the same address).
@@ -129,4 +160,12 @@ final class AcceptHandler: EventHandler {
     unowned let worker: Worker
     init(_ worker: Worker) { self.worker = worker }
     func readable(loop: EventLoop) { worker.acceptReady() }
+}
+
+/// One line to stderr without Foundation.
+enum FileOutput {
+    static func stderr(_ line: String) {
+        var bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+    }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Proxy
 import Reactor
+import Rules
 
 /// `formwall serve`: run the proxy.
 enum ServeCommand: Command {
@@ -31,6 +32,16 @@ enum ServeCommand: Command {
       --upstream-connect-timeout SEC  connecting to the upstream (default 5; 504 after)
       --upstream-response-timeout SEC longest upstream silence once the request is sent (default 60; 504)
       --drain-timeout SEC             how long SIGTERM waits for in-flight requests (default 30)
+      --rules FILE|DIR                rule files to enforce (repeatable; a DIR means its *.rules files).
+                                      Without --rules every well-formed request is forwarded.
+                                      SIGHUP reloads them; an invalid new file keeps the old policy.
+      --quarantine-dir DIR            store for parts whose rule says `action quarantine` (created 0700);
+                                      without it such parts fail closed with 503
+      --quarantine-max SIZE           store size cap, e.g. 10GiB (default 10GiB); full store: 503
+      --quarantine-retention DAYS     items older than this are pruned (default 30)
+      --audit-log FILE|-              one JSON line per request (O_APPEND; `-` for stdout)
+      --audit-rotate SIZE             rotate the audit log at SIZE (e.g. 100MiB), gzip old files
+      --audit-keep N                  rotated audit files to keep (default 10)
       --help                          show this help
     """
 
@@ -40,7 +51,8 @@ enum ServeCommand: Command {
             parsed = try Arguments(args, valued: [
                 "listen", "upstream", "workers", "upstream-body", "spool-dir", "max-head-bytes", "max-headers",
                 "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
-                "upstream-response-timeout", "drain-timeout",
+                "upstream-response-timeout", "drain-timeout", "rules", "quarantine-dir", "quarantine-max",
+                "quarantine-retention", "audit-log", "audit-rotate", "audit-keep",
             ], flags: [])
         } catch {
             printError("\(error). Run `formwall serve --help`.")
@@ -75,6 +87,21 @@ enum ServeCommand: Command {
             if let v = parsed.value("upstream-connect-timeout") { config.timeouts.upstreamConnect = try seconds(v, "--upstream-connect-timeout") }
             if let v = parsed.value("upstream-response-timeout") { config.timeouts.upstreamResponse = try seconds(v, "--upstream-response-timeout") }
             if let v = parsed.value("drain-timeout") { config.timeouts.drain = try seconds(v, "--drain-timeout") }
+            config.rules = parsed.values("rules")
+            if let dir = parsed.value("quarantine-dir") {
+                var q = ProxyConfiguration.QuarantineSettings(directory: dir)
+                if let v = parsed.value("quarantine-max") { q.maxBytes = try size(v, "--quarantine-max") }
+                if let v = parsed.value("quarantine-retention") {
+                    q.retentionSeconds = try seconds(v, "--quarantine-retention") * 86_400
+                }
+                config.quarantine = q
+            }
+            if let path = parsed.value("audit-log") {
+                var a = ProxyConfiguration.AuditSettings(path: path)
+                if let v = parsed.value("audit-rotate") { a.rotateBytes = Int(try size(v, "--audit-rotate")) }
+                if let v = parsed.value("audit-keep") { a.keep = try positiveInt(v, "--audit-keep") }
+                config.audit = a
+            }
         } catch {
             printError("\(error)")
             return 2
@@ -99,6 +126,13 @@ enum ServeCommand: Command {
 
     static func positiveInt(_ text: String, _ option: String) throws -> Int {
         guard let n = Int(text), n > 0 else { throw ConfigurationError("\(option) needs a positive whole number, got '\(text)'") }
+        return n
+    }
+
+    static func size(_ text: String, _ option: String) throws -> UInt64 {
+        guard let n = ByteSize.parse(text), n > 0 else {
+            throw ConfigurationError("\(option) needs a size like 100MiB or 10GiB, got '\(text)'")
+        }
         return n
     }
 

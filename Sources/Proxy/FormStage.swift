@@ -1,0 +1,441 @@
+import Foundation
+import Inspect
+import Multipart
+import Quarantine
+import Reactor
+import Rules
+
+// The multipart body stage with policy: decode → policy → stage or quarantine → encode.
+//
+//   MultipartParser events ──► PolicyEvaluator (per part: begin, data counts, sniffed type, value, end)
+//        │                                         │
+//        │          ┌──────────── mode ────────────┴─────────────────────────────────┐
+//        ▼          ▼                                                                 ▼
+//   part data ─► stream  (written through the canonical encoder at once)        hold (0600 temp file until
+//              ─► drop   (stripped: never written anywhere)                      the part's end, then replayed
+//              ─► quarantine (QuarantineWriter: fsynced store, sha256 on the fly) through the encoder, or
+//                                                                                  dropped/quarantined)
+//
+// A part is held only when the policy says a later check could still strip or quarantine it; otherwise it
+// streams, because a later failure can only reject the whole request, which aborts the upstream request.
+// While a held part is replayed (the upstream connection streams the file), the stage is blocked: it keeps the
+// unparsed rest of the current input (`carry`, at most one input slice) and resumes when the replay is done.
+
+/// What the stage knows about one part, for `formwall inspect` and the audit log.
+public struct PartRecord: Sendable {
+    public var index: Int
+    public var part: MultipartPart
+    public var size: UInt64 = 0
+    public var sha256: String?
+    public var sniffedType: String?
+    public var action: String = "forward"
+    public var quarantineID: String?
+    public var sanitizedFilename: String?
+}
+
+/// Where a quarantined part goes, and the request facts its sidecar records.
+public struct QuarantineContext {
+    public var store: QuarantineStore
+    public var requestID: String
+    public var route: String?
+    public var client: String
+
+    public init(store: QuarantineStore, requestID: String, route: String?, client: String) {
+        self.store = store
+        self.requestID = requestID
+        self.route = route
+        self.client = client
+    }
+}
+
+/// Why the form stage stopped the request.
+public enum FormStageError: Error {
+    /// The body is malformed (400).
+    case malformed(MultipartError)
+    /// The policy rejected the request.
+    case rejected(Violation)
+    /// The quarantine store could not take the part: fail closed (503).
+    case quarantineFailed(String)
+    /// A temporary file for holding a part could not be written (500).
+    case holdFailed(String)
+}
+
+/// Output of the stage: bytes, or a file to splice in (a held part's data) after everything written so far.
+public protocol FormOutput: AnyObject {
+    /// Appends canonical body bytes.
+    func write(_ bytes: UnsafeRawBufferPointer)
+    /// Appends a whole file's contents after everything written so far. Returns true when the file is
+    /// queued asynchronously: the stage must then wait for `isReplaying` to become false before writing more.
+    func enqueue(_ file: TemporaryFile) -> Bool
+    /// Whether a queued file is still being sent.
+    var isReplaying: Bool { get }
+}
+
+/// The multipart body stage.
+public final class FormStage {
+    public let parser: MultipartParser
+    public private(set) var encoder: MultipartEncoder?
+    public private(set) var records: [PartRecord] = []
+    public private(set) var evaluator: PolicyEvaluator?
+    private let quarantine: QuarantineContext?
+    private let spoolDirectory: String
+    private var scratch: [UInt8] = []
+    private var reportedAnomalies = MultipartAnomalies()
+    private var carry: [UInt8] = []
+    private var blocked = false
+    private var ended = false
+    private var inputDone = false
+    /// Set once a part was stripped, quarantined or renamed (audit decision `modified`).
+    public private(set) var modified = false
+
+    private enum Mode {
+        case stream
+        case hold(TemporaryFile)
+        case drop
+        case quarantine(QuarantineWriter)
+    }
+
+    private struct Current {
+        var record: PartRecord
+        var mode: Mode
+        var pending: PolicyEvaluator.PendingChecks
+        var sniffer: Sniffer?
+        var hasher: SHA256Hasher?
+        var value: [UInt8]?
+        var valueLimit: Int
+        var head: MultipartPart
+    }
+
+    private var current: Current?
+
+    /// Creates the stage. `evaluator` must have had `begin` called and chosen `.multipart`; nil means no policy
+    /// (every part streams). `reencodeBoundary` nil means parse only (`formwall inspect` without output).
+    public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
+                reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
+                spoolDirectory: String = "/tmp") {
+        parser = MultipartParser(boundary: boundary, limits: limits, anomalies: anomalies)
+        encoder = reencodeBoundary.map { MultipartEncoder(boundary: $0) }
+        self.evaluator = evaluator
+        self.quarantine = quarantine
+        self.spoolDirectory = spoolDirectory
+        scratch.reserveCapacity(512)
+    }
+
+    /// Whether the stage waits for a held part's replay to finish (call `resume` when `out.isReplaying` is false).
+    public var isBlocked: Bool { blocked }
+
+    /// Whether the close delimiter was processed and the body is complete.
+    public var isComplete: Bool { ended }
+
+    /// Counts raw body bytes against the route's body-max.
+    public func bodyData(count: Int) throws(FormStageError) {
+        guard var ev = evaluator else { return }
+        let action = ev.bodyData(count: count)
+        evaluator = ev
+        if case .reject(let v) = action { throw .rejected(v) }
+    }
+
+    /// Feeds one chunk. Must not be called while `isBlocked`.
+    public func feed(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        precondition(!blocked, "feed while blocked")
+        try run(chunk, out: out)
+    }
+
+    /// Continues after a replay: finishes the replayed part's framing, then parses the carried input.
+    public func resume(out: FormOutput) throws(FormStageError) {
+        guard blocked, !out.isReplaying else { return }
+        blocked = false
+        if !carry.isEmpty {
+            let pending = carry
+            carry.removeAll(keepingCapacity: true)
+            let result = pending.withUnsafeBytes { bytes in
+                Result { () throws(FormStageError) in try run(bytes, out: out) }
+            }
+            try result.get()
+        }
+        if !blocked && inputDone { try finish(out: out) }
+    }
+
+    /// Declares the end of the body. If blocked, completion happens in `resume`.
+    public func finish(out: FormOutput) throws(FormStageError) {
+        inputDone = true
+        if blocked { return }
+        do { try parser.finish() } catch { throw .malformed(error) }
+    }
+
+    private func run(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        var consumed = 0
+        while !blocked {
+            let event: MultipartEvent?
+            do { event = try parser.next(chunk, consumed: &consumed) } catch {
+                if var ev = evaluator {
+                    _ = ev.malformed(detail: error.description)
+                    evaluator = ev
+                }
+                throw .malformed(error)
+            }
+            try checkRequestAnomalies()
+            guard let event else { return }
+            switch event {
+            case .partBegin(let part): try partBegin(part, out: out)
+            case .partData(let span): try partData(span, out: out)
+            case .partEnd: try partEnd(out: out)
+            case .end: try end(out: out)
+            }
+        }
+        // Blocked on a replay: keep the rest of this chunk for `resume`.
+        if consumed < chunk.count { carry.append(contentsOf: chunk[consumed...]) }
+    }
+
+    private func checkRequestAnomalies() throws(FormStageError) {
+        let now = parser.anomalies
+        guard now.bits != reportedAnomalies.bits else { return }
+        let fresh = now.subtracting(reportedAnomalies)
+        reportedAnomalies = now
+        guard var ev = evaluator else { return }
+        let action = ev.anomalies(fresh)
+        evaluator = ev
+        if case .reject(let v) = action { throw .rejected(v) }
+    }
+
+    private func partBegin(_ part: MultipartPart, out: FormOutput) throws(FormStageError) {
+        var record = PartRecord(index: records.count, part: part)
+        var mode = Mode.stream
+        var pending: PolicyEvaluator.PendingChecks = []
+        var head = part
+        var valueLimit = 0
+        if var ev = evaluator {
+            let decision = ev.partBegin(index: record.index, name: part.nameString, filename: part.filenameString,
+                                        declaredType: part.contentTypeString, anomalies: part.anomalies)
+            let rule = ev.route?.rule(forPart: part.nameString, isFile: part.isFile)
+            evaluator = ev
+            pending = decision.pending
+            if let renamed = decision.filename {
+                head.filename = Array(renamed.utf8)
+                record.sanitizedFilename = renamed
+                modified = true
+            }
+            if pending.contains(.value) { valueLimit = Int(min(rule?.max ?? 65_536, 16 << 20)) }
+            switch decision.action {
+            case .reject(let v): throw .rejected(v)
+            case .strip:
+                mode = .drop
+            case .quarantine(let v):
+                mode = .quarantine(try openQuarantine(part, violations: [v]))
+            case .forward:
+                if decision.mustHold {
+                    do { mode = .hold(try TemporaryFile(directory: spoolDirectory)) } catch {
+                        throw .holdFailed("\(error)")
+                    }
+                }
+            }
+        }
+        if case .stream = mode { writeHead(head, out: out) }
+        current = Current(record: record, mode: mode, pending: pending,
+                          sniffer: part.isFile ? Sniffer() : nil, hasher: part.isFile ? SHA256Hasher() : nil,
+                          value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit, head: head)
+    }
+
+    private func writeHead(_ part: MultipartPart, out: FormOutput) {
+        guard encoder != nil else { return }
+        scratch.removeAll(keepingCapacity: true)
+        encoder!.writePartHead(part, into: &scratch)
+        scratch.withUnsafeBytes { out.write($0) }
+    }
+
+    private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        guard var cur = current else { preconditionFailure("data outside a part") }
+        cur.record.size += UInt64(span.count)
+        cur.hasher?.update(span)
+        var action = PolicyEvaluator.Action.forward
+        if var ev = evaluator {
+            action = ev.partData(count: span.count)
+            if action == .forward, var sniffer = cur.sniffer, !sniffer.isDecided {
+                sniffer.feed(span)
+                if let result = sniffer.result {
+                    cur.record.sniffedType = result.mimeType
+                    action = ev.partSniffed(type: result.mimeType)
+                }
+                cur.sniffer = sniffer
+            }
+            evaluator = ev
+        } else if var sniffer = cur.sniffer, !sniffer.isDecided {
+            sniffer.feed(span)
+            cur.record.sniffedType = sniffer.result?.mimeType
+            cur.sniffer = sniffer
+        }
+        if cur.value != nil {
+            if cur.value!.count + span.count <= cur.valueLimit { cur.value!.append(contentsOf: span) } else { cur.value = nil }
+        }
+        current = cur
+        try apply(action, out: out)
+        guard let cur = current else { return }
+        switch cur.mode {
+        case .stream: out.write(span)
+        case .drop: break
+        case .hold(let file):
+            do { try file.write(span) } catch { throw .holdFailed("\(error)") }
+        case .quarantine(let writer):
+            do { try writer.write(span) } catch {
+                writer.abort()
+                throw .quarantineFailed("\(error)")
+            }
+        }
+    }
+
+    /// Carries out a mid-part action.
+    private func apply(_ action: PolicyEvaluator.Action, out: FormOutput) throws(FormStageError) {
+        guard var cur = current else { return }
+        switch action {
+        case .forward:
+            return
+        case .reject(let v):
+            throw .rejected(v)
+        case .strip(let v):
+            switch cur.mode {
+            case .stream:
+                // Already flowing upstream: the only safe answer is to fail the request (fail closed).
+                throw .rejected(v)
+            case .hold(let file):
+                file.close()
+                cur.mode = .drop
+            case .quarantine, .drop:
+                break
+            }
+        case .quarantine(let v):
+            switch cur.mode {
+            case .stream:
+                throw .rejected(v)
+            case .hold(let file):
+                let writer = try openQuarantine(cur.record.part, violations: [v])
+                do { try copy(file, into: writer) } catch {
+                    writer.abort()
+                    throw .quarantineFailed("\(error)")
+                }
+                file.close()
+                cur.mode = .quarantine(writer)
+            case .drop:
+                // A stripped part stays stripped.
+                break
+            case .quarantine:
+                break
+            }
+        }
+        current = cur
+    }
+
+    private func partEnd(out: FormOutput) throws(FormStageError) {
+        guard var cur = current else { preconditionFailure("partEnd outside a part") }
+        var final = PolicyEvaluator.Action.forward
+        if var sniffer = cur.sniffer, !sniffer.isDecided {
+            let result = sniffer.finish()
+            cur.record.sniffedType = result.mimeType
+            cur.sniffer = sniffer
+            if var ev = evaluator {
+                let action = ev.partSniffed(type: result.mimeType)
+                evaluator = ev
+                current = cur
+                try apply(action, out: out)
+                cur = current!
+            }
+        }
+        if var ev = evaluator {
+            if let value = cur.value, cur.pending.contains(.value) {
+                let action = ev.fieldValue(value)
+                evaluator = ev
+                current = cur
+                try apply(action, out: out)
+                cur = current!
+                ev = evaluator!
+            }
+            final = ev.partEnd()
+            evaluator = ev
+        }
+        cur.record.sha256 = cur.hasher?.finalizeHex()
+        current = cur
+        if final != .forward { try apply(final, out: out) }
+        cur = current!
+        current = nil
+        switch cur.mode {
+        case .stream:
+            cur.record.action = "forward"
+        case .drop:
+            cur.record.action = "strip"
+            modified = true
+        case .hold(let file):
+            cur.record.action = "forward"
+            writeHead(cur.head, out: out)
+            if encoder != nil && file.size > 0 {
+                if out.enqueue(file) { blocked = true }
+            } else {
+                file.close()
+            }
+        case .quarantine(let writer):
+            cur.record.action = "quarantine"
+            modified = true
+            var meta = quarantineMeta(cur.record.part, violations: violationsFor(index: cur.record.index))
+            meta.sniffedType = cur.record.sniffedType
+            do {
+                let item = try writer.commit(meta)
+                cur.record.quarantineID = item.id
+            } catch {
+                writer.abort()
+                throw .quarantineFailed("\(error)")
+            }
+        }
+        records.append(cur.record)
+    }
+
+    private func end(out: FormOutput) throws(FormStageError) {
+        if var ev = evaluator {
+            let action = ev.end()
+            evaluator = ev
+            if case .reject(let v) = action { throw .rejected(v) }
+        }
+        ended = true
+        guard encoder != nil else { return }
+        scratch.removeAll(keepingCapacity: true)
+        encoder!.writeClose(into: &scratch)
+        scratch.withUnsafeBytes { out.write($0) }
+    }
+
+    // MARK: Quarantine
+
+    private func openQuarantine(_ part: MultipartPart, violations: [Violation]) throws(FormStageError)
+        -> QuarantineWriter
+    {
+        guard let quarantine else {
+            throw .quarantineFailed("no quarantine store configured (--quarantine-dir)")
+        }
+        do {
+            return try quarantine.store.begin(quarantineMeta(part, violations: violations))
+        } catch {
+            throw .quarantineFailed("\(error)")
+        }
+    }
+
+    private func quarantineMeta(_ part: MultipartPart, violations: [Violation]) -> QuarantineMeta {
+        QuarantineMeta(requestID: quarantine?.requestID ?? "", route: quarantine?.route, client: quarantine?.client ?? "",
+                       partName: part.name ?? [], filename: part.filename, declaredType: part.contentTypeString,
+                       violations: violations.map {
+                           QuarantineViolation(kind: $0.kind.name, detail: $0.detail,
+                                               rule: $0.rule.map { "\($0.file):\($0.line)" })
+                       })
+    }
+
+    private func violationsFor(index: Int) -> [Violation] {
+        (evaluator?.findings ?? []).map(\.violation).filter { $0.partIndex == index }
+    }
+
+    private func copy(_ file: TemporaryFile, into writer: QuarantineWriter) throws {
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        defer { buf.deallocate() }
+        var offset: UInt64 = 0
+        while true {
+            let n = try file.read(at: offset, into: buf)
+            if n == 0 { return }
+            try writer.write(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+            offset += UInt64(n)
+        }
+    }
+}
