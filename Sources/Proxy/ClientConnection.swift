@@ -616,7 +616,7 @@ final class ClientConnection: EventHandler {
     /// Writes the one audit record of an exchange.
     private func audit(_ ex: Exchange, status: Int, reason: String?, error: String?, violation: Violation? = nil) {
         worker.stats.completedRequests.add(1, ordering: .relaxed)
-        guard let log = worker.audit else { return }
+        guard worker.audit != nil else { return }
         let now = worker.loop.now()
         let evaluator = ex.form?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
         let monitoring = evaluator?.policy.mode == .monitor
@@ -630,7 +630,7 @@ final class ClientConnection: EventHandler {
             return AuditRecord.Part(
                 index: r.index, name: AuditText(bytes: r.part.name ?? []), kind: r.part.isFile ? .file : .field,
                 filename: r.part.filename.map { AuditText(bytes: $0) }, declaredType: r.part.contentTypeString,
-                sniffedType: r.sniffedType, size: Int(clamping: r.size), sha256: r.sha256, action: r.action,
+                sniffedType: r.sniffedType, size: Int(clamping: r.size), sha256: r.part.isFile ? r.sha256 : nil, action: r.action,
                 quarantineID: r.quarantineID)
         }
         let violations = (evaluator?.findings ?? []).map { f in

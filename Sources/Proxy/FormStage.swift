@@ -232,7 +232,7 @@ public final class FormStage {
         }
         if case .stream = mode { writeHead(head, out: out) }
         current = Current(record: record, mode: mode, pending: pending,
-                          sniffer: part.isFile ? Sniffer() : nil, hasher: part.isFile ? SHA256Hasher() : nil,
+                          sniffer: part.isFile ? Sniffer() : nil, hasher: SHA256Hasher(),
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit, head: head)
     }
 

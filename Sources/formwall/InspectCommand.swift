@@ -3,6 +3,8 @@ import Glibc
 import Inspect
 import Multipart
 import Proxy
+import Reactor
+import Rules
 
 /// `formwall inspect`: parse a captured multipart body offline and print what Formwall sees.
 enum InspectCommand: Command {
@@ -26,6 +28,11 @@ enum InspectCommand: Command {
       --reencode OUT         also write the canonical body Formwall would send upstream to OUT
                              (the JSON then gains "boundary": the fresh boundary used)
       --max-part-header-bytes N   limit on one part's header block (default 16384)
+      --rules FILE|DIR       also apply a policy (repeatable) and print what it decides: "decision"
+                             (allow|modified|reject|monitor), "status", "route", "violations" (kind, part,
+                             rule file:line, detail, outcome), and each part's "action" and "sniffed_type"
+      --path PATH            the request path the policy routes on (default /)
+      --method METHOD        the request method (default POST)
       --batch FILE           differential-testing mode: FILE holds records "<content-type>\\n<length>\\n<body>";
                              prints one JSON line per record, feeding each body in pseudo-random chunks
       --seed N               chunking seed for --batch (default 1)
@@ -35,8 +42,8 @@ enum InspectCommand: Command {
     static func run(_ args: [String]) -> Int32 {
         let parsed: Arguments
         do {
-            parsed = try Arguments(args, valued: ["content-type", "reencode", "batch", "seed", "max-part-header-bytes"],
-                                   flags: [])
+            parsed = try Arguments(args, valued: ["content-type", "reencode", "batch", "seed", "max-part-header-bytes",
+                                                  "rules", "path", "method"], flags: [])
         } catch {
             printError("\(error). Run `formwall inspect --help`.")
             return 2
@@ -66,8 +73,14 @@ enum InspectCommand: Command {
                 return 2
             }
         }
+        var policy: Policy?
+        do { policy = try ProxyServer.loadPolicy(parsed.values("rules")) } catch {
+            printError("\(error)")
+            return 2
+        }
         var result = inspect(contentType: Array(contentType.utf8), limits: limits,
-                             reencode: out != nil, readChunk: { buf in
+                             reencode: out != nil, policy: policy, method: parsed.value("method") ?? "POST",
+                             path: parsed.value("path") ?? "/", readChunk: { buf in
             let n = read(fd, buf.baseAddress, buf.count)
             return n < 0 ? -1 : n
         }, sink: { out?.write($0) })
@@ -91,52 +104,114 @@ enum InspectCommand: Command {
 
     /// Parses one body read through `readChunk` (returns bytes read, 0 at EOF, -1 on error).
     static func inspect(contentType: [UInt8], limits: MultipartLimits, reencode: Bool,
+                        policy: Policy? = nil, method: String = "POST", path: String = "/",
                         chunkSize: () -> Int = { 256 * 1024 },
                         readChunk: (UnsafeMutableRawBufferPointer) -> Int,
-                        sink: (UnsafeRawBufferPointer) -> Void) -> Result {
+                        sink: @escaping (UnsafeRawBufferPointer) -> Void) -> Result {
         var json: [String: Any] = ["parts": [Any](), "anomalies": [String](), "error": NSNull(), "error_offset": NSNull()]
+        var evaluator = policy.map { PolicyEvaluator(policy: $0) }
+        func decide(_ status: Int, _ decision: String) {
+            guard let ev = evaluator else { return }
+            json["decision"] = decision
+            json["status"] = status
+            json["route"] = ev.route?.prefix ?? NSNull()
+            json["violations"] = ev.findings.map { f -> [String: Any] in
+                ["kind": f.violation.kind.name, "part": f.violation.part ?? NSNull(),
+                 "rule": f.violation.rule.map { "\($0.file):\($0.line)" } ?? NSNull(),
+                 "detail": f.violation.detail, "outcome": f.outcome.rawValue, "enforced": f.enforced]
+            }
+        }
+        if evaluator != nil {
+            let ct = String(decoding: contentType, as: UTF8.self)
+            if case .reject(let v) = evaluator!.begin(method: method, path: path, contentType: ct, contentLength: nil) {
+                json["error"] = v.kind.name
+                decide(v.status, "reject")
+                return Result(json: json)
+            }
+        }
         let boundary: MultipartBoundary.Parsed
         do {
             boundary = try MultipartBoundary.parse(contentType: contentType, limits: limits)
         } catch {
             json["error"] = error.kind.rawValue
+            if evaluator != nil { _ = evaluator!.malformed(detail: error.kind.rawValue); decide(400, "reject") }
             return Result(json: json)
         }
         let fresh = reencode ? SecureRandom.boundary() : nil
-        let pipeline = MultipartPipeline(boundary: boundary.boundary, limits: limits, anomalies: boundary.anomalies,
-                                         reencodeBoundary: fresh)
+        let stage = FormStage(boundary: boundary.boundary, limits: limits, anomalies: boundary.anomalies,
+                              reencodeBoundary: fresh, evaluator: evaluator, quarantine: nil)
+        let out = SyncOutput(sink)
         let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
         defer { buf.deallocate() }
-        var failure: MultipartError?
+        var failure: FormStageError?
         var ioError = false
         while failure == nil {
             let want = min(max(chunkSize(), 1), buf.count)
             let n = readChunk(UnsafeMutableRawBufferPointer(rebasing: buf[0..<want]))
             if n < 0 { ioError = true; break }
             if n == 0 {
-                do { try pipeline.finish() } catch { failure = error }
+                do { try stage.finish(out: out) } catch { failure = error }
                 break
             }
-            do { try pipeline.feed(UnsafeRawBufferPointer(rebasing: buf[0..<n]), sink: sink) } catch { failure = error }
+            do {
+                try stage.bodyData(count: n)
+                try stage.feed(UnsafeRawBufferPointer(rebasing: buf[0..<n]), out: out)
+            } catch { failure = error }
         }
-        var all = pipeline.parser.anomalies
-        json["parts"] = pipeline.parts.map { p -> [String: Any] in
+        var all = stage.parser.anomalies
+        json["parts"] = stage.records.map { p -> [String: Any] in
             all.formUnion(p.part.anomalies)
-            return [
+            var part: [String: Any] = [
                 "name": p.part.nameString.map { $0 as Any } ?? NSNull(),
                 "filename": p.part.filenameString.map { $0 as Any } ?? NSNull(),
                 "content_type": p.part.contentTypeString.map { $0 as Any } ?? NSNull(),
                 "size": p.size,
-                "sha256": p.sha256 ?? "",
+                "sha256": p.sha256 ?? SHA256Hasher.hex([]),
                 "anomalies": p.part.anomalies.names,
             ]
+            if policy != nil {
+                part["action"] = p.action
+                part["sniffed_type"] = p.sniffedType ?? NSNull()
+                if let renamed = p.sanitizedFilename { part["sanitized_filename"] = renamed }
+            }
+            return part
         }
         json["anomalies"] = all.names
-        if let failure {
-            json["error"] = failure.kind.rawValue
-            json["error_offset"] = failure.offset.map { $0 as Any } ?? NSNull()
+        evaluator = stage.evaluator
+        switch failure {
+        case nil:
+            decide(200, stage.modified ? "modified" : (evaluator?.policy.mode == .monitor
+                                                        && !(evaluator?.findings.isEmpty ?? true) ? "monitor" : "allow"))
+        case .malformed(let error):
+            json["error"] = error.kind.rawValue
+            json["error_offset"] = error.offset.map { $0 as Any } ?? NSNull()
+            decide(400, "reject")
+        case .rejected(let v):
+            json["error"] = v.kind.name
+            decide(v.status, "reject")
+        case .quarantineFailed(let why), .holdFailed(let why):
+            json["error"] = why
+            decide(503, "reject")
         }
         return Result(json: json, boundary: fresh.map { String(decoding: $0, as: UTF8.self) }, ioError: ioError)
+    }
+
+    /// Output for the offline inspector: held parts are copied in place at once.
+    final class SyncOutput: FormOutput {
+        let sink: (UnsafeRawBufferPointer) -> Void
+        init(_ sink: @escaping (UnsafeRawBufferPointer) -> Void) { self.sink = sink }
+        func write(_ bytes: UnsafeRawBufferPointer) { sink(bytes) }
+        func enqueue(_ file: TemporaryFile) -> Bool {
+            let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+            defer { buf.deallocate(); file.close() }
+            var offset: UInt64 = 0
+            while let n = try? file.read(at: offset, into: buf), n > 0 {
+                sink(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+                offset += UInt64(n)
+            }
+            return false
+        }
+        var isReplaying: Bool { false }
     }
 
     /// `--batch`: many bodies in one process, for the differential test.

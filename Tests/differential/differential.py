@@ -16,6 +16,7 @@ Exit status 0 on success, 1 on an unexplained disagreement, 2 on a harness error
 import argparse
 import hashlib
 import json
+import logging
 import os
 import random
 import subprocess
@@ -228,6 +229,8 @@ def comparable(parts):
 
 
 def main():
+    logging.getLogger("python_multipart").setLevel(logging.CRITICAL)
+    logging.getLogger("multipart").setLevel(logging.CRITICAL)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=10000)
     ap.add_argument("--seed", type=int, default=20261129)
