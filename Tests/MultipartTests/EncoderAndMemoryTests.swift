@@ -107,6 +107,7 @@ let controlAndUTF8: MultipartAnomalies = {
             chunk.replaceSubrange(at..<(at + prefix.count), with: prefix)
         }
         chunk.replaceSubrange((65_536 - prefix.count)..<65_536, with: prefix)   // straddles every chunk edge
+        chunk[0] = UInt8(ascii: "!")   // never a boundary character: the straddling prefix must not complete
         let head = b("--") + boundary + b("\r\nContent-Disposition: form-data; name=\"f\"; filename=\"big.bin\"\r\n\r\n")
         let tail = b("\r\n--") + boundary + b("--\r\n")
         let total: UInt64 = 1 << 30
