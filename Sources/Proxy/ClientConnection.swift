@@ -616,7 +616,7 @@ final class ClientConnection: EventHandler {
     /// Writes the one audit record of an exchange.
     private func audit(_ ex: Exchange, status: Int, reason: String?, error: String?, violation: Violation? = nil) {
         worker.stats.completedRequests.add(1, ordering: .relaxed)
-        guard worker.audit != nil else { return }
+        guard worker.config.audit != nil else { return }
         let now = worker.loop.now()
         let evaluator = ex.form?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
         let monitoring = evaluator?.policy.mode == .monitor
@@ -651,7 +651,7 @@ final class ClientConnection: EventHandler {
     /// A request refused before its head could be parsed still gets a record.
     private func auditHeadError(status: Int, kind: String, requestID: String) {
         worker.stats.completedRequests.add(1, ordering: .relaxed)
-        guard worker.audit != nil else { return }
+        guard worker.config.audit != nil else { return }
         let record = AuditRecord(timestamp: .now(), requestID: requestID, client: peerIP, method: "-", path: "-",
                                  route: nil, decision: .reject, status: status, reason: kind, error: kind)
         worker.writeAudit(record)

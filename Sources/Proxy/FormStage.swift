@@ -31,6 +31,8 @@ public struct PartRecord: Sendable {
     public var action: String = "forward"
     public var quarantineID: String?
     public var sanitizedFilename: String?
+    /// The first bytes of a field's value (at most 256), for the demo echo upstream; nil for files.
+    public var preview: String?
 }
 
 /// Where a quarantined part goes, and the request facts its sidecar records.
@@ -245,6 +247,10 @@ public final class FormStage {
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         guard var cur = current else { preconditionFailure("data outside a part") }
+        if !cur.record.part.isFile && cur.record.size < 256 {
+            let take = min(span.count, 256 - Int(cur.record.size))
+            cur.record.preview = (cur.record.preview ?? "") + String(decoding: span.prefix(take), as: UTF8.self)
+        }
         cur.record.size += UInt64(span.count)
         cur.hasher?.update(span)
         var action = PolicyEvaluator.Action.forward

@@ -46,7 +46,7 @@ public final class ProxyServer {
         } else {
             quarantine = nil
         }
-        if let a = configuration.audit {
+        if let a = configuration.audit, !a.human {
             // Open once here so a bad path is a start-up error, not a silent gap.
             do { _ = try AuditLog(path: a.path) } catch { throw ConfigurationError("audit log \(a.path): \(error)") }
         }
@@ -57,7 +57,7 @@ public final class ProxyServer {
         let store = quarantine
         do {
             try group.runOnEach { loop in
-                let audit = try config.audit.map {
+                let audit = try config.audit.flatMap { $0.human ? nil : $0 }.map {
                     try AuditLog(path: $0.path,
                                  rotation: $0.rotateBytes.map { AuditLog.Rotation(maxBytes: $0, keep: config.audit!.keep) })
                 }

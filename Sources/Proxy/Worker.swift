@@ -1,4 +1,5 @@
 import Audit
+import Foundation
 import Glibc
 import Quarantine
 import Reactor
@@ -47,6 +48,14 @@ final class Worker {
 
     /// Appends one audit record; a failing log is reported once on stderr and retried on the next record.
     func writeAudit(_ record: AuditRecord) {
+        if config.audit?.human == true {
+            let line = String(decoding: record.jsonLine, as: UTF8.self)
+            if let data = line.data(using: .utf8),
+               let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {
+                FileOutput.stdout(AuditTail.humanLine(object, color: isatty(1) != 0))
+            }
+            return
+        }
         guard let audit else { return }
         do {
             try audit.write(record)
@@ -162,8 +171,13 @@ final class AcceptHandler: EventHandler {
     func readable(loop: EventLoop) { worker.acceptReady() }
 }
 
-/// One line to stderr without Foundation.
+/// One line to stderr or stdout with a single write.
 enum FileOutput {
+    static func stdout(_ line: String) {
+        var bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeMutableBytes { Glibc.write(1, $0.baseAddress, $0.count) }
+    }
+
     static func stderr(_ line: String) {
         var bytes = Array((line + "\n").utf8)
         _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }

@@ -3,7 +3,7 @@ import Foundation
 // formwall: the command-line entry point. Each subcommand is a `Command` type with its own help.
 
 let commands: [any Command.Type] = [
-    ServeCommand.self, InspectCommand.self, CheckCommand.self, TailCommand.self, QuarantineCommand.self,
+    ServeCommand.self, DemoCommand.self, InspectCommand.self, CheckCommand.self, TailCommand.self, QuarantineCommand.self,
 ]
 
 let topHelp = """
