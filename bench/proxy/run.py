@@ -130,6 +130,18 @@ def cpu_ticks(pid):
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def cpu_busy_fraction(seconds):
+    """Fraction of all CPU time that was not idle/iowait over `seconds` (from /proc/stat)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    t0, i0 = snap()
+    time.sleep(seconds)
+    t1, i1 = snap()
+    return 1 - (i1 - i0) / max(t1 - t0, 1)
+
+
 def descendants(root):
     """PIDs of all descendants of root (scan of /proc/*/stat)."""
     parent = {}
@@ -425,6 +437,10 @@ def large_upload(args, target, body_path, body_len, boundary, sink_pid, workdir)
         res["error"] = f"HTTP {res['http_code']}"
     elif res["size_upload"] != body_len:
         res["error"] = f"uploaded {res['size_upload']} of {body_len} bytes"
+    elif target.name != "formwall" and res["upstream_bytes"] != body_len:
+        # direct and nginx forward the body unchanged; formwall re-encodes it, so its count
+        # (the decoded chunked body it sent upstream) is recorded but not compared.
+        res["error"] = f"sink received {res['upstream_bytes']} of {body_len} bytes"
     else:
         res["ok"] = True
     return res
@@ -635,6 +651,11 @@ def main():
     if why:
         sys.exit(f"sink {why}: {tail(sink_log.name)}")
 
+    load = os.getloadavg()
+    busy = cpu_busy_fraction(1.0)
+    print(f"CPU busy before the run (1 s sample, all cores): {busy * 100:.0f}%"
+          + ("  ** other load on the machine: figures will be low and noisy **" if busy > 0.05 else ""),
+          flush=True)
     results = {}
     for name in targets:
         print(f"{name}:", flush=True)
@@ -666,7 +687,7 @@ def main():
 
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "host": {"cpus": os.cpu_count(), "kernel": platform.release(),
+        "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "loadavg_before": load, "cpu_busy_before": busy,
                  "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1)},
         "tools": {"nginx": tool_version([args.nginx, "-v"]), "curl": tool_version(["curl", "--version"]),
                   "wrk": tool_version(["wrk", "-v"]), "gcc": tool_version(["gcc", "--version"])},
