@@ -609,6 +609,8 @@ def main():
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--sink-threads", type=int, default=2)
     ap.add_argument("--rss-interval", type=float, default=0.05)
+    ap.add_argument("--wait-idle", type=float, default=60,
+                    help="seconds to wait for other CPU load to stop before measuring (0 = don't)")
     ap.add_argument("--ready-timeout", type=float, default=10.0)
     ap.add_argument("--curl-timeout", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(REPO, "bench/out/results.json"))
@@ -653,6 +655,12 @@ def main():
 
     load = os.getloadavg()
     busy = cpu_busy_fraction(1.0)
+    deadline = time.monotonic() + args.wait_idle
+    while busy > 0.05 and time.monotonic() < deadline:
+        print(f"CPU {busy * 100:.0f}% busy, waiting for an idle machine (up to {args.wait_idle:.0f} s) ...",
+              flush=True)
+        time.sleep(4)
+        busy = cpu_busy_fraction(1.0)
     print(f"CPU busy before the run (1 s sample, all cores): {busy * 100:.0f}%"
           + ("  ** other load on the machine: figures will be low and noisy **" if busy > 0.05 else ""),
           flush=True)
