@@ -1,0 +1,715 @@
+#!/usr/bin/env python3
+"""Proxy benchmark: formwall vs nginx vs a direct connection, in one run.
+
+    python3 bench/proxy/run.py [--formwall PATH]
+
+Targets, all in front of the same upstream sink (bench/proxy/sink.c, built here with gcc -O2):
+  direct       client -> sink
+  nginx        client -> nginx (streaming proxy, default buffers) -> sink
+  nginx-tuned  the same with client_body_buffer_size 128k and proxy_buffer_size 128k
+  formwall     client -> formwall serve --workers 2 -> sink
+
+Workloads:
+  1. one 1 GiB multipart upload (one file part of random bytes), sent with curl, repeated
+     (default 3 times); median throughput, plus the peak RSS of the proxy processes sampled
+     every 50 ms from /proc/PID/status, and the CPU time spent by proxy and sink.
+  2. 10 KiB multipart uploads from 64 keep-alive connections for 10 s with wrk;
+     requests/s and latency percentiles (printed by a Lua done() hook).
+
+Prints a table and writes bench/out/results.json. Only the standard library is used. Every
+process started here is stopped on exit, including on Ctrl-C. Run as root (nginx is started
+as root with a private prefix; its workers run as the default unprivileged user).
+"""
+
+import argparse
+import atexit
+import datetime
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+# ---------------------------------------------------------------------------------------
+# process bookkeeping and cleanup
+
+
+class Procs:
+    """Every process started by this script. Each one leads its own process group, so
+    stopping it also stops whatever it spawned (nginx workers, formwall workers)."""
+
+    def __init__(self):
+        self.live = []
+        self.paths = []
+
+    def start(self, argv, **kw):
+        p = subprocess.Popen(argv, start_new_session=True, **kw)
+        self.live.append(p)
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, grace=5.0):
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(grace)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(5)
+        # Reap stragglers in the group (workers that outlived their parent).
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if p in self.live:
+            self.live.remove(p)
+
+    def cleanup(self):
+        for p in list(self.live):
+            self.stop(p, grace=2.0)
+        for path in self.paths:
+            if os.path.isdir(path):
+                shutil.rmtree(path, ignore_errors=True)
+            elif os.path.exists(path):
+                os.unlink(path)
+
+
+PROCS = Procs()
+
+
+def on_signal(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
+# ---------------------------------------------------------------------------------------
+# /proc helpers
+
+
+def proc_status(pid, key):
+    """Value in KiB of a `key:` line of /proc/PID/status, or None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(key.encode() + b":"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return None
+    return 0
+
+
+def cpu_ticks(pid):
+    """utime + stime of a process in clock ticks, or 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    fields = data[data.rindex(b")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_busy_fraction(seconds):
+    """Fraction of all CPU time that was not idle/iowait over `seconds` (from /proc/stat)."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]
+    t0, i0 = snap()
+    time.sleep(seconds)
+    t1, i1 = snap()
+    return 1 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def descendants(root):
+    """PIDs of all descendants of root (scan of /proc/*/stat)."""
+    parent = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
+        ppid = int(data[data.rindex(b")") + 2:].split()[1])
+        parent.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for child in parent.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+class RssSampler:
+    """Samples VmRSS of a fixed set of PIDs every `interval` seconds in a thread.
+    Keeps the maximum of the sum over the set and the maximum of any single PID."""
+
+    def __init__(self, pids, interval=0.05):
+        self.pids = list(pids)
+        self.interval = interval
+        self.max_total_kib = 0
+        self.max_single_kib = 0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self):
+        total = 0
+        for pid in self.pids:
+            v = proc_status(pid, "VmRSS") or 0
+            total += v
+            self.max_single_kib = max(self.max_single_kib, v)
+        self.max_total_kib = max(self.max_total_kib, total)
+        self.samples += 1
+
+    def _run(self):
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        if self.pids:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.pids:
+            self._stop.set()
+            self._thread.join()
+            self._sample()
+
+
+# ---------------------------------------------------------------------------------------
+# setup
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, timeout):
+    """Waits until 127.0.0.1:port accepts. Returns None when ready, else the reason."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return f"exited with status {proc.returncode} before accepting"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return None
+        except OSError:
+            time.sleep(0.02)
+    return f"did not accept on port {port} within {timeout:.0f} s"
+
+
+def tail(path, n=600):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+        return data[-n:].decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def build_sink(workdir):
+    exe = os.path.join(workdir, "sink")
+    cmd = ["gcc", "-O2", "-Wall", "-pthread", "-o", exe, os.path.join(HERE, "sink.c")]
+    subprocess.run(cmd, check=True)
+    return exe
+
+
+def write_body(path, boundary, size):
+    """Multipart body: one file part of `size` random bytes. Returns the total length."""
+    head = (
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="file"; filename="random.bin"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n"
+    ).encode()
+    tail_ = f"\r\n--{boundary}--\r\n".encode()
+    delim = f"--{boundary}".encode()
+    step = 64 * MIB
+    with open(path, "wb") as f:
+        f.write(head)
+        left = size
+        prev = b""
+        while left:
+            chunk = os.urandom(min(step, left))
+            # A random 40-character boundary practically never occurs, but check anyway,
+            # including across chunk edges.
+            if delim in prev[-len(delim):] + chunk:
+                raise RuntimeError("boundary occurs in random data; run again")
+            f.write(chunk)
+            prev = chunk
+            left -= len(chunk)
+        f.write(tail_)
+    return len(head) + size + len(tail_)
+
+
+NGINX_CONF = """\
+worker_processes 2;
+events {{
+    worker_connections 4096;
+}}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/client_body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+
+    upstream sink {{
+        server 127.0.0.1:{uport};
+        keepalive 64;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+        client_max_body_size 0;
+        location / {{
+            proxy_pass http://sink;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_request_buffering off;
+{extra}        }}
+    }}
+}}
+"""
+
+# proxy_buffer_size 128k alone is rejected ("proxy_busy_buffers_size must be less than the size of
+# all proxy_buffers minus one buffer" with the default 8 x 4k), so proxy_buffers is raised with it.
+# Both only concern the (tiny) upstream response; client_body_buffer_size is what the upload uses.
+NGINX_TUNED = ("            client_body_buffer_size 128k;\n"
+               "            proxy_buffer_size 128k;\n"
+               "            proxy_buffers 4 128k;\n")
+
+WRK_LUA = """\
+local f = assert(io.open("{body}", "rb"))
+wrk.method = "POST"
+wrk.body = f:read("*a")
+f:close()
+wrk.headers["Content-Type"] = "multipart/form-data; boundary={boundary}"
+
+function done(summary, latency, requests)
+    local e = summary.errors
+    io.write(string.format(
+        "WRK_RESULT requests=%d duration_us=%d bytes=%d connect=%d read=%d write=%d status=%d timeout=%d "
+        .. "p50_us=%d p90_us=%d p99_us=%d p999_us=%d mean_us=%.1f max_us=%d\\n",
+        summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout,
+        latency:percentile(50), latency:percentile(90), latency:percentile(99), latency:percentile(99.9),
+        latency.mean, latency.max))
+end
+"""
+
+# ---------------------------------------------------------------------------------------
+# targets
+
+
+class Target:
+    def __init__(self, name, port, proc=None, proxy_pids_fn=None):
+        self.name = name
+        self.port = port
+        self.proc = proc
+        self.proxy_pids_fn = proxy_pids_fn or (lambda: [])
+
+    def url(self, path="/upload"):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+def start_nginx(args, workdir, name, uport, tuned):
+    prefix = os.path.join(workdir, name)
+    os.makedirs(prefix)
+    os.chmod(prefix, 0o755)  # workers run unprivileged and need the temp paths
+    port = free_port()
+    conf = os.path.join(prefix, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write(NGINX_CONF.format(prefix=prefix, uport=uport, port=port, extra=NGINX_TUNED if tuned else ""))
+    err = os.path.join(prefix, "error.log")
+    argv = [
+        args.nginx, "-p", prefix + "/", "-c", conf, "-e", err,
+        "-g", f"daemon off; pid {prefix}/nginx.pid; error_log {err} warn;",
+    ]
+    out = open(os.path.join(prefix, "stdout.log"), "wb")
+    p = PROCS.start(argv, stdout=out, stderr=subprocess.STDOUT)
+    why = wait_port(port, p, 10)
+    if why:
+        raise RuntimeError(f"{name}: {why}: {tail(err)} {tail(out.name)}")
+    # Workers are the master's children; wait until both exist.
+    deadline = time.monotonic() + 5
+    while len(descendants(p.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return Target(name, port, p, proxy_pids_fn=lambda: descendants(p.pid))
+
+
+def start_formwall(args, workdir, uport):
+    """Returns (target, None) or (None, reason)."""
+    exe = args.formwall
+    if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+        return None, f"binary not found: {exe}"
+    port = free_port()
+    log = os.path.join(workdir, "formwall.log")
+    argv = [exe, "serve", "--listen", f"127.0.0.1:{port}", "--upstream", f"http://127.0.0.1:{uport}",
+            "--workers", str(args.formwall_workers)]
+    out = open(log, "wb")
+    p = PROCS.start(argv, stdout=out, stderr=subprocess.STDOUT)
+    why = wait_port(port, p, args.ready_timeout)
+    if why:
+        PROCS.stop(p)
+        msg = tail(log, 300).replace("\n", " | ")
+        return None, f"{why}" + (f": {msg}" if msg else "")
+    return Target("formwall", port, p, proxy_pids_fn=lambda: [p.pid] + descendants(p.pid)), None
+
+
+# ---------------------------------------------------------------------------------------
+# measurements
+
+
+def warm_up(target, small_path, boundary):
+    r = subprocess.run(
+        ["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Expect:",
+         "-H", f"Content-Type: multipart/form-data; boundary={boundary}",
+         "--data-binary", f"@{small_path}", target.url()],
+        capture_output=True, text=True, timeout=20)
+    if r.stdout.strip() != "200":
+        raise RuntimeError(f"warm-up request got '{r.stdout.strip()}' {r.stderr.strip()}")
+
+
+def large_upload(args, target, body_path, body_len, boundary, sink_pid, workdir):
+    """One curl upload of the large body. Returns a dict."""
+    resp = os.path.join(workdir, "response.txt")
+    # curl 7.88 refuses to load files of 1 GiB or more for --data-binary ("out of memory":
+    # its file-to-memory limit is 1 GiB), so the body is streamed from the file with -T and
+    # the method forced to POST. Content-Length is still sent (the file size is known).
+    argv = ["curl", "-sS", "--max-time", str(args.curl_timeout), "-o", resp, "-X", "POST",
+            "-T", body_path, "-H", f"Content-Type: multipart/form-data; boundary={boundary}",
+            "-H", "Expect:", "-w", "%{speed_upload} %{time_total} %{http_code} %{size_upload}",
+            target.url()]
+    proxy_pids = target.proxy_pids_fn()
+    ticks0 = {pid: cpu_ticks(pid) for pid in proxy_pids}
+    sink0 = cpu_ticks(sink_pid)
+    with RssSampler(proxy_pids, args.rss_interval) as rss:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=args.curl_timeout + 30)
+    sink_cpu = (cpu_ticks(sink_pid) - sink0) / TICK
+    proxy_cpu = sum(cpu_ticks(pid) - t for pid, t in ticks0.items()) / TICK
+    res = {"ok": False}
+    try:
+        speed, total, code, size = r.stdout.split()
+        res.update(speed_upload_Bps=float(speed), time_total_s=float(total), http_code=int(code),
+                   size_upload=int(float(size)))
+    except ValueError:
+        res["error"] = f"curl: {r.stdout.strip()} {r.stderr.strip()}"
+        return res
+    try:
+        with open(resp) as f:
+            upstream = f.read().strip()
+        res["upstream_bytes"] = int(upstream)
+    except (OSError, ValueError):
+        res["upstream_bytes"] = None
+    res.update(gbps=res["speed_upload_Bps"] / 1e9, sink_cpu_s=sink_cpu,
+               proxy_cpu_s=proxy_cpu if proxy_pids else None,
+               peak_rss_mib=rss.max_total_kib / 1024 if proxy_pids else None,
+               peak_rss_single_mib=rss.max_single_kib / 1024 if proxy_pids else None,
+               rss_samples=rss.samples)
+    if res["http_code"] != 200:
+        res["error"] = f"HTTP {res['http_code']}"
+    elif res["size_upload"] != body_len:
+        res["error"] = f"uploaded {res['size_upload']} of {body_len} bytes"
+    elif target.name != "formwall" and res["upstream_bytes"] != body_len:
+        # direct and nginx forward the body unchanged; formwall re-encodes it, so its count
+        # (the decoded chunked body it sent upstream) is recorded but not compared.
+        res["error"] = f"sink received {res['upstream_bytes']} of {body_len} bytes"
+    else:
+        res["ok"] = True
+    return res
+
+
+def run_wrk(args, target, lua_path):
+    argv = ["wrk", f"-t{args.wrk_threads}", f"-c{args.wrk_connections}", f"-d{args.wrk_duration}s",
+            "--latency", "-s", lua_path, target.url()]
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=args.wrk_duration + 30)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": "wrk timed out"}
+    line = next((l for l in r.stdout.splitlines() if l.startswith("WRK_RESULT ")), None)
+    if line is None:
+        return {"ok": False, "error": f"wrk: {r.stdout[-300:]} {r.stderr[-300:]}".strip()}
+    kv = dict(item.split("=", 1) for item in line.split()[1:])
+    res = {k: float(v) if "." in v else int(v) for k, v in kv.items()}
+    res["rps"] = res["requests"] / (res["duration_us"] / 1e6)
+    errors = {k: res[k] for k in ("connect", "read", "write", "status", "timeout") if res[k]}
+    res["errors"] = errors
+    res["ok"] = res["requests"] > 0 and not errors.get("status")
+    if not res["ok"]:
+        res["error"] = f"errors: {errors}" if errors else "no requests completed"
+    return res
+
+
+def measure(args, target, files, sink_pid, workdir):
+    result = {"status": "ok"}
+    warm_up(target, files["small_path"], files["boundary"])
+    reps = []
+    for i in range(args.reps):
+        r = large_upload(args, target, files["large_path"], files["large_len"], files["boundary"], sink_pid,
+                         workdir)
+        reps.append(r)
+        shown = f"{r['gbps']:.2f} GB/s" if r.get("ok") else f"FAILED ({r.get('error')})"
+        print(f"  [{target.name}] {size_label(args)} upload {i + 1}/{args.reps}: {shown}", flush=True)
+    good = [r for r in reps if r.get("ok")]
+    large = {"reps": reps}
+    if good:
+        large["median_gbps"] = statistics.median(r["gbps"] for r in good)
+        large["median_time_s"] = statistics.median(r["time_total_s"] for r in good)
+        large["sink_gbps_per_cpu_s"] = (
+            sum(r["size_upload"] for r in good) / 1e9 / max(sum(r["sink_cpu_s"] for r in good), 1e-9))
+        if target.proxy_pids_fn():
+            large["proxy_cpu_s_per_gib"] = statistics.median(
+                r["proxy_cpu_s"] / (r["size_upload"] / GIB) for r in good)
+        if any(r["peak_rss_mib"] is not None for r in good):
+            large["peak_rss_mib"] = max(r["peak_rss_mib"] for r in good)
+            large["peak_rss_single_process_mib"] = max(r["peak_rss_single_mib"] for r in good)
+        large["upstream_bytes"] = [r.get("upstream_bytes") for r in good]
+    else:
+        large["error"] = reps[-1].get("error") if reps else "no repetitions"
+    pids = target.proxy_pids_fn()
+    if pids:
+        large["vmhwm_mib"] = sum((proc_status(pid, "VmHWM") or 0) for pid in pids) / 1024
+    result["large"] = large
+    if args.wrk_duration > 0:
+        w = run_wrk(args, target, files["lua_path"])
+        shown = (f"{w['rps']:.0f} req/s, p50 {w['p50_us'] / 1000:.2f} ms, p99 {w['p99_us'] / 1000:.2f} ms"
+                 if w.get("ok") else f"FAILED ({w.get('error')})")
+        print(f"  [{target.name}] wrk 10 KiB x {args.wrk_connections} conns: {shown}", flush=True)
+        result["small"] = w
+    return result
+
+
+# ---------------------------------------------------------------------------------------
+# report
+
+
+def size_label(args):
+    return "1 GiB" if args.size_mib == 1024 else f"{args.size_mib} MiB"
+
+
+def fmt(v, spec, na="n/a"):
+    return na if v is None else format(v, spec)
+
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+
+def report(results, args):
+    names = [n for n in ("direct", "nginx", "nginx-tuned", "formwall") if n in results]
+
+    def large(n, k):
+        r = results[n]
+        return r.get("large", {}).get(k) if r.get("status") == "ok" else None
+
+    def small(n, k):
+        r = results[n]
+        s = r.get("small") if r.get("status") == "ok" else None
+        return s.get(k) if s and s.get("ok") else None
+
+    for n in names:
+        gb = large(n, "median_gbps")
+        results[n].setdefault("ratios", {})
+        results[n]["ratios"]["large_vs_direct"] = ratio(gb, large("direct", "median_gbps")) if "direct" in results else None
+        results[n]["ratios"]["large_vs_nginx"] = ratio(gb, large("nginx", "median_gbps")) if "nginx" in results else None
+        results[n]["ratios"]["large_vs_nginx_tuned"] = (
+            ratio(gb, large("nginx-tuned", "median_gbps")) if "nginx-tuned" in results else None)
+        rps = small(n, "rps")
+        results[n]["ratios"]["small_rps_vs_direct"] = ratio(rps, small("direct", "rps")) if "direct" in results else None
+        results[n]["ratios"]["small_rps_vs_nginx"] = ratio(rps, small("nginx", "rps")) if "nginx" in results else None
+
+    print()
+    print(f"{size_label(args)} multipart upload, curl, median of {args.reps} (GB = 10^9 bytes)")
+    hdr = (f"{'target':<12} {'GB/s':>6} {'x direct':>9} {'x nginx':>8} {'x tuned':>8} {'peak RSS':>9} "
+           f"{'VmHWM':>8} {'proxy CPU':>10}")
+    print(hdr)
+    print(f"{'':<12} {'':>6} {'':>9} {'':>8} {'':>8} {'MiB':>9} {'MiB':>8} {'s/GiB':>10}")
+    for n in names:
+        r = results[n]["ratios"]
+        rss = large(n, "peak_rss_mib")
+        print(f"{n:<12} {fmt(large(n, 'median_gbps'), '6.2f'):>6} {fmt(r['large_vs_direct'], '8.2f'):>9} "
+              f"{fmt(r['large_vs_nginx'], '7.2f'):>8} {fmt(r['large_vs_nginx_tuned'], '7.2f'):>8} "
+              f"{fmt(rss, '9.1f', '-' if n == 'direct' else 'n/a'):>9} "
+              f"{fmt(large(n, 'vmhwm_mib'), '8.1f', '-' if n == 'direct' else 'n/a'):>8} "
+              f"{fmt(large(n, 'proxy_cpu_s_per_gib'), '10.2f', '-' if n == 'direct' else 'n/a'):>10}")
+    if args.wrk_duration > 0:
+        print()
+        print(f"{args.small_kib} KiB multipart uploads, {args.wrk_connections} connections, {args.wrk_duration} s "
+              f"(wrk -t{args.wrk_threads})")
+        print(f"{'target':<12} {'req/s':>9} {'x direct':>9} {'x nginx':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>8}")
+        for n in names:
+            r = results[n]["ratios"]
+            p50, p99 = small(n, "p50_us"), small(n, "p99_us")
+            s = results[n].get("small") or {}
+            errs = sum(s.get("errors", {}).values()) if s.get("errors") is not None else None
+            print(f"{n:<12} {fmt(small(n, 'rps'), '9.0f'):>9} {fmt(r['small_rps_vs_direct'], '8.2f'):>9} "
+                  f"{fmt(r['small_rps_vs_nginx'], '7.2f'):>8} {fmt(p50 and p50 / 1000, '8.2f'):>8} "
+                  f"{fmt(p99 and p99 / 1000, '8.2f'):>8} {fmt(errs, 'd'):>8}")
+    print()
+    for n in names:
+        if results[n].get("status") != "ok":
+            print(f"{n}: n/a ({results[n].get('reason')})")
+    d = results.get("direct", {}).get("large", {}).get("sink_gbps_per_cpu_s")
+    if d:
+        print(f"sink capacity (direct run, bytes per sink CPU-second): {d:.2f} GB/s"
+              + ("" if d > 2 else "  ** below 2 GB/s: the sink may limit the results **"))
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def tool_version(argv):
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        return (r.stdout + r.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--formwall", default=os.path.join(REPO, ".build/release/formwall"),
+                    help="formwall binary (default: .build/release/formwall of this checkout)")
+    ap.add_argument("--formwall-workers", type=int, default=2)
+    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    ap.add_argument("--targets", default="direct,nginx,nginx-tuned,formwall",
+                    help="comma-separated subset of direct,nginx,nginx-tuned,formwall")
+    ap.add_argument("--size-mib", type=int, default=1024, help="file part size of the large upload")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of the large upload")
+    ap.add_argument("--small-kib", type=int, default=10, help="file part size of the wrk uploads")
+    ap.add_argument("--wrk-duration", type=int, default=10, help="seconds per wrk run (0 = skip)")
+    ap.add_argument("--wrk-connections", type=int, default=64)
+    ap.add_argument("--wrk-threads", type=int, default=2)
+    ap.add_argument("--sink-threads", type=int, default=2)
+    ap.add_argument("--rss-interval", type=float, default=0.05)
+    ap.add_argument("--wait-idle", type=float, default=60,
+                    help="seconds to wait for other CPU load to stop before measuring (0 = don't)")
+    ap.add_argument("--ready-timeout", type=float, default=10.0)
+    ap.add_argument("--curl-timeout", type=int, default=300)
+    ap.add_argument("--out", default=os.path.join(REPO, "bench/out/results.json"))
+    args = ap.parse_args()
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+
+    for tool in ("gcc", "curl", "wrk"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found")
+    if ("nginx" in targets or "nginx-tuned" in targets) and not os.access(args.nginx, os.X_OK):
+        sys.exit(f"nginx not found at {args.nginx}")
+
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    atexit.register(PROCS.cleanup)
+
+    workdir = tempfile.mkdtemp(prefix="formwall-bench-")
+    os.chmod(workdir, 0o755)
+    PROCS.paths.append(workdir)
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else workdir
+    boundary = "formwallbench" + secrets.token_hex(14)
+    files = {"boundary": boundary,
+             "large_path": os.path.join(shm, f"formwall-bench-{os.getpid()}-large.body"),
+             "small_path": os.path.join(shm, f"formwall-bench-{os.getpid()}-small.body"),
+             "lua_path": os.path.join(workdir, "upload.lua")}
+    PROCS.paths += [files["large_path"], files["small_path"]]
+
+    print("building sink ...", flush=True)
+    sink_exe = build_sink(workdir)
+    print(f"writing {args.size_mib} MiB multipart body to {files['large_path']} ...", flush=True)
+    files["large_len"] = write_body(files["large_path"], boundary, args.size_mib * MIB)
+    files["small_len"] = write_body(files["small_path"], boundary, args.small_kib * 1024)
+    with open(files["lua_path"], "w") as f:
+        f.write(WRK_LUA.format(body=files["small_path"], boundary=boundary))
+
+    uport = free_port()
+    sink_log = open(os.path.join(workdir, "sink.log"), "wb")
+    sink = PROCS.start([sink_exe, str(uport), str(args.sink_threads)], stdout=sink_log, stderr=subprocess.STDOUT)
+    why = wait_port(uport, sink, 5)
+    if why:
+        sys.exit(f"sink {why}: {tail(sink_log.name)}")
+
+    load = os.getloadavg()
+    busy = cpu_busy_fraction(1.0)
+    deadline = time.monotonic() + args.wait_idle
+    while busy > 0.05 and time.monotonic() < deadline:
+        print(f"CPU {busy * 100:.0f}% busy, waiting for an idle machine (up to {args.wait_idle:.0f} s) ...",
+              flush=True)
+        time.sleep(4)
+        busy = cpu_busy_fraction(1.0)
+    print(f"CPU busy before the run (1 s sample, all cores): {busy * 100:.0f}%"
+          + ("  ** other load on the machine: figures will be low and noisy **" if busy > 0.05 else ""),
+          flush=True)
+    results = {}
+    for name in targets:
+        print(f"{name}:", flush=True)
+        target = None
+        try:
+            if name == "direct":
+                target = Target("direct", uport)
+            elif name in ("nginx", "nginx-tuned"):
+                target = start_nginx(args, workdir, name, uport, tuned=(name == "nginx-tuned"))
+            elif name == "formwall":
+                target, reason = start_formwall(args, workdir, uport)
+                if target is None:
+                    print(f"  n/a: {reason}", flush=True)
+                    results[name] = {"status": "n/a", "reason": reason}
+                    continue
+            else:
+                sys.exit(f"unknown target {name}")
+            results[name] = measure(args, target, files, sink.pid, workdir)
+        except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+            print(f"  n/a: {e}", flush=True)
+            results[name] = {"status": "n/a", "reason": str(e)}
+        finally:
+            if target is not None and target.proc is not None:
+                PROCS.stop(target.proc, signal.SIGTERM)
+            if sink.poll() is not None:
+                sys.exit(f"sink died: {tail(sink_log.name)}")
+
+    report(results, args)
+
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "loadavg_before": load, "cpu_busy_before": busy,
+                 "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1)},
+        "tools": {"nginx": tool_version([args.nginx, "-v"]), "curl": tool_version(["curl", "--version"]),
+                  "wrk": tool_version(["wrk", "-v"]), "gcc": tool_version(["gcc", "--version"])},
+        "formwall": args.formwall,
+        "args": vars(args),
+        "large_body_bytes": files["large_len"],
+        "small_body_bytes": files["small_len"],
+        "units": {"gbps": "10^9 bytes per second (curl speed_upload)", "rss": "MiB", "latency": "microseconds"},
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=2)
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
