@@ -74,3 +74,34 @@ def test_direct_die_mid_response_mode(upstream_factory):
         conn.send(b"GET / HTTP/1.1\r\nHost: up\r\n\r\n")
         resp = conn.read_response()
     assert resp.status == 200 and resp.framing == "length" and resp.complete is False
+
+
+def test_oracle_multipart_parse_is_independent_of_read_boundaries():
+    """The upstream must parse the same body the same way however the network cuts it (werkzeug's
+    decoder alone does not: see AlignedFeed)."""
+    import random
+
+    import upstream_app
+
+    class Pieces:
+        def __init__(self, pieces):
+            self.pieces = list(pieces)
+
+        def read(self):
+            return self.pieces.pop(0) if self.pieces else b""
+
+    rng = random.Random(1234)
+    boundary = "cut-boundary-1234"
+    for trial in range(600):
+        data = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 600))) if trial % 2 else b"\r\n" * rng.randint(0, 50)
+        body = build_multipart([("a", "b")], [FilePart("f", "s.bin", data), FilePart("g", "t", b"xy\r\n")], boundary)
+        if trial % 3 == 0:
+            step = rng.randint(1, 4)
+            pieces = [body[i:i + step] for i in range(0, len(body), step)]
+        else:
+            cuts = sorted(rng.sample(range(1, len(body)), rng.randint(1, 8)))
+            pieces = [body[a:b] for a, b in zip([0] + cuts, cuts + [len(body)])]
+        doc = upstream_app.parse_multipart(Pieces(pieces), boundary.encode())
+        assert doc["fields"] == {"a": ["b"]}
+        assert doc["files"]["f"][0]["size"] == len(data) and doc["files"]["f"][0]["sha256"] == sha256(data), trial
+        assert doc["files"]["g"][0]["sha256"] == sha256(b"xy\r\n")

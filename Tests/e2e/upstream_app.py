@@ -189,8 +189,40 @@ def describe_body(reader: BodyReader, content_type: str | None) -> dict:
     return out
 
 
+class AlignedFeed:
+    """Feeds werkzeug's MultipartDecoder only at line ends (or well away from any line break).
+
+    werkzeug 3.1's decoder mis-parses when a fed piece ends inside the suffix of a delimiter
+    (e.g. between the two dashes of ``--boundary--``, or 1-3 byte pieces around ``\r\n``): it
+    emits delimiter bytes as part data. Network reads can end anywhere, so pieces are re-cut here:
+    after the last LF, or, with no LF in the last ``HOLD`` bytes, everything but those bytes.
+    """
+
+    HOLD = 256  # > 4 + 70 (max boundary) + CRLF + whitespace
+
+    def __init__(self, decoder: MultipartDecoder) -> None:
+        self.decoder = decoder
+        self.pending = bytearray()
+
+    def feed(self, data: bytes | None) -> None:
+        if data is None:
+            if self.pending:
+                self.decoder.receive_data(bytes(self.pending))
+                self.pending.clear()
+            self.decoder.receive_data(None)
+            return
+        self.pending += data
+        cut = self.pending.rfind(b"\n") + 1
+        if len(self.pending) - cut > self.HOLD:
+            cut = len(self.pending) - self.HOLD
+        if cut > 0:
+            self.decoder.receive_data(bytes(self.pending[:cut]))
+            del self.pending[:cut]
+
+
 def parse_multipart(reader: BodyReader, boundary: bytes) -> dict:
     decoder = MultipartDecoder(boundary)
+    feeder = AlignedFeed(decoder)
     fields: dict[str, list[str]] = {}
     files: dict[str, list[dict]] = {}
     parts: list[dict] = []
@@ -209,10 +241,10 @@ def parse_multipart(reader: BodyReader, boundary: bytes) -> dict:
                 raise IncompleteBody("multipart body ended before its close delimiter")
             data = reader.read()
             if data:
-                decoder.receive_data(data)
+                feeder.feed(data)
             else:
                 eof = True
-                decoder.receive_data(None)
+                feeder.feed(None)
             continue
         if isinstance(event, Preamble):
             preamble_len = len(event.data)
