@@ -24,7 +24,7 @@ A ``request_start`` line is logged as soon as a request head has been read.
 Query parameters on any path shape the response (so tests can drive the upstream through the
 proxy): ``status=N``, ``resp=length|chunked|close`` (framing), ``size=N`` (answer N deterministic
 bytes instead of JSON), ``delay=S`` (wait S seconds before answering), ``die=1`` (headers and part
-of a Content-Length body, then close), ``hdr=Name:Value`` (extra response header, repeatable).
+of the body, Content-Length or chunked per ``resp``, then close), ``hdr=Name:Value`` (extra response header, repeatable).
 
 On start it prints ``READY <port>`` on stdout (``--port 0`` picks a free port).
 """
@@ -436,9 +436,15 @@ def make_handler(upstream: Upstream):
             for name, value in extra_headers:
                 head.append(f"{name}: {value}")
             if die:
-                head.append(f"Content-Length: {len(body) + 100000}")
-                self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
-                self.wfile.write(body[: max(1, len(body) // 2)])
+                half = body[: max(1, len(body) // 2)]
+                if framing == "chunked":
+                    head.append("Transfer-Encoding: chunked")
+                    self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(half), half))  # no last chunk
+                else:
+                    head.append(f"Content-Length: {len(body) + 100000}")
+                    self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+                    self.wfile.write(half)
                 self.wfile.flush()
                 self.close_connection = True
                 try:
