@@ -756,3 +756,7 @@ def start_formwall(request, tmp_path, upstream, rules, **kwargs) -> Formwall:
     fw = Formwall(tmp_path, upstream, rules, **kwargs)
     request.addfinalizer(fw.stop)
     return fw
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
