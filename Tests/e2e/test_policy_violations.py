@@ -386,3 +386,12 @@ def test_multipart_to_the_implicit_fallback_is_rejected(env):
     rid = new_id()
     resp = post_form(env.port, "/no/route/here", [Part("x", b"1")], rid)
     check_reject(env, resp, rid, 403, "unknown_part", part="x")
+
+
+def test_the_upstream_check_can_fail(env):
+    """Guard for the helper every rejection test relies on: a request that did reach the upstream whole is
+    caught by `assert_no_complete_body`."""
+    rid = new_id()
+    assert post_form(env.port, "/v/field", [Part("a", b"1")], rid).status == 200
+    with pytest.raises(AssertionError, match="complete body"):
+        env.upstream.assert_no_complete_body(rid)
