@@ -36,6 +36,7 @@ final class Exchange {
     /// The policy evaluator for this request (nil without rules); the form stage holds the live one.
     var evaluator: PolicyEvaluator?
     var form: FormStage?
+    var urlencoded: UrlencodedStage?
     var upstreamStartedAt: UInt64?
     /// The response status sent to the client, once known.
     var status = 0
@@ -269,6 +270,13 @@ final class ClientConnection: EventHandler {
         } else if isMultipart {
             respondError(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary")
             return
+        } else if bodyKind == .urlencoded, let evaluator {
+            let stage = UrlencodedStage(evaluator: evaluator)
+            ex.urlencoded = stage
+            transform = .urlencoded(stage)
+            head.headers.removeAll(named: "content-type")
+            head.headers.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            upstreamFraming = config.upstreamBody == .spool ? .contentLength(0) : .chunked
         }
 
         let up: UpstreamConnection
@@ -286,7 +294,7 @@ final class ClientConnection: EventHandler {
         case .none, .closeDelimited: sinkKind = .raw
         case .contentLength: sinkKind = .raw
         }
-        let spooling = config.upstreamBody == .spool && ex.form != nil
+        let spooling = config.upstreamBody == .spool && (ex.form != nil || ex.urlencoded != nil)
         if spooling {
             do { sinkKind = .spool(try TemporaryFile(directory: config.spoolDirectory)) } catch {
                 respondError(status: 500, kind: "spool_unavailable", requestID: requestID)
@@ -309,14 +317,25 @@ final class ClientConnection: EventHandler {
         let sink = UpstreamSink(kind: sinkKind, buffer: up.output)
         sink.upstream = up
         let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink)
-        if ex.form == nil { body.evaluator = ex.evaluator }
+        if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.evaluator }
         ex.body = body
+        switch Result(catching: { () throws(RequestBodyError) in try body.start() }) {
+        case .success: break
+        case .failure(.rejected(let v)), .failure(.form(.rejected(let v))):
+            abortExchange(violation: v)
+            return
+        case .failure:
+            abortExchange(status: 400, kind: "malformed_body")
+            return
+        }
         if ex.requestComplete { requestDidComplete(ex) }
+        guard exchange === ex else { return }   // the upstream failed synchronously: already answered
         if head.expectsContinue && !ex.requestComplete {
             // Formwall has accepted the request: tell the client to send the body.
             _ = try? output.writeBytes(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
             ex.sentContinue = true
         }
+        guard exchange === ex else { return }
         up.flush()
         up.updateInterest()
     }
@@ -584,10 +603,8 @@ final class ClientConnection: EventHandler {
         json.beginObject()
         json.key("error"); json.string(kind)
         json.key("status"); json.int(status)
-        if let violation {
-            json.key("part"); json.string(violation.part)
-            json.key("limit"); if let l = violation.limit { json.int(Int(clamping: l)) } else { json.null() }
-        }
+        json.key("part"); json.string(violation?.part)
+        json.key("limit"); if let l = violation?.limit { json.int(Int(clamping: l)) } else { json.null() }
         if let detail { json.key("detail"); json.string(detail) }
         json.key("request_id"); json.string(requestID)
         json.endObject()
@@ -618,14 +635,14 @@ final class ClientConnection: EventHandler {
         worker.stats.completedRequests.add(1, ordering: .relaxed)
         guard worker.config.audit != nil else { return }
         let now = worker.loop.now()
-        let evaluator = ex.form?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
+        let evaluator = ex.form?.evaluator ?? ex.urlencoded?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
         let monitoring = evaluator?.policy.mode == .monitor
         let refused = violation != nil || (error != nil && (status < 500 || status == 503) && status != 499)
         let decision: AuditRecord.Decision = refused ? .reject
             : monitoring && !(evaluator?.findings.isEmpty ?? true) ? .monitor
-            : (ex.form?.modified ?? false) ? .modified : .allow
+            : (ex.form?.modified ?? ex.urlencoded?.modified ?? false) ? .modified : .allow
         var anomalies = ex.form?.parser.anomalies ?? MultipartAnomalies()
-        let parts: [AuditRecord.Part] = (ex.form?.records ?? []).map { r in
+        let parts: [AuditRecord.Part] = (ex.form?.records ?? ex.urlencoded?.records ?? []).map { r in
             anomalies.formUnion(r.part.anomalies)
             return AuditRecord.Part(
                 index: r.index, name: AuditText(bytes: r.part.name ?? []), kind: r.part.isFile ? .file : .field,
@@ -637,9 +654,10 @@ final class ClientConnection: EventHandler {
             AuditRecord.Violation(kind: f.violation.kind.name, part: f.violation.partIndex,
                                   rule: f.violation.rule.map { "\($0.file):\($0.line)" }, detail: f.violation.detail)
         }
+        let matched = evaluator.flatMap { $0.policy.route(for: ex.head.target) }?.prefix
         let record = AuditRecord(
-            timestamp: .now(), requestID: ex.requestID, client: peerIP, method: ex.head.method,
-            path: AuditText(ex.head.target), route: evaluator?.route?.prefix, decision: decision, status: status,
+            timestamp: .now(), requestID: ex.requestID, client: peer, method: ex.head.method,
+            path: AuditText(ex.head.target), route: matched, decision: decision, status: status,
             reason: violation?.kind.name ?? reason, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
             bytesUpstream: Int(clamping: ex.body?.sink.payloadBytes ?? 0),
             durationMs: Double(now &- ex.startedAt) / 1e6,
@@ -652,7 +670,7 @@ final class ClientConnection: EventHandler {
     private func auditHeadError(status: Int, kind: String, requestID: String) {
         worker.stats.completedRequests.add(1, ordering: .relaxed)
         guard worker.config.audit != nil else { return }
-        let record = AuditRecord(timestamp: .now(), requestID: requestID, client: peerIP, method: "-", path: "-",
+        let record = AuditRecord(timestamp: .now(), requestID: requestID, client: peer, method: "-", path: "-",
                                  route: nil, decision: .reject, status: status, reason: kind, error: kind)
         worker.writeAudit(record)
     }

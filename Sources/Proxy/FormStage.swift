@@ -162,7 +162,13 @@ public final class FormStage {
     public func finish(out: FormOutput) throws(FormStageError) {
         inputDone = true
         if blocked { return }
-        do { try parser.finish() } catch { throw .malformed(error) }
+        do { try parser.finish() } catch {
+            if var ev = evaluator {
+                _ = ev.malformed(detail: error.description)
+                evaluator = ev
+            }
+            throw .malformed(error)
+        }
     }
 
     private func run(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
@@ -178,11 +184,24 @@ public final class FormStage {
             }
             try checkRequestAnomalies()
             guard let event else { return }
-            switch event {
-            case .partBegin(let part): try partBegin(part, out: out)
-            case .partData(let span): try partData(span, out: out)
-            case .partEnd: try partEnd(out: out)
-            case .end: try end(out: out)
+            do {
+                switch event {
+                case .partBegin(let part): try partBegin(part, out: out)
+                case .partData(let span): try partData(span, out: out)
+                case .partEnd: try partEnd(out: out)
+                case .end: try end(out: out)
+                }
+            } catch {
+                // The part being processed is listed too, with the action that ended the request.
+                if var cur = current {
+                    cur.record.action = "reject"
+                    cur.record.sha256 = nil
+                    if case .hold(let file) = cur.mode { file.close() }
+                    if case .quarantine(let writer) = cur.mode { writer.abort() }
+                    records.append(cur.record)
+                    current = nil
+                }
+                throw error
             }
         }
         // Blocked on a replay: keep the rest of this chunk for `resume`.
@@ -364,12 +383,12 @@ public final class FormStage {
         current = nil
         switch cur.mode {
         case .stream:
-            cur.record.action = "forward"
+            cur.record.action = cur.record.sanitizedFilename == nil ? "forward" : "sanitize"
         case .drop:
             cur.record.action = "strip"
             modified = true
         case .hold(let file):
-            cur.record.action = "forward"
+            cur.record.action = cur.record.sanitizedFilename == nil ? "forward" : "sanitize"
             writeHead(cur.head, out: out)
             if encoder != nil && file.size > 0 {
                 if out.enqueue(file) { blocked = true }

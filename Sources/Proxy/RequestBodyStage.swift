@@ -146,6 +146,8 @@ final class RequestBodyStage {
         case passthrough
         /// multipart/form-data: decode, apply the policy, re-encode.
         case form(FormStage)
+        /// application/x-www-form-urlencoded under a policy: decode, apply the field rules, re-encode.
+        case urlencoded(UrlencodedStage)
     }
 
     private(set) var framing: Framing
@@ -167,7 +169,11 @@ final class RequestBodyStage {
         }
         self.transform = transform
         self.sink = sink
-        if case .length(0) = self.framing { try? completeIfDone() }
+    }
+
+    /// Completes an empty body at once (running the end-of-request checks); call right after creation.
+    func start() throws(RequestBodyError) {
+        try completeIfDone()
     }
 
     /// Whether the form stage waits for a held part to finish replaying.
@@ -225,6 +231,11 @@ final class RequestBodyStage {
         case .passthrough:
             if evaluator != nil, case .reject(let v) = evaluator!.bodyData(count: span.count) { throw .rejected(v) }
             sink.write(span)
+        case .urlencoded(let stage):
+            do {
+                try stage.bodyData(count: span.count)
+                try stage.feed(span, out: sink)
+            } catch { throw .form(error) }
         case .form(let stage):
             do {
                 try stage.bodyData(count: span.count)
@@ -236,10 +247,16 @@ final class RequestBodyStage {
     private func completeIfDone() throws(RequestBodyError) {
         guard case .length(0) = framing, !isComplete else { return }
         inputDone = true
-        if case .form(let stage) = transform {
+        switch transform {
+        case .form(let stage):
             if stage.isBlocked { return }
             do { try stage.finish(out: sink) } catch { throw .form(error) }
             if stage.isBlocked { return }
+        case .urlencoded(let stage):
+            do { try stage.finish(out: sink) } catch { throw .form(error) }
+        case .passthrough:
+            // Opaque and bodyless requests still get the policy's end-of-request checks (required parts).
+            if evaluator != nil, case .reject(let v) = evaluator!.end() { throw .rejected(v) }
         }
         isComplete = true
         sink.finish()

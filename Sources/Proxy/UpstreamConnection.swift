@@ -160,8 +160,9 @@ final class UpstreamConnection: EventHandler {
         updateInterest()
     }
 
-    /// Writes queued output, then refills it from the spool file.
+    /// Writes queued output, then refills it from the spool file. Does nothing until connected, or once closed.
     func flush() {
+        guard phase == .attached, socket.isOpen else { return }
         while true {
             if output.readableBytes > 0 {
                 do {

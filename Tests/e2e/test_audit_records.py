@@ -94,15 +94,15 @@ def test_rejected_part_is_listed_in_parts(env):
     assert indexes[1]["name"] == "f" and indexes[1]["action"] == "reject", record
 
 
-def test_forwarded_part_action_is_pass(env):
-    """docs/operations.md: part `action` is `pass`, `strip`, `quarantine`, `sanitise`, `reject`, …"""
+def test_forwarded_part_action_is_forward(env):
+    """docs/operations.md: part `action` is `forward`, `sanitize`, `strip`, `quarantine` or `reject`."""
     rid = new_id()
     assert post_form(env.port, "/s/form", [Part("a", b"v")], rid).status == 200
     (part,) = env.wait_audit(rid)["parts"]
-    assert part["action"] == "pass", part
+    assert part["action"] == "forward", part
 
 
-def test_sanitised_part_action_is_sanitise(env):
+def test_sanitised_part_action_is_sanitize(env):
     rid = new_id()
     resp = post_form(env.port, "/s/form", [Part("doc", b"text", "../x.txt", "text/plain")], rid)
     assert resp.status == 200, resp
@@ -111,7 +111,7 @@ def test_sanitised_part_action_is_sanitise(env):
     assert record["decision"] == "modified"
     (part,) = record["parts"]
     assert part["filename"] == "../x.txt"
-    assert part["action"] == "sanitise", part
+    assert part["action"] == "sanitize", part
 
 
 def test_client_is_ip_and_port(env):

@@ -1,0 +1,146 @@
+import Multipart
+import Rules
+
+// application/x-www-form-urlencoded bodies under a policy: decoded field by field as they stream, checked
+// with the same field rules as multipart parts, and re-encoded canonically (`name=value&…`, RFC 3986
+// unreserved bytes literal, space as `+`, everything else `%XX`). A field is held in memory until its `&`,
+// bounded by `maxFieldBytes`; stripped fields are never written.
+
+/// The urlencoded body stage.
+public final class UrlencodedStage {
+    /// Largest decoded name or value held at once (default 1 MiB); a longer one is refused (413).
+    public let maxFieldBytes: Int
+    public private(set) var evaluator: PolicyEvaluator
+    public private(set) var records: [PartRecord] = []
+    public private(set) var modified = false
+    private var name: [UInt8] = []
+    private var value: [UInt8] = []
+    private var inValue = false
+    private var percent: (count: Int, high: UInt8) = (0, 0)
+    private var wroteAny = false
+    private var sawBytes = false
+
+    public init(evaluator: PolicyEvaluator, maxFieldBytes: Int = 1 << 20) {
+        self.evaluator = evaluator
+        self.maxFieldBytes = maxFieldBytes
+    }
+
+    /// Counts raw body bytes against body-max.
+    public func bodyData(count: Int) throws(FormStageError) {
+        if case .reject(let v) = evaluator.bodyData(count: count) { throw .rejected(v) }
+    }
+
+    /// Feeds one chunk of the raw body.
+    public func feed(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        for c in chunk {
+            sawBytes = true
+            if percent.count > 0 {
+                guard let h = Self.hex(c) else { throw .malformed(.init(.malformedPartHeader)) }
+                if percent.count == 1 { percent = (2, h) } else {
+                    try append(percent.high << 4 | h)
+                    percent = (0, 0)
+                }
+                continue
+            }
+            switch c {
+            case UInt8(ascii: "&"):
+                try endField(out: out)
+            case UInt8(ascii: "=") where !inValue:
+                inValue = true
+            case UInt8(ascii: "%"):
+                percent = (1, 0)
+            case UInt8(ascii: "+"):
+                try append(0x20)
+            default:
+                try append(c)
+            }
+        }
+    }
+
+    /// Ends the body: the last field, then the policy's end-of-request checks.
+    public func finish(out: FormOutput) throws(FormStageError) {
+        guard percent.count == 0 else { throw .malformed(.init(.truncated)) }
+        try endField(out: out)
+        if case .reject(let v) = evaluator.end() { throw .rejected(v) }
+    }
+
+    private func append(_ byte: UInt8) throws(FormStageError) {
+        if inValue {
+            guard value.count < maxFieldBytes else { throw .rejected(tooLarge()) }
+            value.append(byte)
+        } else {
+            guard name.count < maxFieldBytes else { throw .rejected(tooLarge()) }
+            name.append(byte)
+        }
+    }
+
+    private func tooLarge() -> Violation {
+        Violation(kind: .fieldTooLarge, part: String(decoding: name, as: UTF8.self), partIndex: records.count,
+                  detail: "urlencoded field over the \(maxFieldBytes)-byte buffer", limit: UInt64(maxFieldBytes))
+    }
+
+    private func endField(out: FormOutput) throws(FormStageError) {
+        defer {
+            name.removeAll(keepingCapacity: true)
+            value.removeAll(keepingCapacity: true)
+            inValue = false
+        }
+        guard !name.isEmpty || !value.isEmpty || inValue else { return }   // `a&&b`: empty pairs are skipped
+        let nameString = String(decoding: name, as: UTF8.self)
+        var record = PartRecord(index: records.count, part: .init(name: name))
+        record.size = UInt64(value.count)
+        record.preview = String(decoding: value.prefix(256), as: UTF8.self)
+        let decision = evaluator.partBegin(index: record.index, name: nameString, filename: nil, declaredType: nil,
+                                           anomalies: .init())
+        var action = decision.action
+        if action == .forward { action = evaluator.partData(count: value.count) }
+        if action == .forward && decision.pending.contains(.value) { action = evaluator.fieldValue(value) }
+        let final = evaluator.partEnd()
+        if final != .forward { action = final }
+        switch action {
+        case .reject(let v):
+            record.action = "reject"
+            records.append(record)
+            throw .rejected(v)
+        case .strip, .quarantine:
+            // A urlencoded field has no file to keep: quarantine degrades to strip (recorded as such).
+            record.action = "strip"
+            modified = true
+        case .forward:
+            var encoded: [UInt8] = wroteAny ? [UInt8(ascii: "&")] : []
+            Self.encode(name, into: &encoded)
+            encoded.append(UInt8(ascii: "="))
+            Self.encode(value, into: &encoded)
+            encoded.withUnsafeBytes { out.write($0) }
+            wroteAny = true
+        }
+        records.append(record)
+    }
+
+    static func encode(_ bytes: [UInt8], into out: inout [UInt8]) {
+        let digits = Array("0123456789ABCDEF".utf8)
+        for b in bytes {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                 UInt8(ascii: "*"):
+                out.append(b)
+            case 0x20:
+                out.append(UInt8(ascii: "+"))
+            default:
+                out.append(UInt8(ascii: "%"))
+                out.append(digits[Int(b >> 4)])
+                out.append(digits[Int(b & 15)])
+            }
+        }
+    }
+
+    static func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x41...0x46: return c - 0x41 + 10
+        case 0x61...0x66: return c - 0x61 + 10
+        default: return nil
+        }
+    }
+}
