@@ -81,6 +81,8 @@ public final class FormStage {
     public private(set) var evaluator: PolicyEvaluator?
     private let quarantine: QuarantineContext?
     private let spoolDirectory: String
+    /// Whether to hash and sniff every part (needed by a policy, the audit log and `inspect`).
+    private let observe: Bool
     private var scratch: [UInt8] = []
     private var reportedAnomalies = MultipartAnomalies()
     private var carry: [UInt8] = []
@@ -114,7 +116,8 @@ public final class FormStage {
     /// (every part streams). `reencodeBoundary` nil means parse only (`formwall inspect` without output).
     public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
-                spoolDirectory: String = "/tmp") {
+                spoolDirectory: String = "/tmp", observe: Bool = true) {
+        self.observe = observe || evaluator != nil
         parser = MultipartParser(boundary: boundary, limits: limits, anomalies: anomalies)
         encoder = reencodeBoundary.map { MultipartEncoder(boundary: $0) }
         self.evaluator = evaluator
@@ -253,7 +256,7 @@ public final class FormStage {
         }
         if case .stream = mode { writeHead(head, out: out) }
         current = Current(record: record, mode: mode, pending: pending,
-                          sniffer: part.isFile ? Sniffer() : nil, hasher: SHA256Hasher(),
+                          sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit, head: head)
     }
 

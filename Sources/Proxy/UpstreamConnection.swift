@@ -8,7 +8,7 @@ import Reactor
 final class UpstreamConnection: EventHandler {
     enum Phase { case connecting, attached, idle, closed }
 
-    unowned let worker: Worker
+    let worker: Worker
     let socket: TCPSocket
     let transport: PlainTransport
     let output: ByteBuffer
@@ -59,7 +59,13 @@ final class UpstreamConnection: EventHandler {
     var isConnecting: Bool { phase == .connecting }
 
     /// Whether a pooled connection can carry another request.
-    var isReusable: Bool { phase == .idle && !sawEOF && socket.isOpen && socket.isIdleAndOpen }
+    /// The peek costs a syscall, so it is skipped for a connection parked less than a second ago: upstream
+    /// keep-alive timeouts are seconds long, and a close racing the reuse is possible with or without it.
+    var isReusable: Bool {
+        guard phase == .idle, !sawEOF, socket.isOpen else { return false }
+        if worker.loop.now() &- idleSince < 1_000_000_000 { return true }
+        return socket.isIdleAndOpen
+    }
 
     /// Hands the connection to `client` for one exchange.
     func attach(to client: ClientConnection) {

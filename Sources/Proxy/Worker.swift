@@ -1,6 +1,7 @@
 import Audit
 import Foundation
 import Glibc
+import Inspect
 import Quarantine
 import Reactor
 import Rules
@@ -35,6 +36,8 @@ final class Worker {
     /// This worker's own audit log handle (each worker opens the same path with O_APPEND).
     private(set) var audit: AuditLog?
     private var auditFailed = false
+    /// Request ids and boundaries come from here (one RAND_bytes call per ~100 requests).
+    let random = SecureRandomPool()
 
     init(loop: EventLoop, config: ProxyConfiguration, stats: ProxyStats, policy: Policy?, quarantine: QuarantineStore?,
          audit: AuditLog?) {
