@@ -263,7 +263,8 @@ final class ClientConnection: EventHandler {
             }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
                                   reencodeBoundary: fresh, evaluator: evaluator, quarantine: quarantine,
-                                  spoolDirectory: config.spoolDirectory, observe: config.audit != nil)
+                                  spoolDirectory: config.spoolDirectory, observe: config.audit != nil,
+                                  previewFields: config.audit?.fields ?? [])
             ex.form = stage
             transform = .form(stage)
             head.headers.removeAll(named: "content-type")
@@ -657,6 +658,15 @@ final class ClientConnection: EventHandler {
                                   rule: f.violation.rule.map { "\($0.file):\($0.line)" }, detail: f.violation.detail)
         }
         let matched = evaluator.flatMap { $0.policy.route(for: ex.head.target) }?.prefix
+        var fields: [AuditRecord.Field]?
+        if let wanted = config.audit?.fields, !wanted.isEmpty {
+            fields = (ex.form?.records ?? ex.urlencoded?.records ?? []).compactMap { r in
+                guard !r.part.isFile, let name = r.part.nameString, wanted.contains(name), let value = r.preview else {
+                    return nil
+                }
+                return AuditRecord.Field(name: AuditText(name), value: AuditText(value))
+            }
+        }
         let record = AuditRecord(
             timestamp: .now(), requestID: ex.requestID, client: peer, method: ex.head.method,
             path: AuditText(ex.head.target), route: matched, decision: decision, status: status,
@@ -664,7 +674,7 @@ final class ClientConnection: EventHandler {
             bytesUpstream: Int(clamping: ex.body?.sink.payloadBytes ?? 0),
             durationMs: Double(now &- ex.startedAt) / 1e6,
             upstreamMs: ex.upstreamStartedAt.map { Double(now &- $0) / 1e6 },
-            parts: parts, violations: violations, anomalies: anomalies.names, error: error)
+            parts: parts, violations: violations, anomalies: anomalies.names, fields: fields, error: error)
         worker.writeAudit(record)
     }
 
@@ -683,9 +693,12 @@ final class ClientConnection: EventHandler {
             _ = try transport.write(from: output)
         } catch {
             // The client is gone: nothing more can be delivered.
-            exchange?.upstream?.close()
-            exchange?.upstream = nil
-            exchange = nil
+            if let ex = exchange {
+                ex.upstream?.close()
+                ex.upstream = nil
+                exchange = nil
+                audit(ex, status: ex.status == 0 ? 499 : ex.status, reason: "client_closed", error: "client_closed")
+            }
             close()
             return
         }
@@ -742,9 +755,14 @@ final class ClientConnection: EventHandler {
         if exchange == nil && headStartedAt == nil && output.readableBytes == 0 { close() }
     }
 
+    /// Closes now (drain timeout); a request still in flight is recorded as cut short.
     func forceClose() {
-        exchange?.upstream?.close()
-        exchange = nil
+        if let ex = exchange {
+            ex.upstream?.close()
+            ex.upstream = nil
+            exchange = nil
+            audit(ex, status: ex.status == 0 ? 503 : ex.status, reason: "shutdown", error: "drain_timeout")
+        }
         close()
     }
 

@@ -83,6 +83,8 @@ public final class FormStage {
     private let spoolDirectory: String
     /// Whether to hash and sniff every part (needed by a policy, the audit log and `inspect`).
     private let observe: Bool
+    /// Field names whose first 256 bytes are kept in `PartRecord.preview` (nil: every field).
+    private let previewFields: Set<String>?
     private var scratch: [UInt8] = []
     private var reportedAnomalies = MultipartAnomalies()
     private var carry: [UInt8] = []
@@ -116,8 +118,9 @@ public final class FormStage {
     /// (every part streams). `reencodeBoundary` nil means parse only (`formwall inspect` without output).
     public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
-                spoolDirectory: String = "/tmp", observe: Bool = true) {
+                spoolDirectory: String = "/tmp", observe: Bool = true, previewFields: Set<String>? = nil) {
         self.observe = observe || evaluator != nil
+        self.previewFields = previewFields
         parser = MultipartParser(boundary: boundary, limits: limits, anomalies: anomalies)
         encoder = reencodeBoundary.map { MultipartEncoder(boundary: $0) }
         self.evaluator = evaluator
@@ -269,7 +272,8 @@ public final class FormStage {
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         guard var cur = current else { preconditionFailure("data outside a part") }
-        if !cur.record.part.isFile && cur.record.size < 256 {
+        if !cur.record.part.isFile && cur.record.size < 256
+            && (previewFields.map { set in cur.record.part.nameString.map(set.contains) ?? false } ?? true) {
             let take = min(span.count, 256 - Int(cur.record.size))
             cur.record.preview = (cur.record.preview ?? "") + String(decoding: span.prefix(take), as: UTF8.self)
         }

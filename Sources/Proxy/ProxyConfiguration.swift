@@ -48,6 +48,9 @@ public struct ProxyConfiguration: Sendable {
         /// Built-in size rotation (`--audit-rotate 100MiB --audit-keep 10`); nil when logrotate rotates.
         public var rotateBytes: Int?
         public var keep: Int = 10
+        /// Field values logged in the record's `fields` (opt-in; values truncated to 256 bytes). Default none:
+        /// field values can be secrets.
+        public var fields: Set<String> = []
         /// Write human one-line summaries (as `formwall tail` prints them) instead of JSON (used by `demo`).
         public var human = false
         public init(path: String) { self.path = path }

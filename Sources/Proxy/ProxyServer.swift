@@ -25,14 +25,7 @@ public final class ProxyServer {
     /// Binds every worker's listener; throws a readable error (address in use, …) before anything runs.
     public init(configuration: ProxyConfiguration) throws {
         self.configuration = configuration
-        // Signals are handled by the control loop's signalfd: block them before any worker thread starts
-        // so every thread inherits the mask.
-        var set = sigset_t()
-        let signals: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGUSR1]
-        sigemptyset(&set)
-        for s in signals { sigaddset(&set, s) }
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-        signal(SIGPIPE, SIG_IGN)
+        Self.blockSignals()
         let policy = try Self.loadPolicy(configuration.rules)
         if let q = configuration.quarantine {
             do {
@@ -70,6 +63,16 @@ public final class ProxyServer {
             group.shutdownGracefully()
             throw error
         }
+    }
+
+    /// Blocks the signals the control loop reads from its signalfd, and ignores SIGPIPE. Call it before
+    /// starting any thread (threads inherit the mask); `init` calls it too.
+    public static func blockSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in [SIGTERM, SIGINT, SIGHUP, SIGUSR1] { sigaddset(&set, s) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        signal(SIGPIPE, SIG_IGN)
     }
 
     /// Loads and compiles rule files; nil when there are none. Throws the diagnostics as one error.

@@ -45,6 +45,7 @@ enum DemoCommand: Command {
         let echo = parsed.value("echo") ?? "127.0.0.1:8081"
         let upstream: EchoUpstream
         var config: ProxyConfiguration
+        ProxyServer.blockSignals()   // before the echo thread starts, so it inherits the mask
         do {
             let echoAddress = try SocketAddress.resolve(echo)
             upstream = try EchoUpstream(address: echoAddress)

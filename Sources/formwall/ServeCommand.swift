@@ -42,6 +42,8 @@ enum ServeCommand: Command {
       --audit-log FILE|-              one JSON line per request (O_APPEND; `-` for stdout)
       --audit-rotate SIZE             rotate the audit log at SIZE (e.g. 100MiB), gzip old files
       --audit-keep N                  rotated audit files to keep (default 10)
+      --audit-field NAME              also log this field's value, truncated to 256 bytes (repeatable;
+                                      off by default because field values can be secrets)
       --help                          show this help
     """
 
@@ -52,7 +54,7 @@ enum ServeCommand: Command {
                 "listen", "upstream", "workers", "upstream-body", "spool-dir", "max-head-bytes", "max-headers",
                 "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
                 "upstream-response-timeout", "drain-timeout", "rules", "quarantine-dir", "quarantine-max",
-                "quarantine-retention", "audit-log", "audit-rotate", "audit-keep",
+                "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field",
             ], flags: [])
         } catch {
             printError("\(error). Run `formwall serve --help`.")
@@ -100,6 +102,7 @@ enum ServeCommand: Command {
                 var a = ProxyConfiguration.AuditSettings(path: path)
                 if let v = parsed.value("audit-rotate") { a.rotateBytes = Int(try size(v, "--audit-rotate")) }
                 if let v = parsed.value("audit-keep") { a.keep = try positiveInt(v, "--audit-keep") }
+                a.fields = Set(parsed.values("audit-field"))
                 config.audit = a
             }
         } catch {
