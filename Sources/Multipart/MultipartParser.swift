@@ -245,11 +245,11 @@ public final class MultipartParser {
                 if pos == input.count { return nil }
                 let c = input[pos]
                 switch phase {
-                case .start:
-                    if c == ASCII.hyphen {
+                case .start, .padding:
+                    if phase == .start && c == ASCII.hyphen {
                         appendTail(c); pos += 1
                         state = .delimiterTail(from: from, phase: .dash)
-                    } else if c == ASCII.space || c == ASCII.tab {
+                    } else if c == ASCII.space || c == ASCII.tab, tailCount < limits.maxTransportPadding {
                         appendTail(c); pos += 1
                         state = .delimiterTail(from: from, phase: .padding)
                     } else if c == ASCII.cr {
@@ -268,20 +268,6 @@ public final class MultipartParser {
                         pos += 1
                         tailCount = 0
                         if let event = try confirmDelimiter(from: from, close: true) { return event }
-                    } else {
-                        try lookalike(from: from)
-                    }
-                case .padding:
-                    if c == ASCII.space || c == ASCII.tab, tailCount < limits.maxTransportPadding {
-                        appendTail(c); pos += 1
-                    } else if c == ASCII.cr {
-                        appendTail(c); pos += 1
-                        state = .delimiterTail(from: from, phase: .cr)
-                    } else if c == ASCII.lf, lfDelimitersAllowed {
-                        pos += 1
-                        anomalies.insert(.lfLine)
-                        if !sawFirstDelimiter { lfBody = true }
-                        if let event = try confirmDelimiter(from: from, close: false) { return event }
                     } else {
                         try lookalike(from: from)
                     }

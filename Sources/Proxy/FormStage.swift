@@ -460,14 +460,6 @@ public final class FormStage {
     }
 
     private func copy(_ file: TemporaryFile, into writer: QuarantineWriter) throws {
-        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-        defer { buf.deallocate() }
-        var offset: UInt64 = 0
-        while true {
-            let n = try file.read(at: offset, into: buf)
-            if n == 0 { return }
-            try writer.write(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
-            offset += UInt64(n)
-        }
+        try file.forEachChunk { try writer.write($0) }
     }
 }

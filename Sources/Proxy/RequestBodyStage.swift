@@ -87,19 +87,8 @@ final class UpstreamSink: FormOutput {
             upstream.updateInterest()
             return true
         case .spool(let target):
-            let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-            defer { buf.deallocate(); file.close() }
-            var offset: UInt64 = 0
-            do {
-                while true {
-                    let n = try file.read(at: offset, into: buf)
-                    if n == 0 { break }
-                    try target.write(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
-                    offset += UInt64(n)
-                }
-            } catch {
-                failure = error
-            }
+            defer { file.close() }
+            do { try file.forEachChunk { try target.write($0) } } catch { failure = error }
             return false
         case .raw:
             preconditionFailure("a held part is only ever spliced into a re-encoded (chunked or spooled) body")

@@ -46,6 +46,19 @@ public final class TemporaryFile {
         }
     }
 
+    /// Calls `body` with the file's contents from the start, 64 KiB at a time.
+    public func forEachChunk(_ body: (UnsafeRawBufferPointer) throws -> Void) throws {
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        defer { buf.deallocate() }
+        var offset: UInt64 = 0
+        while true {
+            let n = try read(at: offset, into: buf)
+            if n == 0 { return }
+            try body(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
+            offset += UInt64(n)
+        }
+    }
+
     /// Closes (and so deletes) the file. Idempotent.
     public func close() {
         if fd >= 0 {

@@ -202,13 +202,8 @@ enum InspectCommand: Command {
         init(_ sink: @escaping (UnsafeRawBufferPointer) -> Void) { self.sink = sink }
         func write(_ bytes: UnsafeRawBufferPointer) { sink(bytes) }
         func enqueue(_ file: TemporaryFile) -> Bool {
-            let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-            defer { buf.deallocate(); file.close() }
-            var offset: UInt64 = 0
-            while let n = try? file.read(at: offset, into: buf), n > 0 {
-                sink(UnsafeRawBufferPointer(rebasing: buf[0..<n]))
-                offset += UInt64(n)
-            }
+            defer { file.close() }
+            try? file.forEachChunk { sink($0) }
             return false
         }
         var isReplaying: Bool { false }
