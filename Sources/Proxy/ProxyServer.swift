@@ -43,6 +43,10 @@ public final class ProxyServer {
             // Open once here so a bad path is a start-up error, not a silent gap.
             do { _ = try AuditLog(path: a.path) } catch { throw ConfigurationError("audit log \(a.path): \(error)") }
         }
+        // Workers bind with SO_REUSEPORT, which would silently share a port another formwall already
+        // serves; a plain bind first turns that into a clear "address already in use".
+        let probe = try TCPListener(bindingTo: configuration.listen, options: .init(reuseAddress: true, reusePort: false))
+        try? probe.close()
         group = try EventLoopGroup(count: max(1, configuration.workers))
         let config = configuration
         let stats = self.stats

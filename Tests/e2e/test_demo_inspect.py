@@ -204,3 +204,20 @@ def test_audit_field_logs_only_named_fields(tmp_path):
         for p in (fw, echo):
             p.send_signal(signal.SIGTERM)
             p.wait(timeout=15)
+
+
+def test_port_in_use_is_one_clear_line(tmp_path):
+    """Also when the port is held by another formwall (whose workers use SO_REUSEPORT)."""
+    port, up = free_port(), free_port()
+    first = subprocess.Popen([BIN, "serve", "--listen", f"127.0.0.1:{port}", "--upstream", f"http://127.0.0.1:{up}"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, first)
+        r = subprocess.run([BIN, "serve", "--listen", f"127.0.0.1:{port}", "--upstream", f"http://127.0.0.1:{up}"],
+                           capture_output=True, timeout=10)
+        assert r.returncode == 1
+        lines = r.stderr.decode().strip().splitlines()
+        assert lines == [f"formwall: cannot start: address already in use: 127.0.0.1:{port}"], lines
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=15) == 0
