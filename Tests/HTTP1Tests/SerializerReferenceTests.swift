@@ -101,7 +101,7 @@ enum ReferenceSerializer {
     static let connectionValues = [
         "close", "keep-alive", "Keep-Alive, X-Secret", "x-secret ,, TE", ",", "", " ", "Host", "transfer-encoding",
         "X-\u{212A}", "\u{212A}eep-alive", "x-secret,\u{0301} via", "a, \u{0301}x-secret", "VIA", "close\t, Upgrade",
-        "X-K", "x-k , CLOSE", "Content-Type", "X-\u{212A}\u{0301}", "k", "\u{212A}", "hosts, tee",
+        "X-K", "x-k , CLOSE", "Content-Type", "\u{212A}EEP-ALIVE", "clos\u{0065}\u{0301}", "CLOSE ,keep-alive", "X-\u{212A}\u{0301}", "k", "\u{212A}", "hosts, tee",
     ]
 
     static let values = ["v", "1.0 edge", "198.51.100.1", "a, b", "\u{00E9}t\u{00E9}", "chunked", "9", ""]
@@ -175,6 +175,18 @@ enum ReferenceSerializer {
             var buffer: [UInt8] = []
             HTTPHeadSerializer.writeResponseHead(head, close: close, into: &buffer)
             #expect(buffer == ReferenceSerializer.writeResponseHead(head, close: close), "\(head.headers.fields)")
+        }
+    }
+
+    @Test func persistenceMatchesTheTokenArray() {
+        var rng = SplitMix64(seed: 4)
+        for _ in 0..<20_000 {
+            let headers = randomHeaders(&rng, names: Self.tokenNames + Self.unicodeNames)
+            let tokens = ReferenceSerializer.referenceConnectionTokens(headers)
+            for version in [HTTPVersion.http1_0, .http1_1] {
+                let expected = !tokens.contains("close") && (version == .http1_1 || tokens.contains("keep-alive"))
+                #expect(headers.persists(version: version) == expected, "\(headers.fields)")
+            }
         }
     }
 
