@@ -43,7 +43,14 @@ public struct HeaderParameters: Sendable, Equatable {
 
     /// Parses a header field value.
     public static func parse(_ bytes: some Collection<UInt8>) -> HeaderParameters {
-        let b = Array(bytes)
+        if let result = bytes.withContiguousStorageIfAvailable({ parse(raw: UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
+        return Array(bytes).withUnsafeBytes { parse(raw: $0) }
+    }
+
+    /// Parses a header field value held in contiguous memory, without copying it first.
+    static func parse(raw b: UnsafeRawBufferPointer) -> HeaderParameters {
         var i = 0
         var anomalies = MultipartAnomalies()
         let n = b.count
@@ -149,6 +156,11 @@ enum ASCII {
     /// ASCII-lowercases a byte sequence.
     static func lowercased(_ s: some Collection<UInt8>) -> [UInt8] {
         s.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+    }
+
+    /// Byte equality with an ASCII literal.
+    static func equals(_ s: [UInt8], _ literal: StaticString) -> Bool {
+        s.elementsEqual(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
     }
 
     /// Case-insensitive comparison against a lowercase ASCII literal.
