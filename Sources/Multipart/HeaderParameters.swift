@@ -164,8 +164,15 @@ enum ASCII {
     }
 
     /// Case-insensitive comparison against a lowercase ASCII literal.
-    static func equalsLower(_ s: some Collection<UInt8>, _ lower: String) -> Bool {
-        s.count == lower.utf8.count && zip(s, lower.utf8).allSatisfy { ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }
+    static func equalsLower(_ s: some Collection<UInt8>, _ lower: StaticString) -> Bool {
+        let literal = UnsafeBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount)
+        guard s.count == literal.count else { return false }
+        var index = 0
+        for byte in s {
+            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == literal[index] else { return false }
+            index += 1
+        }
+        return true
     }
 
     static func hexValue(_ c: UInt8) -> UInt8? {
