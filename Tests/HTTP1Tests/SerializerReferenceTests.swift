@@ -28,7 +28,11 @@ enum ReferenceSerializer {
         return dropped
     }
 
-    static func writeRequestHead(_ head: HTTPRequestHead, framing: BodyFraming, context: HTTPForwardingContext) -> [UInt8] {
+    static func writeRequestHead(
+        _ head: HTTPRequestHead,
+        framing: BodyFraming,
+        context: HTTPForwardingContext
+    ) -> [UInt8] {
         var buffer: [UInt8] = []
         buffer.append(contentsOf: "\(head.method) \(head.target) HTTP/1.1\r\n".utf8)
         let dropped = requestDropped(head.headers)
@@ -101,7 +105,8 @@ enum ReferenceSerializer {
     static let connectionValues = [
         "close", "keep-alive", "Keep-Alive, X-Secret", "x-secret ,, TE", ",", "", " ", "Host", "transfer-encoding",
         "X-\u{212A}", "\u{212A}eep-alive", "x-secret,\u{0301} via", "a, \u{0301}x-secret", "VIA", "close\t, Upgrade",
-        "X-K", "x-k , CLOSE", "Content-Type", "\u{212A}EEP-ALIVE", "clos\u{0065}\u{0301}", "CLOSE ,keep-alive", "X-\u{212A}\u{0301}", "k", "\u{212A}", "hosts, tee",
+        "X-K", "x-k , CLOSE", "Content-Type", "\u{212A}EEP-ALIVE", "clos\u{0065}\u{0301}", "CLOSE ,keep-alive",
+        "X-\u{212A}\u{0301}", "k", "\u{212A}", "hosts, tee",
     ]
 
     static let values = ["v", "1.0 edge", "198.51.100.1", "a, b", "\u{00E9}t\u{00E9}", "chunked", "9", ""]

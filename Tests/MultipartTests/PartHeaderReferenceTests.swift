@@ -242,7 +242,8 @@ enum ReferenceParameters {
             if Int.random(in: 0..<8, using: &rng) == 0, !block.isEmpty {
                 block[Int.random(in: 0..<block.count, using: &rng)] = UInt8.random(in: 0...255, using: &rng)
             }
-            let expected = outcome({ (b) throws(MultipartError) in try ReferencePartParser.parse(headerBlock: b) }, block)
+            let expected = outcome(
+                { (b) throws(MultipartError) in try ReferencePartParser.parse(headerBlock: b) }, block)
             let actual = outcome({ (b) throws(MultipartError) in try MultipartPart.parse(headerBlock: b) }, block)
             #expect(actual == expected, "\(String(decoding: block, as: UTF8.self).debugDescription)")
         }
