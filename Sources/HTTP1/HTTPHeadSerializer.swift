@@ -49,16 +49,27 @@ public enum HTTPHeadSerializer {
         context: HTTPForwardingContext,
         into buffer: inout [UInt8]
     ) {
+        let headers = head.headers
+        let scan = HeadScan(headers)
+        buffer.reserveCapacity(
+            buffer.count + head.method.utf8.count + head.target.utf8.count + scan.fieldBytes * 2
+                + context.clientAddress.utf8.count + context.scheme.utf8.count + context.requestID.utf8.count + 200
+        )
         append(head.method, to: &buffer)
         buffer.append(HTTPSyntax.sp)
         append(head.target, to: &buffer)
         append(" HTTP/1.1\r\n", to: &buffer)
 
-        let dropped = droppedNames(head.headers).union(replacedInRequests)
-        for field in head.headers where !dropped.contains(field.name.lowercased()) {
-            writeField(field.name, field.value, into: &buffer)
+        var host: String?
+        for field in headers {
+            let name = FieldName(field.name)
+            if host == nil && HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "host") {
+                host = field.value
+            }
+            if !dropsFromRequest(name, field.name, headers, hasConnection: scan.hasConnection) {
+                writeField(field.name, field.value, into: &buffer)
+            }
         }
-        let host = head.headers.first(named: "host")
         if host == nil, let defaultHost = context.defaultHost {
             writeField("Host", defaultHost, into: &buffer)
         }
@@ -66,21 +77,25 @@ public enum HTTPHeadSerializer {
         case .none:
             break
         case .contentLength(let length):
-            writeField("Content-Length", String(length), into: &buffer)
+            appendName("Content-Length", to: &buffer)
+            HTTPSyntax.appendDecimal(length, to: &buffer)
+            appendCRLF(to: &buffer)
         case .chunked:
             writeField("Transfer-Encoding", "chunked", into: &buffer)
         case .closeDelimited:
             preconditionFailure("a request body cannot be close-delimited")
         }
-        let forwardedFor = head.headers.values(named: "x-forwarded-for") + [context.clientAddress]
-        writeField("X-Forwarded-For", forwardedFor.joined(separator: ", "), into: &buffer)
+        appendName("X-Forwarded-For", to: &buffer)
+        appendValues(of: headers, lowercaseName: "x-forwarded-for", to: &buffer)
+        appendValue(context.clientAddress, to: &buffer)
+        appendCRLF(to: &buffer)
         writeField("X-Forwarded-Proto", context.scheme, into: &buffer)
         if let host {
             writeField("X-Forwarded-Host", host, into: &buffer)
         }
-        writeField("Via", (head.headers.values(named: "via") + [viaEntry]).joined(separator: ", "), into: &buffer)
+        appendVia(headers, to: &buffer)
         writeField("X-Request-Id", context.requestID, into: &buffer)
-        append("\r\n", to: &buffer)
+        appendCRLF(to: &buffer)
     }
 
     /// Appends `HTTP/1.1 status reason`, the forwarded fields, `Via`, and `Connection: close` if `close`.
@@ -89,45 +104,201 @@ public enum HTTPHeadSerializer {
     /// unchanged. The caller must pass `close: true` when the client connection will be closed after
     /// this response, including every close-delimited response.
     public static func writeResponseHead(_ head: HTTPResponseHead, close: Bool, into buffer: inout [UInt8]) {
+        let headers = head.headers
+        let scan = HeadScan(headers)
+        buffer.reserveCapacity(buffer.count + head.reason.utf8.count + scan.fieldBytes * 2 + 80)
         append("HTTP/1.1 ", to: &buffer)
         HTTPSyntax.appendDecimal(head.status, to: &buffer)
         buffer.append(HTTPSyntax.sp)
         append(head.reason, to: &buffer)
-        append("\r\n", to: &buffer)
+        appendCRLF(to: &buffer)
 
-        var dropped = droppedNames(head.headers)
-        dropped.remove("transfer-encoding")
-        dropped.insert("via")
-        for field in head.headers where !dropped.contains(field.name.lowercased()) {
-            writeField(field.name, field.value, into: &buffer)
+        for field in headers {
+            if !dropsFromResponse(FieldName(field.name), field.name, headers, hasConnection: scan.hasConnection) {
+                writeField(field.name, field.value, into: &buffer)
+            }
         }
-        writeField("Via", (head.headers.values(named: "via") + [viaEntry]).joined(separator: ", "), into: &buffer)
+        appendVia(headers, to: &buffer)
         if close {
             writeField("Connection", "close", into: &buffer)
         }
-        append("\r\n", to: &buffer)
+        appendCRLF(to: &buffer)
     }
 
     /// Hop-by-hop names plus those listed in Connection, lowercased; Host is never dropped.
+    ///
+    /// The serializers decide field by field with `FieldName` and `HTTPHeaders.connectionNames(_:)`
+    /// instead; this set is the specification they follow.
     static func droppedNames(_ headers: HTTPHeaders) -> Set<String> {
         var names = hopByHop.union(headers.connectionTokens)
         names.remove("host")
         return names
     }
 
+    /// Whether a request field called `name` is left out: `droppedNames(headers)` or `replacedInRequests`
+    /// contains `name.lowercased()`. `hasConnection` says whether `headers` has a Connection field at all.
+    static func dropsFromRequest(
+        _ kind: FieldName,
+        _ name: String,
+        _ headers: HTTPHeaders,
+        hasConnection: Bool
+    ) -> Bool {
+        if kind.contains(.replacedInRequests) {
+            return true
+        }
+        return !kind.contains(.host) && (kind.contains(.hopByHop) || (hasConnection && headers.connectionNames(name)))
+    }
+
+    /// Whether a response field called `name` is left out: it is Via, or `droppedNames(headers)` without
+    /// Transfer-Encoding contains `name.lowercased()`.
+    static func dropsFromResponse(
+        _ kind: FieldName,
+        _ name: String,
+        _ headers: HTTPHeaders,
+        hasConnection: Bool
+    ) -> Bool {
+        if kind.contains(.via) {
+            return true
+        }
+        return !kind.contains(.transferEncoding) && !kind.contains(.host)
+            && (kind.contains(.hopByHop) || (hasConnection && headers.connectionNames(name)))
+    }
+
     /// Appends `name: value\r\n`; traps on a name or value that would break the framing of the head.
     static func writeField(_ name: String, _ value: String, into buffer: inout [UInt8]) {
-        precondition(!name.utf8.isEmpty && name.utf8.allSatisfy(HTTPSyntax.isTokenChar), "invalid field name")
-        precondition(value.utf8.allSatisfy(HTTPSyntax.isFieldValueByte), "invalid field value")
+        precondition(!name.utf8.isEmpty && allBytes(of: name, satisfy: HTTPSyntax.isTokenChar), "invalid field name")
+        appendName(name, to: &buffer)
+        appendValue(value, to: &buffer)
+        appendCRLF(to: &buffer)
+    }
+
+    /// `Via: ` with the peer's Via values and ours, comma-separated, and its CRLF.
+    private static func appendVia(_ headers: HTTPHeaders, to buffer: inout [UInt8]) {
+        appendName("Via", to: &buffer)
+        appendValues(of: headers, lowercaseName: "via", to: &buffer)
+        append(viaEntry, to: &buffer)
+        appendCRLF(to: &buffer)
+    }
+
+    /// Appends the value of every field with this name, each followed by `, `.
+    private static func appendValues(
+        of headers: HTTPHeaders,
+        lowercaseName: StaticString,
+        to buffer: inout [UInt8]
+    ) {
+        for field in headers where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: lowercaseName) {
+            appendValue(field.value, to: &buffer)
+            buffer.append(UInt8(ascii: ","))
+            buffer.append(HTTPSyntax.sp)
+        }
+    }
+
+    /// Appends `name: ` for a name already known to be a token.
+    private static func appendName(_ name: String, to buffer: inout [UInt8]) {
         append(name, to: &buffer)
         buffer.append(HTTPSyntax.colon)
         buffer.append(HTTPSyntax.sp)
+    }
+
+    /// Appends a field value; traps on a byte that would break the framing of the head.
+    private static func appendValue(_ value: String, to buffer: inout [UInt8]) {
+        precondition(allBytes(of: value, satisfy: HTTPSyntax.isFieldValueByte), "invalid field value")
         append(value, to: &buffer)
+    }
+
+    private static func appendCRLF(to buffer: inout [UInt8]) {
         buffer.append(HTTPSyntax.cr)
         buffer.append(HTTPSyntax.lf)
     }
 
+    private static func allBytes(of text: String, satisfy predicate: (UInt8) -> Bool) -> Bool {
+        if let result = text.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(predicate) }) {
+            return result
+        }
+        return text.utf8.allSatisfy(predicate)
+    }
+
     private static func append(_ text: String, to buffer: inout [UInt8]) {
         buffer.append(contentsOf: text.utf8)
+    }
+}
+
+/// One pass over a head's fields before serializing it: whether any Connection field names others, and the
+/// bytes of all fields, to reserve the output once.
+struct HeadScan {
+    var hasConnection = false
+    var fieldBytes = 0
+
+    init(_ headers: HTTPHeaders) {
+        for field in headers {
+            self.fieldBytes += field.name.utf8.count + field.value.utf8.count + 4
+            if !self.hasConnection && HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "connection") {
+                self.hasConnection = true
+            }
+        }
+    }
+}
+
+/// What a field name is to the serializers, judged on its lowercased form like the `Set<String>` lookups in
+/// `HTTPHeadSerializer.droppedNames` and `replacedInRequests`.
+struct FieldName: OptionSet {
+    let rawValue: UInt8
+
+    static let hopByHop = FieldName(rawValue: 1)
+    static let replacedInRequests = FieldName(rawValue: 2)
+    static let host = FieldName(rawValue: 4)
+    static let via = FieldName(rawValue: 8)
+    static let transferEncoding = FieldName(rawValue: 16)
+
+    init(rawValue: UInt8) {
+        self.rawValue = rawValue
+    }
+
+    /// Classifies a name: ASCII names byte by byte, others through `lowercased()` and the sets.
+    init(_ name: String) {
+        guard HTTPSyntax.isASCII(name) else {
+            self.init(lowercased: name.lowercased())
+            return
+        }
+        func named(_ literal: StaticString) -> Bool {
+            HTTPSyntax.equalsIgnoringCase(name, lowercase: literal)
+        }
+        switch name.utf8.count {
+        case 2 where named("te"), 7 where named("trailer") || named("upgrade"),
+            10 where named("connection") || named("keep-alive"), 16 where named("proxy-connection"):
+            self = .hopByHop
+        case 3 where named("via"):
+            self = [.replacedInRequests, .via]
+        case 4 where named("host"):
+            self = .host
+        case 6 where named("expect"), 12 where named("x-request-id"), 14 where named("content-length"),
+            15 where named("x-forwarded-for"), 16 where named("x-forwarded-host"),
+            17 where named("x-forwarded-proto"):
+            self = .replacedInRequests
+        case 17 where named("transfer-encoding"):
+            self = [.hopByHop, .transferEncoding]
+        default:
+            self = []
+        }
+    }
+
+    private init(lowercased name: String) {
+        var kind: FieldName = []
+        if HTTPHeadSerializer.hopByHop.contains(name) {
+            kind.insert(.hopByHop)
+        }
+        if HTTPHeadSerializer.replacedInRequests.contains(name) {
+            kind.insert(.replacedInRequests)
+        }
+        if name == "host" {
+            kind.insert(.host)
+        }
+        if name == "via" {
+            kind.insert(.via)
+        }
+        if name == "transfer-encoding" {
+            kind.insert(.transferEncoding)
+        }
+        self = kind
     }
 }

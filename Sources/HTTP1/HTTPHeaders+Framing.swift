@@ -12,34 +12,52 @@ extension HTTPHeaders {
     /// not exactly one `chunked`; several Content-Length fields; a Content-Length list; a Content-Length
     /// that is not 1 or more digits fitting in UInt64.
     func declaredFraming(version: HTTPVersion) throws(HTTPParseError) -> DeclaredFraming {
-        let lengths = self.values(named: "content-length")
-        let codings = self.values(named: "transfer-encoding")
-        if !lengths.isEmpty && !codings.isEmpty {
+        var lengthCount = 0
+        var firstLength = ""
+        var codingCount = 0
+        var firstCoding = ""
+        for field in self.fields {
+            if HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "content-length") {
+                if lengthCount == 0 {
+                    firstLength = field.value
+                }
+                lengthCount += 1
+            } else if HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "transfer-encoding") {
+                if codingCount == 0 {
+                    firstCoding = field.value
+                }
+                codingCount += 1
+            }
+        }
+        if lengthCount != 0 && codingCount != 0 {
             throw .contentLengthWithTransferEncoding
         }
-        if !codings.isEmpty {
+        if codingCount != 0 {
             if version == .http1_0 {
                 throw .transferEncodingInHTTP10
             }
-            try Self.validateTransferEncoding(codings)
+            guard codingCount == 1 else {
+                throw .invalidTransferEncoding
+            }
+            try Self.validateTransferEncoding(firstCoding)
             return .chunked
         }
-        switch lengths.count {
+        switch lengthCount {
         case 0:
             return .none
         case 1:
-            return .contentLength(try Self.parseContentLength(lengths[0]))
+            return .contentLength(try Self.parseContentLength(firstLength))
         default:
             throw .duplicateContentLength
         }
     }
 
-    /// Accepts exactly one field whose value is one `chunked` element (any case).
-    private static func validateTransferEncoding(_ values: [String]) throws(HTTPParseError) {
-        guard values.count == 1 else {
-            throw .invalidTransferEncoding
+    /// Accepts a value that is exactly one `chunked` element (any case); the caller checked it is the only field.
+    private static func validateTransferEncoding(_ value: String) throws(HTTPParseError) {
+        if HTTPSyntax.equalsIgnoringCase(value, lowercase: "chunked") {
+            return  // The usual case: one element, no whitespace, nothing to split.
         }
-        let elements = HTTPSyntax.listElements(values[0])
+        let elements = HTTPSyntax.listElements(value)
         for element in elements {
             guard !element.isEmpty, element.utf8.allSatisfy(HTTPSyntax.isTokenChar) else {
                 throw .invalidTransferEncoding
@@ -84,10 +102,24 @@ extension HTTPHeaders {
 
     /// Whether the connection persists after this message (RFC 9112 §9.3).
     func persists(version: HTTPVersion) -> Bool {
-        let tokens = self.connectionTokens
-        if tokens.contains("close") {
-            return false
+        var keepAlive = false
+        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "connection") {
+            let close = HTTPSyntax.firstListElement(field.value) { element in
+                guard !element.isEmpty else {
+                    return false
+                }
+                if HTTPSyntax.equalsLowercased(element, "close") {
+                    return true
+                }
+                if HTTPSyntax.equalsLowercased(element, "keep-alive") {
+                    keepAlive = true
+                }
+                return false
+            }
+            if close {
+                return false
+            }
         }
-        return version == .http1_1 || tokens.contains("keep-alive")
+        return version == .http1_1 || keepAlive
     }
 }

@@ -48,17 +48,27 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// The value of the first field with this name (case-insensitive), or nil.
     public func first(named name: String) -> String? {
-        self.fields.first { HTTPSyntax.equalsIgnoringCase($0.name, name) }?.value
+        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, name) {
+            return field.value
+        }
+        return nil
     }
 
     /// The values of every field with this name (case-insensitive), in order.
     public func values(named name: String) -> [String] {
-        self.fields.lazy.filter { HTTPSyntax.equalsIgnoringCase($0.name, name) }.map(\.value)
+        var values: [String] = []
+        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, name) {
+            values.append(field.value)
+        }
+        return values
     }
 
     /// Whether a field with this name (case-insensitive) is present.
     public func contains(named name: String) -> Bool {
-        self.fields.contains { HTTPSyntax.equalsIgnoringCase($0.name, name) }
+        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, name) {
+            return true
+        }
+        return false
     }
 
     /// The lowercased, non-empty tokens of every Connection field (`close`, `keep-alive`, field names...).
@@ -66,5 +76,18 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         self.values(named: "connection").flatMap { value in
             HTTPSyntax.listElements(value).filter { !$0.isEmpty }.map { $0.lowercased() }
         }
+    }
+
+    /// Whether `connectionTokens` contains `token.lowercased()`, found without building the array.
+    func connectionNames(_ token: some StringProtocol) -> Bool {
+        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "connection") {
+            let found = HTTPSyntax.firstListElement(field.value) { element in
+                !element.isEmpty && HTTPSyntax.equalsLowercased(element, token)
+            }
+            if found {
+                return true
+            }
+        }
+        return false
     }
 }

@@ -127,7 +127,11 @@ public struct HTTPRequestHeadParser: Sendable {
     /// Applies the whole-head rules once the empty line arrived.
     private func finish() throws(HTTPParseError) -> HTTPRequestHead {
         let headers = HTTPHeaders(self.headers)
-        switch headers.values(named: "host").count {
+        var hostCount = 0
+        for field in self.headers where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "host") {
+            hostCount += 1
+        }
+        switch hostCount {
         case 0 where self.version == .http1_1:
             throw .missingHost
         case 0, 1:
@@ -142,8 +146,8 @@ public struct HTTPRequestHeadParser: Sendable {
         case .chunked: framing = .chunked
         }
         var expectsContinue = false
-        for expectation in headers.values(named: "expect") {
-            guard HTTPSyntax.equalsIgnoringCase(expectation, "100-continue") else {
+        for field in self.headers where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "expect") {
+            guard HTTPSyntax.equalsIgnoringCase(field.value, lowercase: "100-continue") else {
                 throw .unsupportedExpectation
             }
             // RFC 9110 §10.1.1: a 100-continue from an HTTP/1.0 client is ignored.

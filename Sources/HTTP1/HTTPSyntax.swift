@@ -61,6 +61,89 @@ enum HTTPSyntax {
         return zip(left, right).allSatisfy { lowercased($0) == lowercased($1) }
     }
 
+    /// `equalsIgnoringCase` for two Strings, on their contiguous UTF-8 storage when they have it.
+    static func equalsIgnoringCase(_ lhs: String, _ rhs: String) -> Bool {
+        guard lhs.utf8.count == rhs.utf8.count else {
+            return false
+        }
+        let fast = lhs.utf8.withContiguousStorageIfAvailable { left in
+            rhs.utf8.withContiguousStorageIfAvailable { right in
+                equalsIgnoringCase(left, right)
+            }
+        }
+        if let fast, let result = fast {
+            return result
+        }
+        return zip(lhs.utf8, rhs.utf8).allSatisfy { lowercased($0) == lowercased($1) }
+    }
+
+    /// ASCII case-insensitive equality of a String with a lowercase ASCII literal, without allocating.
+    static func equalsIgnoringCase(_ text: String, lowercase literal: StaticString) -> Bool {
+        let other = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+        guard text.utf8.count == other.count else {
+            return false
+        }
+        if let result = text.utf8.withContiguousStorageIfAvailable({ equalsIgnoringCase($0, other) }) {
+            return result
+        }
+        return zip(text.utf8, other).allSatisfy { lowercased($0) == $1 }
+    }
+
+    /// ASCII case-insensitive equality of two byte buffers of any length.
+    static func equalsIgnoringCase(_ lhs: UnsafeBufferPointer<UInt8>, _ rhs: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard lhs.count == rhs.count else {
+            return false
+        }
+        for index in 0..<lhs.count where lowercased(lhs[index]) != lowercased(rhs[index]) {
+            return false
+        }
+        return true
+    }
+
+    /// Whether every byte of `text` is ASCII.
+    static func isASCII(_ text: some StringProtocol) -> Bool {
+        if let result = text.utf8.withContiguousStorageIfAvailable({ bytes in bytes.allSatisfy { $0 < 0x80 } }) {
+            return result
+        }
+        return text.utf8.allSatisfy { $0 < 0x80 }
+    }
+
+    /// Whether two names or tokens are equal once lowercased, exactly as `lhs.lowercased() == rhs.lowercased()`.
+    ///
+    /// ASCII text compares byte by byte; anything else takes the Unicode path (`lowercased()` and canonical
+    /// equivalence), so that a KELVIN SIGN still equals `k`.
+    static func equalsLowercased(_ lhs: some StringProtocol, _ rhs: some StringProtocol) -> Bool {
+        if isASCII(lhs) && isASCII(rhs) {
+            return equalsIgnoringCase(lhs, rhs)
+        }
+        return lhs.lowercased() == rhs.lowercased()
+    }
+
+    /// Calls `body` with each element `listElements(value)` would return, in order, until `body` returns true.
+    ///
+    /// Returns whether `body` returned true. An ASCII value is split in place without allocating; any other
+    /// value goes through `listElements`, whose Character-based split and trim it must match.
+    static func firstListElement(_ value: String, where body: (Substring) -> Bool) -> Bool {
+        guard isASCII(value) else {
+            return listElements(value).contains(where: body)
+        }
+        let utf8 = value.utf8
+        var start = utf8.startIndex
+        while true {
+            var end = start
+            while end != utf8.endIndex, utf8[end] != UInt8(ascii: ",") {
+                end = utf8.index(after: end)
+            }
+            if body(trimmed(value[start..<end])) {
+                return true
+            }
+            guard end != utf8.endIndex else {
+                return false
+            }
+            start = utf8.index(after: end)
+        }
+    }
+
     /// Splits a comma-separated list value into OWS-trimmed elements, keeping empty ones.
     static func listElements(_ value: String) -> [Substring] {
         value.split(separator: ",", omittingEmptySubsequences: false).map { trimmed($0) }
@@ -80,6 +163,25 @@ enum HTTPSyntax {
 
     /// Appends the decimal form of a non-negative integer.
     static func appendDecimal(_ value: some BinaryInteger, to buffer: inout [UInt8]) {
-        buffer.append(contentsOf: String(value).utf8)
+        guard value >= 0, let magnitude = UInt64(exactly: value) else {
+            buffer.append(contentsOf: String(value).utf8)
+            return
+        }
+        appendDecimal(magnitude, to: &buffer)
+    }
+
+    /// Appends the decimal form of an unsigned 64-bit integer, without going through a String.
+    static func appendDecimal(_ value: UInt64, to buffer: inout [UInt8]) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for the 20 digits of UInt64.max
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            var rest = value
+            var position = scratch.count
+            repeat {
+                position -= 1
+                scratch[position] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest != 0
+            buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[position...]))
+        }
     }
 }

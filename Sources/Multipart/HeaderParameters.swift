@@ -43,7 +43,14 @@ public struct HeaderParameters: Sendable, Equatable {
 
     /// Parses a header field value.
     public static func parse(_ bytes: some Collection<UInt8>) -> HeaderParameters {
-        let b = Array(bytes)
+        if let result = bytes.withContiguousStorageIfAvailable({ parse(raw: UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
+        return Array(bytes).withUnsafeBytes { parse(raw: $0) }
+    }
+
+    /// Parses a header field value held in contiguous memory, without copying it first.
+    static func parse(raw b: UnsafeRawBufferPointer) -> HeaderParameters {
         var i = 0
         var anomalies = MultipartAnomalies()
         let n = b.count
@@ -151,9 +158,21 @@ enum ASCII {
         s.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
     }
 
+    /// Byte equality with an ASCII literal.
+    static func equals(_ s: [UInt8], _ literal: StaticString) -> Bool {
+        s.elementsEqual(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
     /// Case-insensitive comparison against a lowercase ASCII literal.
-    static func equalsLower(_ s: some Collection<UInt8>, _ lower: String) -> Bool {
-        s.count == lower.utf8.count && zip(s, lower.utf8).allSatisfy { ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }
+    static func equalsLower(_ s: some Collection<UInt8>, _ lower: StaticString) -> Bool {
+        let literal = UnsafeBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount)
+        guard s.count == literal.count else { return false }
+        var index = 0
+        for byte in s {
+            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == literal[index] else { return false }
+            index += 1
+        }
+        return true
     }
 
     static func hexValue(_ c: UInt8) -> UInt8? {

@@ -40,40 +40,80 @@ extension MultipartPart {
     /// Fatal: a line without `:`, an empty or non-token header name, whitespace before the colon, a bare CR.
     /// Flagged: folding, control characters, duplicates, unknown headers and parameters, and so on.
     public static func parse(headerBlock block: UnsafeRawBufferPointer) throws(MultipartError) -> MultipartPart {
+        // Pass 1, over physical lines: line ends, bare CRs, folding. Its errors come before any of pass 2.
         var anomalies = MultipartAnomalies()
-        // Logical header lines (after unfolding).
-        var lines: [[UInt8]] = []
+        var folded = false
         var i = 0
         let n = block.count
         while i < n {
-            var end = i
-            while end < n, block[end] != ASCII.lf { end += 1 }
-            var lineEnd = end
-            if lineEnd > i, block[lineEnd - 1] == ASCII.cr {
-                lineEnd -= 1
-            } else if end < n {
+            let (lineEnd, end) = physicalLine(block, from: i)
+            if lineEnd == end && end < n {
                 anomalies.insert(.lfLine)
             }
             let line = UnsafeRawBufferPointer(rebasing: block[i..<lineEnd])
             if line.contains(ASCII.cr) { throw MultipartError(.bareCR) }
             if let first = line.first, first == ASCII.space || first == ASCII.tab {
-                guard !lines.isEmpty else { throw MultipartError(.malformedPartHeader) }
+                guard i > 0 else { throw MultipartError(.malformedPartHeader) }
                 anomalies.insert(.headerFolding)
-                var rest = line[...]
-                while let f = rest.first, f == ASCII.space || f == ASCII.tab { rest = rest.dropFirst() }
-                lines[lines.count - 1].append(ASCII.space)
-                lines[lines.count - 1].append(contentsOf: rest)
-            } else {
-                lines.append(Array(line))
+                folded = true
             }
             i = end + 1
         }
+        guard folded else {
+            return try parseLogicalLines(block, anomalies: anomalies)
+        }
+        // Unfold into one buffer of LF-ended logical lines: a continuation line joins the previous one after
+        // a single space, its leading whitespace removed.
+        var unfolded: [UInt8] = []
+        unfolded.reserveCapacity(n)
+        i = 0
+        while i < n {
+            let (lineEnd, end) = physicalLine(block, from: i)
+            var rest = block[i..<lineEnd]
+            if let first = rest.first, first == ASCII.space || first == ASCII.tab {
+                while let f = rest.first, f == ASCII.space || f == ASCII.tab { rest = rest.dropFirst() }
+                unfolded[unfolded.count - 1] = ASCII.space
+            }
+            unfolded.append(contentsOf: rest)
+            unfolded.append(ASCII.lf)
+            i = end + 1
+        }
+        let result = unfolded.withUnsafeBytes { bytes in
+            Result { () throws(MultipartError) -> MultipartPart in try parseLogicalLines(bytes, anomalies: anomalies) }
+        }
+        return try result.get()
+    }
 
-        var disposition: [UInt8]?
+    /// The line starting at `start`: where its content ends (before a CR that precedes the LF) and where its
+    /// LF is (or `block.count`).
+    private static func physicalLine(_ block: UnsafeRawBufferPointer, from start: Int) -> (lineEnd: Int, end: Int) {
+        var end = start
+        while end < block.count, block[end] != ASCII.lf { end += 1 }
+        var lineEnd = end
+        if lineEnd > start, block[lineEnd - 1] == ASCII.cr {
+            lineEnd -= 1
+        }
+        return (lineEnd, end)
+    }
+
+    /// Pass 2: the header block as logical lines, already checked by pass 1 (no folding, no CR but one before
+    /// each LF), scanned in place.
+    private static func parseLogicalLines(
+        _ block: UnsafeRawBufferPointer,
+        anomalies: MultipartAnomalies
+    ) throws(MultipartError) -> MultipartPart {
+        var anomalies = anomalies
+        var disposition: Range<Int>?
         var contentType: [UInt8]?
+        var nestedMultipart = false
         var seenCTE = false
-        for line in lines {
-            guard let colon = line.firstIndex(of: ASCII.colon), colon > 0 else {
+        var i = 0
+        let n = block.count
+        while i < n {
+            let (lineEnd, end) = physicalLine(block, from: i)
+            let line = block[i..<lineEnd]
+            i = end + 1
+            guard let colon = line.firstIndex(of: ASCII.colon), colon > line.startIndex else {
                 throw MultipartError(.malformedPartHeader)
             }
             let name = line[..<colon]
@@ -86,9 +126,18 @@ extension MultipartPart {
             }
             if !UTF8Check.isValid(value) { anomalies.insert(.invalidUTF8) }
             if ASCII.equalsLower(name, "content-disposition") {
-                if disposition != nil { anomalies.insert(.duplicateContentDisposition) } else { disposition = Array(value) }
+                if disposition != nil {
+                    anomalies.insert(.duplicateContentDisposition)
+                } else {
+                    disposition = value.startIndex..<value.endIndex
+                }
             } else if ASCII.equalsLower(name, "content-type") {
-                if contentType != nil { anomalies.insert(.duplicateHeader) } else { contentType = Array(value) }
+                if contentType != nil {
+                    anomalies.insert(.duplicateHeader)
+                } else {
+                    contentType = Array(value)
+                    nestedMultipart = isMultipartType(value)
+                }
             } else if ASCII.equalsLower(name, "content-transfer-encoding") {
                 if seenCTE { anomalies.insert(.duplicateHeader) }
                 seenCTE = true
@@ -99,36 +148,39 @@ extension MultipartPart {
         }
 
         var part = MultipartPart(name: nil, filename: nil, contentType: contentType, anomalies: anomalies)
-        if let ct = contentType {
-            let parsed = HeaderParameters.parse(ct)
-            if parsed.value.starts(with: Array("multipart/".utf8)) { part.anomalies.insert(.nestedMultipart) }
-        }
+        if nestedMultipart { part.anomalies.insert(.nestedMultipart) }
         guard let disposition else {
             part.anomalies.insert(.missingContentDisposition)
             part.anomalies.insert(.missingName)
             return part
         }
-        let cd = HeaderParameters.parse(disposition)
+        let cd = HeaderParameters.parse(raw: UnsafeRawBufferPointer(rebasing: block[disposition]))
         part.anomalies.formUnion(cd.anomalies)
-        if cd.value != Array("form-data".utf8) { part.anomalies.insert(.dispositionNotFormData) }
+        if !ASCII.equals(cd.value, "form-data") { part.anomalies.insert(.dispositionNotFormData) }
         var plainFilename: [UInt8]?
         var starFilename: [UInt8]?
-        var seen = Set<[UInt8]>()
-        for p in cd.parameters {
-            if !seen.insert(p.name).inserted { part.anomalies.insert(.duplicateParameter); continue }
-            switch String(decoding: p.name, as: UTF8.self) {
-            case "name":
+        // Duplicate names: a linear look back for the usual handful of parameters, a set beyond.
+        var seen: Set<[UInt8]>? = cd.parameters.count > 16 ? [] : nil
+        for (index, p) in cd.parameters.enumerated() {
+            let duplicate: Bool
+            if seen != nil {
+                duplicate = !seen!.insert(p.name).inserted
+            } else {
+                duplicate = cd.parameters[..<index].contains { $0.name == p.name }
+            }
+            if duplicate { part.anomalies.insert(.duplicateParameter); continue }
+            if ASCII.equals(p.name, "name") {
                 part.name = p.value
-            case "filename":
+            } else if ASCII.equals(p.name, "filename") {
                 plainFilename = p.value
-            case "filename*":
+            } else if ASCII.equals(p.name, "filename*") {
                 if p.quoted { part.anomalies.insert(.invalidQuoting) }
                 if let decoded = ExtendedValue.decode(p.value) {
                     starFilename = decoded
                 } else {
                     part.anomalies.insert(.invalidExtendedValue)
                 }
-            default:
+            } else {
                 part.anomalies.insert(.unknownParameter)
             }
         }
@@ -139,12 +191,22 @@ extension MultipartPart {
             part.filename = plainFilename
         }
         if part.name == nil { part.anomalies.insert(.missingName) }
-        for v in [part.name, part.filename] {
-            guard let v else { continue }
+        func check(_ v: [UInt8]?) {
+            guard let v else { return }
             if v.contains(where: { $0 < 0x20 || $0 == 0x7F }) { part.anomalies.insert(.controlCharacters) }
             if !UTF8Check.isValid(v) { part.anomalies.insert(.invalidUTF8) }
         }
+        check(part.name)
+        check(part.filename)
         return part
+    }
+
+    /// Whether a Content-Type value's media type (lowercased, before any `;`) starts with `multipart/`, as
+    /// `HeaderParameters.parse(value).value` would show, checked in place.
+    private static func isMultipartType(_ value: Slice<UnsafeRawBufferPointer>) -> Bool {
+        var rest = value
+        while let f = rest.first, f == ASCII.space || f == ASCII.tab { rest = rest.dropFirst() }
+        return rest.count >= 10 && ASCII.equalsLower(rest.prefix(10), "multipart/")
     }
 }
 
@@ -189,6 +251,9 @@ enum ExtendedValue {
 /// UTF-8 validation without building a String.
 enum UTF8Check {
     static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
+        if bytes.allSatisfy({ $0 < 0x80 }) {
+            return true  // ASCII, the usual case, needs no decoder.
+        }
         var it = bytes.makeIterator()
         var decoder = UTF8()
         while true {

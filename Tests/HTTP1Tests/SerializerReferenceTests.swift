@@ -1,0 +1,211 @@
+import Testing
+
+@testable import HTTP1
+
+/// The serializers as first written (Set-based), kept as the specification the allocation-free ones must match.
+enum ReferenceSerializer {
+    static func droppedNames(_ headers: HTTPHeaders) -> Set<String> {
+        var names = HTTPHeadSerializer.hopByHop.union(referenceConnectionTokens(headers))
+        names.remove("host")
+        return names
+    }
+
+    static func referenceConnectionTokens(_ headers: HTTPHeaders) -> [String] {
+        headers.fields.filter { HTTPSyntax.equalsIgnoringCase($0.name, "connection") }.map(\.value).flatMap { value in
+            value.split(separator: ",", omittingEmptySubsequences: false).map { HTTPSyntax.trimmed($0) }
+                .filter { !$0.isEmpty }.map { $0.lowercased() }
+        }
+    }
+
+    static func requestDropped(_ headers: HTTPHeaders) -> Set<String> {
+        droppedNames(headers).union(HTTPHeadSerializer.replacedInRequests)
+    }
+
+    static func responseDropped(_ headers: HTTPHeaders) -> Set<String> {
+        var dropped = droppedNames(headers)
+        dropped.remove("transfer-encoding")
+        dropped.insert("via")
+        return dropped
+    }
+
+    static func writeRequestHead(
+        _ head: HTTPRequestHead,
+        framing: BodyFraming,
+        context: HTTPForwardingContext
+    ) -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.append(contentsOf: "\(head.method) \(head.target) HTTP/1.1\r\n".utf8)
+        let dropped = requestDropped(head.headers)
+        for field in head.headers where !dropped.contains(field.name.lowercased()) {
+            writeField(field.name, field.value, into: &buffer)
+        }
+        let host = head.headers.fields.first { HTTPSyntax.equalsIgnoringCase($0.name, "host") }?.value
+        if host == nil, let defaultHost = context.defaultHost {
+            writeField("Host", defaultHost, into: &buffer)
+        }
+        switch framing {
+        case .none: break
+        case .contentLength(let length): writeField("Content-Length", String(length), into: &buffer)
+        case .chunked: writeField("Transfer-Encoding", "chunked", into: &buffer)
+        case .closeDelimited: Issue.record("close-delimited request")
+        }
+        let forwardedFor = values(head.headers, "x-forwarded-for") + [context.clientAddress]
+        writeField("X-Forwarded-For", forwardedFor.joined(separator: ", "), into: &buffer)
+        writeField("X-Forwarded-Proto", context.scheme, into: &buffer)
+        if let host {
+            writeField("X-Forwarded-Host", host, into: &buffer)
+        }
+        let via = values(head.headers, "via") + [HTTPHeadSerializer.viaEntry]
+        writeField("Via", via.joined(separator: ", "), into: &buffer)
+        writeField("X-Request-Id", context.requestID, into: &buffer)
+        buffer.append(contentsOf: "\r\n".utf8)
+        return buffer
+    }
+
+    static func writeResponseHead(_ head: HTTPResponseHead, close: Bool) -> [UInt8] {
+        var buffer: [UInt8] = []
+        buffer.append(contentsOf: "HTTP/1.1 \(head.status) \(head.reason)\r\n".utf8)
+        let dropped = responseDropped(head.headers)
+        for field in head.headers where !dropped.contains(field.name.lowercased()) {
+            writeField(field.name, field.value, into: &buffer)
+        }
+        let via = values(head.headers, "via") + [HTTPHeadSerializer.viaEntry]
+        writeField("Via", via.joined(separator: ", "), into: &buffer)
+        if close {
+            writeField("Connection", "close", into: &buffer)
+        }
+        buffer.append(contentsOf: "\r\n".utf8)
+        return buffer
+    }
+
+    static func values(_ headers: HTTPHeaders, _ name: String) -> [String] {
+        headers.fields.filter { HTTPSyntax.equalsIgnoringCase($0.name, name) }.map(\.value)
+    }
+
+    static func writeField(_ name: String, _ value: String, into buffer: inout [UInt8]) {
+        buffer.append(contentsOf: "\(name): \(value)\r\n".utf8)
+    }
+}
+
+@Suite struct SerializerReferenceTests {
+    /// Names that matter to the serializers, in odd cases, plus ordinary ones.
+    static let tokenNames = [
+        "Host", "HOST", "host", "Connection", "connection", "Keep-Alive", "keep-alive", "Proxy-Connection", "TE", "te",
+        "Trailer", "Upgrade", "Transfer-Encoding", "transfer-encoding", "Content-Length", "Expect", "X-Forwarded-For",
+        "x-forwarded-for", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Request-Id", "Via", "VIA", "X-Secret",
+        "x-secret", "Close", "Content-Type", "Accept", "X-K", "Tee", "Vias", "Hosts", "X", "K",
+    ]
+
+    /// Names only the Unicode path classifies like the Set lookups did (KELVIN SIGN lowercases to `k`).
+    static let unicodeNames = [
+        "\u{212A}eep-Alive", "X-\u{212A}", "Hos\u{0074}", "T\u{0301}E", "V\u{0130}A", "Con\u{FB00}", "\u{212A}",
+    ]
+
+    /// Connection values: lists with empty elements, odd whitespace, non-ASCII tokens and combining marks.
+    static let connectionValues = [
+        "close", "keep-alive", "Keep-Alive, X-Secret", "x-secret ,, TE", ",", "", " ", "Host", "transfer-encoding",
+        "X-\u{212A}", "\u{212A}eep-alive", "x-secret,\u{0301} via", "a, \u{0301}x-secret", "VIA", "close\t, Upgrade",
+        "X-K", "x-k , CLOSE", "Content-Type", "\u{212A}EEP-ALIVE", "clos\u{0065}\u{0301}", "CLOSE ,keep-alive",
+        "X-\u{212A}\u{0301}", "k", "\u{212A}", "hosts, tee",
+    ]
+
+    static let values = ["v", "1.0 edge", "198.51.100.1", "a, b", "\u{00E9}t\u{00E9}", "chunked", "9", ""]
+
+    func randomHeaders(_ rng: inout SplitMix64, names: [String]) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        for _ in 0..<Int.random(in: 0...8, using: &rng) {
+            let name = names.randomElement(using: &rng)!
+            let isConnection = HTTPSyntax.equalsIgnoringCase(name, "connection")
+            let value = (isConnection ? Self.connectionValues : Self.values).randomElement(using: &rng)!
+            headers.append(name: name, value: value)
+        }
+        return headers
+    }
+
+    @Test func dropDecisionsMatchTheSetsForAnyName() {
+        var rng = SplitMix64(seed: 1)
+        for _ in 0..<20_000 {
+            let headers = randomHeaders(&rng, names: Self.tokenNames + Self.unicodeNames)
+            let scan = HeadScan(headers)
+            let request = ReferenceSerializer.requestDropped(headers)
+            let response = ReferenceSerializer.responseDropped(headers)
+            for field in headers {
+                let kind = FieldName(field.name)
+                let lowered = field.name.lowercased()
+                #expect(
+                    HTTPHeadSerializer.dropsFromRequest(kind, field.name, headers, hasConnection: scan.hasConnection)
+                        == request.contains(lowered), "request \(field.name) in \(headers.fields)")
+                #expect(
+                    HTTPHeadSerializer.dropsFromResponse(kind, field.name, headers, hasConnection: scan.hasConnection)
+                        == response.contains(lowered), "response \(field.name) in \(headers.fields)")
+            }
+            #expect(ReferenceSerializer.referenceConnectionTokens(headers) == headers.connectionTokens)
+        }
+    }
+
+    @Test func requestHeadsMatchTheReference() {
+        var rng = SplitMix64(seed: 2)
+        let framings: [BodyFraming] = [.none, .chunked, .contentLength(0), .contentLength(10_240), .contentLength(.max)]
+        for _ in 0..<5_000 {
+            let head = HTTPRequestHead(
+                method: ["POST", "GET", "M-SEARCH"].randomElement(using: &rng)!,
+                target: ["/", "/up?x=1", "*"].randomElement(using: &rng)!,
+                headers: randomHeaders(&rng, names: Self.tokenNames)
+            )
+            let context = HTTPForwardingContext(
+                clientAddress: ["203.0.113.7", "2001:db8::1"].randomElement(using: &rng)!,
+                scheme: ["http", "https"].randomElement(using: &rng)!,
+                requestID: "req-\(rng.next() % 1000)",
+                defaultHost: Bool.random(using: &rng) ? "default.example" : nil
+            )
+            let framing = framings.randomElement(using: &rng)!
+            var buffer: [UInt8] = Bool.random(using: &rng) ? Array("prefix".utf8) : []
+            let prefix = buffer
+            HTTPHeadSerializer.writeRequestHead(head, framing: framing, context: context, into: &buffer)
+            let expected = prefix + ReferenceSerializer.writeRequestHead(head, framing: framing, context: context)
+            #expect(buffer == expected, "\(head.headers.fields)")
+        }
+    }
+
+    @Test func responseHeadsMatchTheReference() {
+        var rng = SplitMix64(seed: 3)
+        for _ in 0..<5_000 {
+            let head = HTTPResponseHead(
+                status: [100, 200, 204, 404, 599].randomElement(using: &rng)!,
+                reason: ["OK", "", "Not Found"].randomElement(using: &rng)!,
+                headers: randomHeaders(&rng, names: Self.tokenNames),
+                framing: .none
+            )
+            let close = Bool.random(using: &rng)
+            var buffer: [UInt8] = []
+            HTTPHeadSerializer.writeResponseHead(head, close: close, into: &buffer)
+            #expect(buffer == ReferenceSerializer.writeResponseHead(head, close: close), "\(head.headers.fields)")
+        }
+    }
+
+    @Test func persistenceMatchesTheTokenArray() {
+        var rng = SplitMix64(seed: 4)
+        for _ in 0..<20_000 {
+            let headers = randomHeaders(&rng, names: Self.tokenNames + Self.unicodeNames)
+            let tokens = ReferenceSerializer.referenceConnectionTokens(headers)
+            for version in [HTTPVersion.http1_0, .http1_1] {
+                let expected = !tokens.contains("close") && (version == .http1_1 || tokens.contains("keep-alive"))
+                #expect(headers.persists(version: version) == expected, "\(headers.fields)")
+            }
+        }
+    }
+
+    @Test func decimalsMatchStringConversion() {
+        let samples: [UInt64] = [0, 1, 9, 10, 99, 100, 10_240, 4_294_967_296, .max - 1, .max]
+        for value in samples {
+            var buffer: [UInt8] = [7]
+            HTTPSyntax.appendDecimal(value, to: &buffer)
+            #expect(buffer == [7] + Array(String(value).utf8))
+        }
+        for value in [0, 5, 200, 599, Int.max] {
+            var buffer: [UInt8] = []
+            HTTPSyntax.appendDecimal(value, to: &buffer)
+            #expect(buffer == Array(String(value).utf8))
+        }
+    }
+}
