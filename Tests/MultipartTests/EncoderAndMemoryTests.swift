@@ -103,8 +103,9 @@ let controlAndUTF8: MultipartAnomalies = {
         // Random bytes salted with CR, LF and delimiter prefixes so the held-back path runs constantly.
         var chunk = (0..<65_536).map { _ in UInt8.random(in: 0...255, using: &rng) }
         let prefix = b("\r\n--") + boundary.prefix(boundary.count - 1)
-        for at in stride(from: 1000, to: 65_536 - prefix.count, by: 7919) {
+        for at in stride(from: 1000, to: 65_536 - prefix.count - 1, by: 7919) {
             chunk.replaceSubrange(at..<(at + prefix.count), with: prefix)
+            chunk[at + prefix.count] = UInt8(ascii: "!")   // never a boundary character: no delimiter completes
         }
         chunk.replaceSubrange((65_536 - prefix.count)..<65_536, with: prefix)   // straddles every chunk edge
         chunk[0] = UInt8(ascii: "!")   // never a boundary character: the straddling prefix must not complete
