@@ -564,7 +564,7 @@ final class ClientConnection: EventHandler {
         let ex = exchange
         ex?.upstream?.close()
         ex?.upstream = nil
-        ex?.body?.sink.kindSpoolClose()
+        ex?.body?.sink.releaseSpool()
         if let status, !(ex?.responseStarted ?? false) {
             respond(status: status, kind: kind, requestID: ex?.requestID ?? newRequestID(nil), detail: detail,
                     violation: violation)
@@ -720,7 +720,11 @@ final class ClientConnection: EventHandler {
     func upstreamFailed(_ up: UpstreamConnection, reason: UpstreamFailure) {
         guard !closed, let ex = exchange, ex.upstream === up else { return }
         ex.upstream = nil
-        abortExchange(status: 502, kind: "upstream_unreachable")
+        switch reason {
+        case .connect:
+            // The errno is not shown to the client: it would reveal the upstream address.
+            abortExchange(status: 502, kind: "upstream_unreachable")
+        }
     }
 
     // MARK: Timeouts and shutdown
@@ -782,7 +786,7 @@ final class ClientConnection: EventHandler {
 
 extension UpstreamSink {
     /// Releases a spool file early (on abort).
-    func kindSpoolClose() {
+    func releaseSpool() {
         if case .spool(let file) = kind { file.close() }
     }
 }
