@@ -58,6 +58,6 @@ let package = Package(
         .testTarget(name: "AuditTests", dependencies: ["Audit"]),
         .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect"]),
         .testTarget(name: "ReactorTests", dependencies: ["Reactor", "CLinux"]),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor"]),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect"]),
     ]
 )
