@@ -50,6 +50,8 @@ final class Exchange {
     var closeAfter = false
     var requestCompletedAt: UInt64?
     var sentContinue = false
+    /// The response is chunked but the client speaks HTTP/1.0: pass only the payload, then close.
+    var dechunk = false
 
     init(head: HTTPRequestHead, requestID: String, startedAt: UInt64, limits: HTTPLimits) {
         self.head = head
@@ -448,6 +450,13 @@ final class ClientConnection: EventHandler {
                     }
                     if !ex.requestComplete { ex.closeAfter = true }   // answered early: the body stops here
                     if !ex.head.keepAlive || worker.draining || head.framing == .closeDelimited { ex.closeAfter = true }
+                    var head = head
+                    if head.framing == .chunked && ex.head.version == .http1_0 {
+                        // An HTTP/1.0 client cannot read chunked framing: send the payload close-delimited.
+                        ex.dechunk = true
+                        ex.closeAfter = true
+                        head.headers.removeAll(named: "transfer-encoding")
+                    }
                     var bytes: [UInt8] = []
                     HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
                     _ = try? output.writeBytes(bytes)
@@ -482,11 +491,16 @@ final class ClientConnection: EventHandler {
                 var offset = 0
                 var ended = false
                 var failed = false
+                let dechunk = ex.dechunk
                 up.input.withUnsafeReadableBytes { bytes in
                     let view = UnsafeRawBufferPointer(rebasing: bytes[0..<slice])
                     do {
                         while let event = try decoder.decode(view, from: &offset) {
-                            if case .end = event { ended = true; break }
+                            switch event {
+                            case .end: ended = true
+                            case .data(let span): if dechunk { _ = try? output.writeBytes(span) }
+                            }
+                            if ended { break }
                         }
                     } catch {
                         failed = true
@@ -496,7 +510,12 @@ final class ClientConnection: EventHandler {
                     abortExchange(status: 502, kind: "bad_upstream_response")
                     return true
                 }
-                copyToClient(up, count: offset)
+                if dechunk {
+                    up.input.moveReaderIndex(forwardBy: offset)
+                    if up.input.readableBytes == 0 { up.input.clear() }
+                } else {
+                    copyToClient(up, count: offset)
+                }
                 ex.response = ended ? .complete : .chunked(decoder)
                 progressed = true
                 if offset == 0 && !ended { return progressed }

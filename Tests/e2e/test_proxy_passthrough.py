@@ -280,3 +280,17 @@ def test_hop_by_hop_headers_removed(proxy):
         assert name not in h, f"hop-by-hop {name} was forwarded: {h}"
     assert "x-hop-custom" not in h.get("connection", "").lower()
     assert h["x-end-to-end"] == "kept"
+
+
+def test_http10_client_gets_a_chunked_response_dechunked(proxy):
+    """HTTP/1.0 has no chunked coding: the payload is sent close-delimited, then the connection closes."""
+    size = 70_001
+    expected = deterministic_bytes(size)
+    with RawConn(proxy.port) as conn:
+        conn.send(f"GET /dl?size={size}&resp=chunked HTTP/1.0\r\nHost: app.test\r\n\r\n".encode())
+        resp = conn.read_response()
+        assert resp.status == 200
+        assert resp.header("Transfer-Encoding") is None
+        assert resp.framing == "close"
+        assert resp.body == expected
+        assert conn.eof
