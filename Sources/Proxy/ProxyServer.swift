@@ -95,8 +95,15 @@ public final class ProxyServer {
         guard !configuration.rules.isEmpty else { return }
         do {
             let fresh = try Self.loadPolicy(configuration.rules)
-            registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.policy = fresh } }
-            FileOutput.stderr("formwall: rules reloaded from \(configuration.rules.joined(separator: " "))")
+            // The message is printed once every worker has switched, so "reloaded" means in force everywhere.
+            let pending = Countdown(registry.count)
+            let message = "formwall: rules reloaded from \(configuration.rules.joined(separator: " "))"
+            registry.forEach { handle, worker in
+                _ = handle.execute { _ in
+                    worker.value.policy = fresh
+                    if pending.finishOne() { FileOutput.stderr(message) }
+                }
+            }
         } catch {
             FileOutput.stderr("formwall: reload failed, keeping the previous rules: \(error)")
         }
@@ -156,8 +163,17 @@ final class WorkerRegistry: Sendable {
         entries.withLock { $0.append((handle, Box(value: worker))) }
     }
 
+    var count: Int { entries.withLock { $0.count } }
+
     func forEach(_ body: (EventLoopHandle, Box) -> Void) {
         let snapshot = entries.withLock { $0 }
         for (h, w) in snapshot { body(h, w) }
     }
+}
+
+/// Counts down from `n`; `finishOne` is true for exactly the call that reaches zero.
+final class Countdown: Sendable {
+    private let remaining: Atomic<Int>
+    init(_ n: Int) { remaining = Atomic(n) }
+    func finishOne() -> Bool { remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 }
 }
