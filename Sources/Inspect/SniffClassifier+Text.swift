@@ -9,7 +9,9 @@ extension SniffClassifier {
         var words: [(start: Int, end: Int)] = []
         var i = 2
         while i < lineEnd && words.count < 8 {
-            while i < lineEnd && (bytes[i] == 0x20 || bytes[i] == 0x09) { i += 1 }
+            // Skip every byte the word loop stops at (not only space and tab: a CR, VT or FF once made this
+            // loop spin forever on `#!\r…`; found by the differential test).
+            while i < lineEnd && SniffBytes.isSpace(bytes[i]) { i += 1 }
             let start = i
             while i < lineEnd && !SniffBytes.isSpace(bytes[i]) { i += 1 }
             if i > start { words.append((start, i)) }

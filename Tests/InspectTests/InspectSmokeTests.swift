@@ -23,3 +23,13 @@ import Testing
         #expect(a.allSatisfy { allowed.contains($0) })
     }
 }
+
+@Suite struct ShebangRegressionTests {
+    /// `#!` followed by CR, VT or FF used to spin forever in the shebang word splitter.
+    @Test(arguments: [UInt8(0x0D), 0x0B, 0x0C, 0x0A])
+    func shebangWithOtherWhitespaceTerminates(_ space: UInt8) {
+        let sample: [UInt8] = Array("#!".utf8) + [space] + Array("/bin/sh\n echo hi".utf8)
+        let result = Sniffer.sniff(sample)
+        #expect(result.category == .script || result.category == .text, "\(result)")
+    }
+}
