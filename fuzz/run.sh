@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target for the multipart codec and runs it for FUZZ_SECONDS (default 60).
+# Builds the libFuzzer targets — the multipart codec (FUZZ_SECONDS, default 60) and the content sniffer
+# (SNIFF_FUZZ_SECONDS, default 30) — and runs them.
 # Usage: fuzz/run.sh              (FUZZ_SECONDS=600 fuzz/run.sh for a longer run; see docs/fuzzing.md)
 # Exits non-zero on any crash, trap, sanitizer report or leak; the reproducer is left in fuzz/build/.
 set -euo pipefail
@@ -26,3 +27,20 @@ export SWIFT_BACKTRACE=enable=no
 ./multipart-fuzz -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 ../corpus-run 2>&1 | tail -15
 echo "fuzz: multipart codec ran ${SECONDS_TO_RUN}s without findings"
+
+cd ..
+SNIFF_SECONDS="${SNIFF_FUZZ_SECONDS:-30}"
+mkdir -p corpus-sniff
+printf '\x03#!\r/bin/sh' > corpus-sniff/seed-shebang-cr
+printf '\x05GIF89a<?php system(1); ?>' > corpus-sniff/seed-polyglot
+printf '\x07PK\x03\x04' > corpus-sniff/seed-zip
+cd ..
+swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name SniffFuzz \
+    -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
+    -I Sources/COpenSSL -I Sources/CZlib Sources/Inspect/*.swift fuzz/SniffFuzz.swift -lcrypto -lz \
+    -o fuzz/build/sniff-fuzz 2>&1 | grep -v "warning:" || true
+test -x fuzz/build/sniff-fuzz
+cd fuzz/build
+./sniff-fuzz -max_total_time="$SNIFF_SECONDS" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 ../corpus-sniff 2>&1 | tail -6
+echo "fuzz: content sniffer ran ${SNIFF_SECONDS}s without findings"
