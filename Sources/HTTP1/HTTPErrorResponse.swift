@@ -23,7 +23,13 @@ public enum HTTPErrorResponse {
         body.append(contentsOf: #","request_id":"#.utf8)
         appendJSONString(requestID, to: &body)
         body.append(UInt8(ascii: "}"))
+        write(status: status, jsonBody: body, requestID: requestID, into: &buffer)
+    }
 
+    /// Appends a complete response around an already rendered JSON `jsonBody` (for callers whose error
+    /// bodies carry more members than `error`, `status` and `request_id`).
+    public static func write(status: Int, jsonBody body: [UInt8], requestID: String, into buffer: inout [UInt8]) {
+        precondition((100...999).contains(status), "status must have three digits")
         buffer.append(contentsOf: "HTTP/1.1 ".utf8)
         HTTPSyntax.appendDecimal(status, to: &buffer)
         buffer.append(HTTPSyntax.sp)

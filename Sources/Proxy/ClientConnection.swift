@@ -49,7 +49,6 @@ final class Exchange {
     /// Close the client connection once this response is flushed.
     var closeAfter = false
     var requestCompletedAt: UInt64?
-    var sentContinue = false
     /// The response is chunked but the client speaks HTTP/1.0: pass only the payload, then close.
     var dechunk = false
 
@@ -338,7 +337,6 @@ final class ClientConnection: EventHandler {
         if head.expectsContinue && !ex.requestComplete {
             // Formwall has accepted the request: tell the client to send the body.
             _ = try? output.writeBytes(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
-            ex.sentContinue = true
         }
         // The head waits in the upstream's output: the body pump (or requestDidComplete) sends it together
         // with the first body bytes, in one write, and only then asks for writability if anything is left.
@@ -631,11 +629,7 @@ final class ClientConnection: EventHandler {
         json.key("request_id"); json.string(requestID)
         json.endObject()
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(256 + json.bytes.count)
-        append("HTTP/1.1 \(status) \(HTTPErrorResponse.reasonPhrase(for: status))\r\n", to: &bytes)
-        append("Content-Type: application/json\r\nContent-Length: \(json.bytes.count)\r\n", to: &bytes)
-        append("Connection: close\r\nX-Request-Id: \(requestID)\r\n\r\n", to: &bytes)
-        bytes += json.bytes
+        HTTPErrorResponse.write(status: status, jsonBody: json.bytes, requestID: requestID, into: &bytes)
         _ = try? output.writeBytes(bytes)
         if let ex {
             audit(ex, status: status, reason: kind, error: violation == nil ? kind : nil, violation: violation)
@@ -647,8 +641,6 @@ final class ClientConnection: EventHandler {
         flushOutput()
         if output.readableBytes == 0 { close() }
     }
-
-    private func append(_ text: String, to bytes: inout [UInt8]) { bytes.append(contentsOf: text.utf8) }
 
     // MARK: Audit
 

@@ -125,7 +125,7 @@ enum RequestBodyError: Error {
 /// Decodes the client's framing and feeds the transform.
 final class RequestBodyStage {
     enum Framing {
-        case none
+        /// Content-Length (an empty body is `length(0)`).
         case length(remaining: UInt64)
         case chunked(ChunkedDecoder)
     }
@@ -185,8 +185,6 @@ final class RequestBodyStage {
         try pumpPending()
         guard !isComplete, !isBlocked else { return 0 }
         switch framing {
-        case .none:
-            return 0
         case .length(let remaining):
             let n = Int(min(UInt64(input.count), remaining))
             try deliver(UnsafeRawBufferPointer(rebasing: input[0..<n]))
