@@ -51,6 +51,16 @@ final class Exchange {
     var requestCompletedAt: UInt64?
     /// The response is chunked but the client speaks HTTP/1.0: pass only the payload, then close.
     var dechunk = false
+    /// The upstream's final response allows reusing its connection (no `Connection: close`, not HTTP/1.0
+    /// without keep-alive, not close-delimited).
+    var responseKeepAlive = false
+    /// The request was already moved once to a fresh upstream connection.
+    var retried = false
+    /// Nothing more of the request body goes upstream (an early final answer, or the upstream stopped
+    /// reading); what the client still sends is read and discarded.
+    var bodyDiscarded = false
+    /// Nanoseconds during which Formwall wanted to read the request body (for the minimum body rate).
+    var bodyReadWanted: UInt64 = 0
 
     init(head: HTTPRequestHead, requestID: String, startedAt: UInt64, limits: HTTPLimits) {
         self.head = head
@@ -78,6 +88,13 @@ final class ClientConnection: EventHandler {
     private var closed = false
     private var lastActivity: UInt64
     private var headStartedAt: UInt64?
+    /// The client's input is read and dropped: an answer is queued or sent for a request whose body was not
+    /// read to its end. Charged to the linger budget.
+    private var discardInput = false
+    /// Lingering close in progress (our side shut down, reading until EOF or a limit).
+    private var linger: (until: UInt64, idleUntil: UInt64)?
+    private var lingerBudget = 0
+    private var lastTick: UInt64
     let peer: String
     private var config: ProxyConfiguration { worker.config }
 
@@ -89,6 +106,7 @@ final class ClientConnection: EventHandler {
         output = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: worker.config.buffers.outputHighWater * 4)
         headParser = HTTPRequestHeadParser(limits: worker.config.http)
         lastActivity = worker.loop.now()
+        lastTick = lastActivity
         peer = socket.peerAddress ?? "unknown"
     }
 
@@ -101,6 +119,10 @@ final class ClientConnection: EventHandler {
 
     func readable(loop: EventLoop) {
         guard !closed else { return }
+        if discardInput || linger != nil {
+            discardClientInput(loop: loop)
+            return
+        }
         if wantsClientRead {
             do {
                 let room = input.maxCapacity - input.readableBytes
@@ -125,6 +147,87 @@ final class ClientConnection: EventHandler {
         pump()
     }
 
+    /// EPOLLERR: the client's socket failed (a reset). Nothing can be delivered any more.
+    func error(loop: EventLoop) {
+        guard !closed else { return }
+        peerGone()
+    }
+
+    /// EPOLLHUP: both directions are closed (a reset, or FIN both ways while lingering). Epoll reports it even
+    /// with no interest set, so it must end the connection rather than be ignored.
+    func hangup(loop: EventLoop) {
+        guard !closed else { return }
+        if linger == nil && !discardInput && wantsClientRead { readable(loop: loop) }
+        guard !closed else { return }
+        peerGone()
+    }
+
+    /// The client can no longer receive anything: an exchange in progress is recorded as aborted.
+    private func peerGone() {
+        if let ex = exchange {
+            ex.upstream?.close()
+            ex.upstream = nil
+            exchange = nil
+            audit(ex, status: ex.status == 0 ? 499 : ex.status, reason: "client_closed", error: "client_closed")
+        }
+        close()
+    }
+
+    /// Reads and drops client bytes while an answer is pending or lingering; closes at EOF or past the budget.
+    private func discardClientInput(loop: EventLoop) {
+        input.clear()
+        var total = 0
+        while !closed {
+            let result: IOResult<Int>
+            do { result = try transport.read(into: input, maxBytes: min(input.maxCapacity, 64 * 1024)) } catch {
+                close()
+                return
+            }
+            guard case .processed(let n) = result else { break }
+            input.clear()
+            if n == 0 {
+                clientEOF = true
+                if linger != nil || output.readableBytes == 0 { close() } else { updateInterest() }
+                return
+            }
+            total += n
+            lingerBudget -= n
+            if lingerBudget < 0 {
+                // Past the budget: close with unread input (the kernel resets) rather than read forever.
+                close()
+                return
+            }
+            if total >= 256 * 1024 { break }   // fairness: let other connections run
+        }
+        let now = loop.now()
+        lastActivity = now
+        if let l = linger { linger = (l.until, min(l.until, now + nanos(config.linger.timeout))) }
+    }
+
+    private func nanos(_ seconds: Double) -> UInt64 { UInt64(max(0, seconds) * 1e9) }
+
+    /// The answer is flushed and the connection will not carry another request: close, lingering first if the
+    /// client may still be sending.
+    private func finishClosing() {
+        guard !closed else { return }
+        guard discardInput, !clientEOF else {
+            close()
+            return
+        }
+        let now = worker.loop.now()
+        linger = (now + nanos(config.linger.time), now + nanos(config.linger.timeout))
+        try? transport.shutdownWrite()
+        input.clear()
+        updateInterest()
+    }
+
+    /// Marks the request body as not read to its end: the client's further bytes are discarded.
+    private func startDiscarding() {
+        if !discardInput { lingerBudget = config.linger.bytes }
+        discardInput = true
+        input.clear()
+    }
+
     // MARK: The state machine
 
     /// Advances whatever can advance, then re-evaluates interests.
@@ -138,7 +241,7 @@ final class ClientConnection: EventHandler {
                     progressed = pumpBody(ex, body) || progressed
                 }
                 if closed { return }
-                if exchange === ex, !ex.requestComplete, clientEOF, input.readableBytes == 0 {
+                if exchange === ex, !ex.requestComplete, !ex.bodyDiscarded, clientEOF, input.readableBytes == 0 {
                     // The client went away mid-upload: the upstream must see an incomplete body.
                     abortExchange(status: nil, kind: "client_aborted")
                     return
@@ -152,6 +255,9 @@ final class ClientConnection: EventHandler {
             close()
             return
         }
+        if !closed, let ex = exchange, ex.bodyDiscarded, !discardInput {
+            startDiscarding()
+        }
         flushOutput()
         updateInterest()
     }
@@ -161,6 +267,7 @@ final class ClientConnection: EventHandler {
     /// bounded); only backpressure from the upstream or a full input buffer stops reading. Keeping the
     /// interest steady saves an epoll_ctl pair per request.
     private var wantsClientRead: Bool {
+        if linger != nil || discardInput { return !clientEOF }
         guard !clientEOF, !closingAfterFlush, input.readableBytes < input.maxCapacity else { return false }
         guard let ex = exchange, !ex.requestComplete, let up = ex.upstream else { return true }
         return up.output.readableBytes < config.buffers.outputHighWater
@@ -353,6 +460,8 @@ final class ClientConnection: EventHandler {
     /// Moves client body bytes through the body stage into the upstream's output; true if anything moved.
     private func pumpBody(_ ex: Exchange, _ body: RequestBodyStage) -> Bool {
         guard let up = ex.upstream else { return false }
+        if up.writeFailed && !up.canReplay { ex.bodyDiscarded = true }
+        guard !ex.bodyDiscarded else { return false }
         var moved = false
         while !body.isComplete, input.readableBytes > 0 || (body.isBlocked && up.spool == nil),
               up.output.readableBytes < config.buffers.outputHighWater {
@@ -420,7 +529,7 @@ final class ClientConnection: EventHandler {
             switch ex.response {
             case .awaitingHead:
                 guard up.input.readableBytes > 0 else {
-                    if up.sawEOF { upstreamEnded(ex, up) }
+                    if up.readEnded { upstreamEnded(ex, up); return true }
                     return progressed
                 }
                 let result = up.input.withUnsafeReadableBytes { bytes in
@@ -432,7 +541,7 @@ final class ClientConnection: EventHandler {
                     return true
                 case .success(.needMore(let consumed)):
                     up.input.moveReaderIndex(forwardBy: consumed)
-                    if up.sawEOF { upstreamEnded(ex, up) ; return true }
+                    if up.readEnded { upstreamEnded(ex, up) ; return true }
                     return progressed
                 case .success(.complete(let head, let consumed)):
                     up.input.moveReaderIndex(forwardBy: consumed)
@@ -446,7 +555,12 @@ final class ClientConnection: EventHandler {
                         }
                         continue
                     }
-                    if !ex.requestComplete { ex.closeAfter = true }   // answered early: the body stops here
+                    ex.responseKeepAlive = head.keepAlive
+                    if !ex.requestComplete {
+                        ex.closeAfter = true
+                        // An early final answer that is not a success ends the request: nothing more goes up.
+                        if head.status >= 300 { ex.bodyDiscarded = true }
+                    }
                     if !ex.head.keepAlive || worker.draining || head.framing == .closeDelimited { ex.closeAfter = true }
                     var head = head
                     if head.framing == .chunked && ex.head.version == .http1_0 {
@@ -470,7 +584,7 @@ final class ClientConnection: EventHandler {
             case .contentLength(let remaining):
                 let avail = up.input.readableBytes
                 if avail == 0 {
-                    if up.sawEOF { upstreamEnded(ex, up); return true }
+                    if up.readEnded { upstreamEnded(ex, up); return true }
                     return progressed
                 }
                 let room = output.maxCapacity - output.readableBytes
@@ -481,7 +595,7 @@ final class ClientConnection: EventHandler {
             case .chunked(var decoder):
                 let avail = up.input.readableBytes
                 if avail == 0 {
-                    if up.sawEOF { upstreamEnded(ex, up); return true }
+                    if up.readEnded { upstreamEnded(ex, up); return true }
                     return progressed
                 }
                 let room = output.maxCapacity - output.readableBytes
@@ -520,7 +634,7 @@ final class ClientConnection: EventHandler {
             case .closeDelimited:
                 let avail = up.input.readableBytes
                 if avail == 0 {
-                    if up.sawEOF { ex.response = .complete; continue }
+                    if up.readEnded { ex.response = .complete; continue }
                     return progressed
                 }
                 copyToClient(up, count: min(avail, output.maxCapacity - output.readableBytes))
@@ -544,6 +658,20 @@ final class ClientConnection: EventHandler {
 
     /// The upstream closed before the response was complete.
     private func upstreamEnded(_ ex: Exchange, _ up: UpstreamConnection) {
+        if !ex.responseStarted && !ex.retried && up.canReplay {
+            // A pooled connection the upstream had closed: replay the request once on a fresh connection.
+            ex.retried = true
+            do {
+                try up.reconnectForReplay()
+                ex.upstreamStartedAt = worker.loop.now()
+                up.flush()
+                up.updateInterest()
+                return
+            } catch {
+                abortExchange(status: 502, kind: "upstream_unreachable")
+                return
+            }
+        }
         if ex.responseStarted {
             // Never let a truncated response look complete: close the client.
             up.close()
@@ -553,7 +681,7 @@ final class ClientConnection: EventHandler {
             closingAfterFlush = true
             clientEOF = true
             flushOutput()
-            if output.readableBytes == 0 { close() }
+            if output.readableBytes == 0 { finishClosing() }
         } else {
             abortExchange(status: 502, kind: "upstream_closed")
         }
@@ -561,18 +689,20 @@ final class ClientConnection: EventHandler {
 
     private func finishExchange(_ ex: Exchange, _ up: UpstreamConnection) {
         ex.upstream = nil
-        if ex.requestComplete && up.input.readableBytes == 0 && !up.sawEOF && up.spool == nil && up.output.readableBytes == 0 {
-            worker.release(up)
-        } else {
-            up.close()
-        }
+        let reuse = UpstreamReuse.allowed(
+            responseKeepAlive: ex.responseKeepAlive, requestFullySent: ex.requestComplete && !ex.bodyDiscarded
+                && up.spool == nil && up.output.readableBytes == 0,
+            unreadResponseBytes: up.input.readableBytes, readEnded: up.readEnded, writeFailed: up.writeFailed,
+            draining: worker.draining)
+        if reuse { worker.release(up) } else { up.close() }
+        if !ex.requestComplete || ex.bodyDiscarded { startDiscarding() }
         exchange = nil
         audit(ex, status: ex.status, reason: nil, error: nil)
         headParser.reset()
         if input.readableBytes > 0 { headStartedAt = worker.loop.now() }   // a pipelined head: its clock starts
-        if ex.closeAfter || worker.draining { closingAfterFlush = true }
+        if ex.closeAfter || worker.draining || discardInput { closingAfterFlush = true }
         flushOutput()
-        if closingAfterFlush && output.readableBytes == 0 { close() }
+        if closingAfterFlush && output.readableBytes == 0 { finishClosing() }
     }
 
     /// Ends the exchange on an error: a JSON error if nothing was sent yet, the upstream closed without
@@ -589,8 +719,9 @@ final class ClientConnection: EventHandler {
             exchange = nil
             if let ex { audit(ex, status: ex.status == 0 ? 499 : ex.status, reason: kind, error: kind) }
             closingAfterFlush = true
+            clientEOF = true   // a cut response: close without lingering, never look complete
             flushOutput()
-            if output.readableBytes == 0 { close() }
+            if output.readableBytes == 0 { finishClosing() }
         }
     }
 
@@ -637,9 +768,15 @@ final class ClientConnection: EventHandler {
             auditHeadError(status: status, kind: kind, requestID: requestID)
         }
         closingAfterFlush = true
-        input.clear()
+        // The request's body (or what follows a bad head) is not read to its end: read and discard it while
+        // the answer goes out, then linger, so the client sees the answer rather than a reset.
+        if ex == nil || !(ex?.requestComplete ?? true) || ex?.bodyDiscarded == true || input.readableBytes > 0 {
+            startDiscarding()
+        } else {
+            input.clear()
+        }
         flushOutput()
-        if output.readableBytes == 0 { close() }
+        if output.readableBytes == 0 { finishClosing() }
     }
 
     // MARK: Audit
@@ -713,7 +850,7 @@ final class ClientConnection: EventHandler {
             close()
             return
         }
-        if closingAfterFlush && output.readableBytes == 0 { close() }
+        if closingAfterFlush && output.readableBytes == 0 { finishClosing() }
     }
 
     // MARK: Upstream callbacks
@@ -744,10 +881,23 @@ final class ClientConnection: EventHandler {
     func tick(now: UInt64) {
         guard !closed else { return }
         let t = config.timeouts
+        let elapsed = now &- lastTick
+        lastTick = now
         func over(_ since: UInt64, _ seconds: Double) -> Bool { now > since && now - since > UInt64(seconds * 1e9) }
+        if let l = linger {
+            if now >= l.until || now >= l.idleUntil { close() }
+            return
+        }
         if let ex = exchange {
-            if !ex.requestComplete && over(lastActivity, t.clientBody) {
+            if !ex.requestComplete && !ex.bodyDiscarded && wantsClientRead && elapsed < UInt64(5e9) {
+                ex.bodyReadWanted &+= elapsed
+            }
+            if !ex.requestComplete && !ex.bodyDiscarded && over(lastActivity, t.clientBody) {
                 abortExchange(status: 408, kind: "client_body_timeout")
+            } else if !ex.requestComplete && !ex.bodyDiscarded,
+                      BodyRate.tooSlow(bytes: ex.body?.bytesIn ?? 0, readingNanos: ex.bodyReadWanted,
+                                       minRate: t.clientBodyMinRate, grace: t.clientBodyRateGrace) {
+                abortExchange(status: 408, kind: "client_body_too_slow")
             } else if let up = ex.upstream, up.isConnecting, over(up.connectStartedAt, t.upstreamConnect) {
                 abortExchange(status: 504, kind: "upstream_connect_timeout")
             } else if let up = ex.upstream, let done = ex.requestCompletedAt,
@@ -755,7 +905,7 @@ final class ClientConnection: EventHandler {
                 abortExchange(status: 504, kind: "upstream_timeout")
             }
         } else if closingAfterFlush {
-            if over(lastActivity, t.clientBody) { close() }
+            if over(lastActivity, discardInput ? config.linger.time : t.clientBody) { close() }
         } else if let started = headStartedAt, input.readableBytes > 0 || headStartedAt != nil {
             if over(started, t.clientHeader) {
                 respondError(status: 408, kind: "client_header_timeout", requestID: newRequestID(nil))
@@ -799,5 +949,26 @@ extension UpstreamSink {
     /// Releases a spool file early (on abort).
     func releaseSpool() {
         if case .spool(let file) = kind { file.close() }
+    }
+}
+
+/// When an upstream connection may go back to the pool after an exchange. Pure, so it is tested as a table.
+enum UpstreamReuse {
+    /// True only if the response allows it, the whole request went up, the response ended exactly at the end
+    /// of what was read, neither direction failed, and the worker is not draining.
+    static func allowed(responseKeepAlive: Bool, requestFullySent: Bool, unreadResponseBytes: Int,
+                        readEnded: Bool, writeFailed: Bool, draining: Bool) -> Bool {
+        responseKeepAlive && requestFullySent && unreadResponseBytes == 0 && !readEnded && !writeFailed && !draining
+    }
+}
+
+/// The minimum request-body rate (slow-loris on the body).
+enum BodyRate {
+    /// Whether `bytes` received over `readingNanos` of wanting to read is below `minRate` bytes per second,
+    /// once `grace` seconds of reading have passed. A `minRate` of 0 turns the check off.
+    static func tooSlow(bytes: UInt64, readingNanos: UInt64, minRate: Int, grace: Double) -> Bool {
+        guard minRate > 0, Double(readingNanos) >= grace * 1e9, readingNanos > 0 else { return false }
+        let rate = Double(bytes) / (Double(readingNanos) / 1e9)
+        return rate < Double(minRate)
     }
 }

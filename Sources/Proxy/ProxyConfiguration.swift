@@ -127,14 +127,39 @@ public struct ProxyConfiguration: Sendable {
         public var upstreamResponse: Double = 60
         /// How long SIGTERM/SIGINT wait for in-flight requests. Default 30 s.
         public var drain: Double = 30
+        /// Slowest average request-body rate accepted, in bytes per second, counted only while Formwall wants
+        /// to read (time paused by backpressure from the upstream is not counted). Default 1024; 0 turns it off.
+        /// A trickling body (slow-loris on the body) is cut with 408 `client_body_too_slow`.
+        public var clientBodyMinRate: Int = 1024
+        /// The minimum rate is checked once this many seconds of reading have passed. Default 10 s.
+        public var clientBodyRateGrace: Double = 10
     }
+
+    /// Lingering close: after Formwall answers a request whose body it did not read to the end (a rejection,
+    /// or an early answer from the upstream), it sends the answer, shuts down its sending side and reads and
+    /// discards what the client still sends, so the client's kernel does not reset the connection and destroy
+    /// the answer before the client read it. Bounded in time and bytes, like nginx's `lingering_close`.
+    public struct Linger: Sendable {
+        /// Longest total lingering. Default 30 s (nginx `lingering_time`).
+        public var time: Double = 30
+        /// Longest silence while lingering. Default 5 s (nginx `lingering_timeout`).
+        public var timeout: Double = 5
+        /// Most bytes read and discarded, from the answer on. Default 64 MiB.
+        public var bytes: Int = 64 << 20
+    }
+    public var linger = Linger()
 
     /// Upstream keep-alive pool, per worker.
     public struct Pool: Sendable {
         /// Idle upstream connections kept per worker. Default 64.
         public var maxIdle: Int = 64
-        /// Idle upstream connections are closed after this. Default 30 s.
-        public var idleTimeout: Double = 30
+        /// Idle upstream connections are closed after this (`--upstream-idle-timeout`). Default 1.5 s: before
+        /// common upstreams close them (gunicorn's keep-alive is 2 s, uvicorn's and node's 5 s), so Formwall
+        /// seldom reuses a connection the upstream is closing.
+        public var idleTimeout: Double = 1.5
+        /// A request sent on a reused connection that the upstream closed before any response byte is retried
+        /// once on a fresh connection if at most this many bytes of it had been written. Default 64 KiB.
+        public var replayLimit: Int = 64 * 1024
     }
 }
 

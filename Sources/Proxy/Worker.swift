@@ -29,6 +29,11 @@ final class Worker {
     private var idle: [UpstreamConnection] = []
     private(set) var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var poolTimer: TimerID?
+    private var lastClientTick: UInt64 = 0
+    /// Accepting is paused after EMFILE/ENFILE/ENOBUFS/ENOMEM; new connections wait in the backlog.
+    private var acceptPaused = false
+    private var acceptBackoffMs = 0
+    private var acceptTimer: TimerID?
     /// The policy new requests use; swapped atomically (per worker) on reload. Nil: no rules.
     var policy: Policy?
     /// The shared quarantine store, if configured.
@@ -84,11 +89,14 @@ final class Worker {
 
     /// Accepts every pending connection.
     func acceptReady() {
-        guard let listener, !draining else { return }
+        guard let listener, !draining, !acceptPaused else { return }
         while true {
             let result: IOResult<TCPSocket>
             do { result = try listener.accept() } catch {
-                // EMFILE/ENFILE and friends: stop accepting for this wake-up; the backlog keeps them.
+                // EMFILE/ENFILE and friends. The listener is level-triggered: returning with it armed would
+                // spin. Stop listening, retry on a timer (50 ms doubling to 1 s) or when a connection closes;
+                // the kernel keeps new connections in the backlog meanwhile.
+                pauseAccepting()
                 return
             }
             guard case .processed(let socket) = result else { return }
@@ -109,6 +117,34 @@ final class Worker {
         if clients.removeValue(forKey: ObjectIdentifier(client)) != nil {
             stats.openConnections.subtract(1, ordering: .relaxed)
         }
+        if acceptPaused { resumeAccepting() }
+    }
+
+    /// Times accepting was paused for lack of descriptors or memory (tests and logs).
+    private(set) var acceptPauses = 0
+
+    private func pauseAccepting() {
+        guard !acceptPaused, let reg = listenerRegistration else { return }
+        acceptPaused = true
+        acceptPauses += 1
+        if acceptPauses == 1 || acceptPauses % 100 == 0 {
+            FileOutput.stderr("formwall: accept failed (out of descriptors or memory); pausing accepts, pause \(acceptPauses)")
+        }
+        try? loop.setInterest([], for: reg)
+        acceptBackoffMs = acceptBackoffMs == 0 ? 50 : min(acceptBackoffMs * 2, 1000)
+        acceptTimer = loop.schedule(after: .milliseconds(acceptBackoffMs)) { [weak self] _ in
+            self?.acceptTimer = nil
+            self?.resumeAccepting()
+        }
+    }
+
+    private func resumeAccepting() {
+        guard acceptPaused, !draining else { return }
+        acceptPaused = false
+        if let t = acceptTimer { loop.cancel(t); acceptTimer = nil }
+        if let reg = listenerRegistration { try? loop.setInterest(.readable, for: reg) }
+        acceptReady()
+        if !acceptPaused { acceptBackoffMs = 0 }
     }
 
     /// Stops accepting; idle connections close now, busy ones after their current response.
@@ -153,15 +189,23 @@ final class Worker {
         idle.removeAll { $0 === up }
     }
 
+    /// Every `idleTimeout / 4` (50 ms to 1 s): closes pooled connections idle longer than the idle timeout;
+    /// about once a second, lets every client check its deadlines.
     private func schedulePoolSweep() {
-        poolTimer = loop.schedule(after: .milliseconds(1000)) { [weak self] loop in
+        let interval = Int(min(1000, max(50, config.pool.idleTimeout * 250)))
+        poolTimer = loop.schedule(after: .milliseconds(interval)) { [weak self] loop in
             guard let self else { return }
-            let limit = UInt64(self.config.pool.idleTimeout * 1e9)
+            let limit = UInt64(max(0, self.config.pool.idleTimeout) * 1e9)
             let now = loop.now()
-            let expired = self.idle.filter { now &- $0.idleSince > limit }
-            self.idle.removeAll { now &- $0.idleSince > limit }
-            for up in expired { up.close() }
-            for client in Array(self.clients.values) { client.tick(now: now) }
+            if !self.idle.isEmpty {
+                let expired = self.idle.filter { now &- $0.idleSince > limit }
+                self.idle.removeAll { now &- $0.idleSince > limit }
+                for up in expired { up.close() }
+            }
+            if now &- self.lastClientTick >= 1_000_000_000 - 1_000_000 {
+                self.lastClientTick = now
+                for client in Array(self.clients.values) { client.tick(now: now) }
+            }
             self.schedulePoolSweep()
         }
     }

@@ -32,6 +32,15 @@ enum ServeCommand: Command {
       --upstream-connect-timeout SEC  connecting to the upstream (default 5; 504 after)
       --upstream-response-timeout SEC longest upstream silence once the request is sent (default 60; 504)
       --drain-timeout SEC             how long SIGTERM waits for in-flight requests (default 30)
+      --client-body-min-rate BYTES    slowest average body rate accepted, per second of reading (default
+                                      1024; 0 off); slower bodies get 408 client_body_too_slow
+      --client-body-rate-grace SEC    reading time before the minimum rate is checked (default 10)
+      --upstream-idle-timeout SEC     pooled upstream connections close after this idle time (default 1.5,
+                                      below gunicorn's 2 s keep-alive)
+      --linger-time SEC               after answering a request whose body was not read to its end, read and
+                                      discard what the client still sends for at most this long (default 30)
+      --linger-timeout SEC            ... or until the client is silent this long (default 5)
+      --linger-bytes SIZE             ... or until this much was discarded (default 64MiB)
       --rules FILE|DIR                rule files to enforce (repeatable; a DIR means its *.rules files).
                                       Without --rules every well-formed request is forwarded.
                                       SIGHUP reloads them; an invalid new file keeps the old policy.
@@ -53,7 +62,8 @@ enum ServeCommand: Command {
             parsed = try Arguments(args, valued: [
                 "listen", "upstream", "workers", "upstream-body", "spool-dir", "max-head-bytes", "max-headers",
                 "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
-                "upstream-response-timeout", "drain-timeout", "rules", "quarantine-dir", "quarantine-max",
+                "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
+                "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir", "quarantine-max",
                 "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field",
             ], flags: [])
         } catch {
@@ -89,6 +99,19 @@ enum ServeCommand: Command {
             if let v = parsed.value("upstream-connect-timeout") { config.timeouts.upstreamConnect = try seconds(v, "--upstream-connect-timeout") }
             if let v = parsed.value("upstream-response-timeout") { config.timeouts.upstreamResponse = try seconds(v, "--upstream-response-timeout") }
             if let v = parsed.value("drain-timeout") { config.timeouts.drain = try seconds(v, "--drain-timeout") }
+            if let v = parsed.value("client-body-min-rate") {
+                guard let n = Int(v), n >= 0 else {
+                    throw ConfigurationError("--client-body-min-rate needs a whole number of bytes per second, got '\(v)'")
+                }
+                config.timeouts.clientBodyMinRate = n
+            }
+            if let v = parsed.value("client-body-rate-grace") {
+                config.timeouts.clientBodyRateGrace = try seconds(v, "--client-body-rate-grace")
+            }
+            if let v = parsed.value("upstream-idle-timeout") { config.pool.idleTimeout = try seconds(v, "--upstream-idle-timeout") }
+            if let v = parsed.value("linger-time") { config.linger.time = try seconds(v, "--linger-time") }
+            if let v = parsed.value("linger-timeout") { config.linger.timeout = try seconds(v, "--linger-timeout") }
+            if let v = parsed.value("linger-bytes") { config.linger.bytes = Int(clamping: try size(v, "--linger-bytes")) }
             config.rules = parsed.values("rules")
             if let dir = parsed.value("quarantine-dir") {
                 var q = ProxyConfiguration.QuarantineSettings(directory: dir)
