@@ -1,0 +1,318 @@
+"""Faults that must not burn a core or hold resources: out of descriptors, peers that reset while the
+other side is paused, trickling bodies, and the lingering close that lets a rejected client read its
+answer.
+
+Each test samples the Formwall process tree's CPU time, descriptors and RSS before, during and after the
+fault (`ProcessSampler`) and fails on a spin (CPU time growing while nothing happens) or a leak. The CPU
+window is a measured interval, the scenario itself, not a wait for readiness.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from e2e_helpers import HOST, IO_TIMEOUT, wait_until
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+# A busy loop burns ~1 s of CPU per second; an idle Formwall a few milliseconds.
+SPIN_WINDOW = 1.5
+SPIN_LIMIT = 0.3
+
+
+def tree(pid: int) -> list[int]:
+    """The process and its descendants (a supervisor's child included)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+class ProcessSampler:
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def cpu(self) -> float:
+        total = 0
+        for p in tree(self.pid):
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+            except OSError:
+                pass
+        return total / CLK_TCK
+
+    def fds(self) -> int:
+        n = 0
+        for p in tree(self.pid):
+            try:
+                n += len(os.listdir(f"/proc/{p}/fd"))
+            except OSError:
+                pass
+        return n
+
+    def rss_kib(self) -> int:
+        n = 0
+        for p in tree(self.pid):
+            try:
+                with open(f"/proc/{p}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            n += int(line.split()[1])
+            except OSError:
+                pass
+        return n
+
+    def assert_no_spin(self, what: str) -> float:
+        start = self.cpu()
+        end_at = time.monotonic() + SPIN_WINDOW
+        while time.monotonic() < end_at:
+            time.sleep(0.1)  # the measured window itself
+        used = self.cpu() - start
+        assert used < SPIN_LIMIT, f"{what}: Formwall used {used:.2f} s of CPU in {SPIN_WINDOW} s (a spin)"
+        return used
+
+
+def rst_close(sock: socket.socket) -> None:
+    """Close with SO_LINGER 0: the peer gets a reset, not a FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def connect(port: int) -> socket.socket:
+    s = socket.create_connection((HOST, port), timeout=IO_TIMEOUT)
+    return s
+
+
+def read_response(sock: socket.socket, timeout: float = IO_TIMEOUT) -> bytes:
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+class RawUpstream:
+    """A hand-scripted upstream on a thread: `behave(conn)` runs for each accepted connection."""
+
+    def __init__(self, behave):
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind((HOST, 0))
+        self.srv.listen(16)
+        self.port = self.srv.getsockname()[1]
+        self.url = f"http://{HOST}:{self.port}"
+        self.behave = behave
+        self.conns: list[socket.socket] = []
+        self.accepted = threading.Event()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        self.srv.settimeout(0.2)
+        while not self.done.is_set():
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                continue
+            self.conns.append(conn)
+            self.accepted.set()
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        try:
+            self.behave(conn, self)
+        except OSError:
+            pass
+
+    def stop(self):
+        self.done.set()
+        for c in self.conns:
+            try:
+                c.close()
+            except OSError:
+                pass
+        self.srv.close()
+
+
+def read_head(conn: socket.socket) -> bytes:
+    conn.settimeout(IO_TIMEOUT)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+@pytest.fixture
+def raw_upstream():
+    started = []
+
+    def start(behave):
+        up = RawUpstream(behave)
+        started.append(up)
+        return up
+
+    yield start
+    for up in started:
+        up.stop()
+
+
+def test_out_of_descriptors_pauses_accepting_without_spinning(upstream, formwall_factory):
+    fw = formwall_factory(upstream.url, "--workers", "1")
+    sampler = ProcessSampler(fw.proc.pid)
+    for p in tree(fw.proc.pid):
+        resource.prlimit(p, resource.RLIMIT_NOFILE, (32, 32))
+    idle = []
+    try:
+        for _ in range(40):
+            idle.append(connect(fw.port))  # the kernel completes them; Formwall runs out of fds accepting
+        wait_until(lambda: sampler.fds() >= 28, IO_TIMEOUT, what="Formwall to fill its descriptor table")
+        sampler.assert_no_spin("40 idle connections under ulimit -n 32")
+    finally:
+        for s in idle:
+            s.close()
+    # The backlog is served once descriptors are free again.
+    def served():
+        try:
+            s = connect(fw.port)
+            s.sendall(b"GET /after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            return read_response(s, timeout=2).startswith(b"HTTP/1.1 200")
+        except OSError:
+            return False
+    wait_until(served, 10, what="a request to succeed after the idle connections closed")
+
+
+def test_client_reset_while_upstream_stalls_costs_no_cpu(upstream_factory, formwall_factory):
+    up = upstream_factory("slow", delay=20)
+    fw = formwall_factory(up.url, "--workers", "1")
+    sampler = ProcessSampler(fw.proc.pid)
+    fds_before = sampler.fds()
+    s = connect(fw.port)
+    s.sendall(b"GET /stall?x=1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: stall-reset-1\r\n\r\n")
+    up.wait_for_request_id("stall-reset-1", event="request_start")
+    rst_close(s)
+    sampler.assert_no_spin("client reset while the upstream stalls")
+    wait_until(lambda: sampler.fds() <= fds_before, IO_TIMEOUT, what="client and upstream fds to be released")
+
+
+def test_client_reset_while_upload_is_held_back_costs_no_cpu(raw_upstream, formwall_factory):
+    def never_read(conn, up):
+        up.done.wait(30)  # accept, read nothing: the upload backs up into Formwall and then the client
+
+    up = raw_upstream(never_read)
+    fw = formwall_factory(up.url, "--workers", "1")
+    sampler = ProcessSampler(fw.proc.pid)
+    s = connect(fw.port)
+    s.sendall(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+              b"Content-Length: 268435456\r\n\r\n")
+    s.setblocking(False)
+    block = b"x" * 65536
+    sent, deadline = 0, time.monotonic() + IO_TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            sent += s.send(block)
+        except BlockingIOError:
+            # Blocked: wait for the kernel buffers to stay full (no progress within 0.5 s).
+            import select
+            _, w, _ = select.select([], [s], [], 0.5)
+            if not w:
+                break
+    assert sent > 0
+    rst_close(s)
+    sampler.assert_no_spin("client reset while its upload is held back")
+
+
+def test_upstream_reset_while_client_not_reading_costs_no_cpu(raw_upstream, formwall_factory):
+    def flood_then_reset(conn, up):
+        read_head(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n")
+        conn.setblocking(False)
+        block = b"y" * 65536
+        import select
+        while True:
+            try:
+                conn.send(block)
+            except BlockingIOError:
+                _, w, _ = select.select([], [conn], [], 0.5)
+                if not w:
+                    break
+        rst_close(conn)
+
+    up = raw_upstream(flood_then_reset)
+    fw = formwall_factory(up.url, "--workers", "1")
+    sampler = ProcessSampler(fw.proc.pid)
+    s = connect(fw.port)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    wait_until(lambda: up.accepted.is_set() and any(c.fileno() == -1 for c in up.conns), IO_TIMEOUT,
+               what="the upstream to flood and reset")
+    sampler.assert_no_spin("upstream reset while the client is not reading")
+    s.close()
+
+
+def test_trickling_body_is_cut_at_the_minimum_rate(upstream, formwall_factory):
+    fw = formwall_factory(upstream.url, "--client-body-min-rate", "100", "--client-body-rate-grace", "2")
+    s = connect(fw.port)
+    s.sendall(b"POST /trickle HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+              b"Content-Length: 100000\r\n\r\n")
+    s.setblocking(False)
+    started = time.monotonic()
+    got = b""
+    import select
+    while time.monotonic() - started < 15:
+        try:
+            s.send(b"12345")  # 10 bytes per second: the trickle under test
+        except OSError:
+            break
+        r, _, _ = select.select([s], [], [], 0.5)
+        if r:
+            try:
+                chunk = s.recv(65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            got += chunk
+            if b"\r\n\r\n" in got:
+                break
+    elapsed = time.monotonic() - started
+    assert got.startswith(b"HTTP/1.1 408"), got[:200]
+    assert b"client_body_too_slow" in got
+    assert elapsed < 10, f"cut after {elapsed:.1f} s"
+
+
+def test_rejected_upload_reads_answer_then_fin_not_reset(upstream, formwall_factory):
+    """A body rejected mid-way (malformed multipart) while the client is still sending: the client, which
+    reads only after sending everything, still gets the whole 400 and then a FIN (lingering close)."""
+    fw = formwall_factory(upstream.url)
+    body = b"--b\r\nContent-Disposition: form-data; name=\"f\"\r\n\r\nx\r\n--b\r\nBROKEN" + b"z" * (8 << 20)
+    s = connect(fw.port)
+    s.sendall(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+              + f"Content-Length: {len(body)}\r\n\r\n".encode())
+    try:
+        s.sendall(body)
+    except (BrokenPipeError, ConnectionResetError):
+        pytest.fail("Formwall reset the connection while the client was still sending")
+    data = read_response(s)
+    assert data.startswith(b"HTTP/1.1 400"), data[:200]
+    assert b"malformed_body" in data
