@@ -351,6 +351,8 @@ final class ClientConnection: EventHandler {
         }
 
         // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
+        // The route's `upstream-body` setting wins over the global option.
+        let bodyMode = evaluator?.route?.upstreamBody ?? config.upstreamBody
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
         let contentType = head.header(named: "content-type")
@@ -371,13 +373,14 @@ final class ClientConnection: EventHandler {
             }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
                                   reencodeBoundary: fresh, evaluator: evaluator, quarantine: quarantine,
-                                  spoolDirectory: config.spoolDirectory, observe: config.audit != nil,
+                                  spoolDirectory: config.spoolDirectory, holdPending: bodyMode == .hold,
+                                  observe: config.audit != nil,
                                   previewFields: config.audit?.fields ?? [])
             ex.form = stage
             transform = .form(stage)
             head.headers.removeAll(named: "content-type")
             head.headers.append(name: "Content-Type", value: stage.encoder!.contentType)
-            upstreamFraming = config.upstreamBody == .spool ? .contentLength(0) : .chunked
+            upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
         } else if isMultipart {
             respondError(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary")
             return
@@ -387,7 +390,7 @@ final class ClientConnection: EventHandler {
             transform = .urlencoded(stage)
             head.headers.removeAll(named: "content-type")
             head.headers.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
-            upstreamFraming = config.upstreamBody == .spool ? .contentLength(0) : .chunked
+            upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
         }
 
         let up: UpstreamConnection
@@ -405,7 +408,7 @@ final class ClientConnection: EventHandler {
         case .none, .closeDelimited: sinkKind = .raw
         case .contentLength: sinkKind = .raw
         }
-        let spooling = config.upstreamBody == .spool && (ex.form != nil || ex.urlencoded != nil)
+        let spooling = bodyMode == .spool && (ex.form != nil || ex.urlencoded != nil)
         if spooling {
             do { sinkKind = .spool(try TemporaryFile(directory: config.spoolDirectory)) } catch {
                 respondError(status: 500, kind: "spool_unavailable", requestID: requestID)

@@ -118,7 +118,9 @@ public final class FormStage {
     /// (every part streams). `reencodeBoundary` nil means parse only (`formwall inspect` without output).
     public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
-                spoolDirectory: String = "/tmp", observe: Bool = true, previewFields: Set<String>? = nil) {
+                spoolDirectory: String = "/tmp", holdPending: Bool = false, observe: Bool = true,
+                previewFields: Set<String>? = nil) {
+        self.holdPending = holdPending
         self.observe = observe || evaluator != nil
         self.previewFields = previewFields
         parser = MultipartParser(boundary: boundary, limits: limits, anomalies: anomalies)
@@ -128,6 +130,9 @@ public final class FormStage {
         self.spoolDirectory = spoolDirectory
         scratch.reserveCapacity(512)
     }
+
+    /// `upstream-body hold`: every file part with a pending verdict is held until it passes.
+    let holdPending: Bool
 
     /// Whether the stage waits for a held part's replay to finish (call `resume` when `out.isReplaying` is false).
     public var isBlocked: Bool { blocked }
@@ -250,7 +255,9 @@ public final class FormStage {
             case .quarantine(let v):
                 mode = .quarantine(try openQuarantine(part, violations: [v]))
             case .forward:
-                if decision.mustHold {
+                // Hold mode: any file whose verdict is still pending waits for it, so a file that fails is
+                // never sent upstream at all.
+                if decision.mustHold || (holdPending && part.isFile && !decision.pending.isEmpty) {
                     do { mode = .hold(try TemporaryFile(directory: spoolDirectory)) } catch {
                         throw .holdFailed("\(error)")
                     }

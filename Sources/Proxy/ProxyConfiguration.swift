@@ -2,6 +2,7 @@ import Glibc
 import HTTP1
 import Multipart
 import Reactor
+import Rules
 
 /// Everything one proxy instance needs; every limit has a documented, safe default (docs/configuration.md).
 public struct ProxyConfiguration: Sendable {
@@ -93,14 +94,9 @@ public struct ProxyConfiguration: Sendable {
         public var description: String { "http://\(authority)" }
     }
 
-    /// How a re-encoded multipart body is framed to the upstream.
-    public enum UpstreamBodyMode: String, Sendable {
-        /// `Transfer-Encoding: chunked`, streamed as it is parsed (default).
-        case chunked
-        /// Staged to a 0600 temporary file (deleted afterwards), then sent with a `Content-Length`,
-        /// for upstreams that refuse chunked request bodies.
-        case spool
-    }
+    /// How a re-encoded body travels to the upstream: `chunked` (default), `hold` or `spool`; a route's
+    /// `upstream-body` overrides it (docs/rules.md).
+    public typealias UpstreamBodyMode = Rules.UpstreamBodyMode
 
     /// Per-connection buffer sizes; together they bound a connection's memory.
     public struct Buffers: Sendable {

@@ -57,6 +57,8 @@ public struct Route: Sendable, Hashable {
     public var allowedFilenameProblems: Set<FilenameProblem>
     /// Whether type mismatches are tolerated for files without a rule.
     public var allowTypeMismatch: Bool
+    /// How the re-encoded body goes upstream (`upstream-body`); nil: the proxy's `--upstream-body`.
+    public var upstreamBody: UpstreamBodyMode?
 
     /// Creates a route with every default.
     public init(prefix: String, location: SourceLocation?) {
@@ -74,6 +76,7 @@ public struct Route: Sendable, Hashable {
         filename = .reject
         allowedFilenameProblems = []
         allowTypeMismatch = false
+        upstreamBody = nil
     }
 
     /// The rule for a part: the named rule of the part's kind, else the kind's wildcard rule.

@@ -30,6 +30,20 @@ public enum UnknownAction: String, Sendable, Hashable, CaseIterable {
     case allow
 }
 
+/// How a route's re-encoded body travels to the upstream (`upstream-body …;`). Unset: the proxy's
+/// `--upstream-body` option (default `chunked`).
+public enum UpstreamBodyMode: String, Sendable, Hashable, CaseIterable {
+    /// Streamed with `Transfer-Encoding: chunked` as it is parsed. A rejected request never reaches the
+    /// upstream complete: its last chunk is never sent and the connection is closed.
+    case chunked
+    /// Chunked, but each file part with a verdict still pending (size, type) is held in a 0600 temporary file
+    /// and released only once it passed: a rejected file never reaches the upstream at all.
+    case hold
+    /// The whole body is staged in a 0600 temporary file and sent with a `Content-Length` once complete:
+    /// the upstream sees nothing of a rejected request (and frameworks that refuse chunked bodies work).
+    case spool
+}
+
 /// How filename problems are handled (`filename …;`). The default is `reject`.
 public enum FilenameHandling: String, Sendable, Hashable, CaseIterable {
     /// A problematic filename is a violation, handled with the rule's action.

@@ -113,6 +113,10 @@ struct RuleCompiler {
             if let value = number(arguments[0], directive) { route.limits.fieldsMax = Int(value) }
         case "unknown":
             if let action: UnknownAction = keyword(arguments[0], what: "action") { route.unknown = action }
+        case "upstream-body":
+            if let mode: UpstreamBodyMode = keyword(arguments[0], what: "upstream body mode") {
+                route.upstreamBody = mode
+            }
         case "filename":
             if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
                 route.filename = handling

@@ -21,8 +21,13 @@ enum ServeCommand: Command {
       --listen HOST:PORT              address to accept clients on (required), e.g. 127.0.0.1:8080
       --upstream http://HOST:PORT     the application to protect (required)
       --workers N                     event-loop threads (default: number of cores)
-      --upstream-body chunked|spool   how re-encoded multipart bodies are framed upstream (default chunked;
-                                      spool stages them in a 0600 temp file and sends Content-Length)
+      --upstream-body chunked|hold|spool
+                                      how re-encoded form bodies go upstream (default chunked: streamed;
+                                      hold: file parts with a pending verdict wait in a 0600 temp file
+                                      until they pass; spool: the whole body is staged in a 0600 temp
+                                      file and sent with Content-Length, for Django, PHP-FPM and others
+                                      that read chunked bodies as empty). A route's `upstream-body`
+                                      setting overrides it.
       --spool-dir DIR                 where spooled bodies go (default /tmp; files are unlinked at once)
       --max-head-bytes N              request head limit (default 16384; 431 beyond)
       --max-headers N                 request header count limit (default 100; 431 beyond)
@@ -86,7 +91,7 @@ enum ServeCommand: Command {
             if let v = parsed.value("workers") { config.workers = try positiveInt(v, "--workers") }
             if let v = parsed.value("upstream-body") {
                 guard let mode = ProxyConfiguration.UpstreamBodyMode(rawValue: v) else {
-                    throw ConfigurationError("--upstream-body must be chunked or spool")
+                    throw ConfigurationError("--upstream-body must be chunked, hold or spool")
                 }
                 config.upstreamBody = mode
             }
