@@ -1,5 +1,5 @@
 <?php
-// php -S 127.0.0.1:PORT app.php: echoes PHP's own parse ($_POST, $_FILES) as JSON and appends the
+// php -S 127.0.0.1:PORT app.php (kinds `php` and `php-content-length`): echoes PHP's own parse ($_POST, $_FILES) as JSON and appends the
 // same JSON line to $UPSTREAM_LOG once the request was handled.
 $files = new stdClass();
 foreach ($_FILES as $name => $f) {
@@ -33,4 +33,9 @@ if ($log) {
     file_put_contents($log, $line . "\n", FILE_APPEND | LOCK_EX);
 }
 header("Content-Type: application/json");
+// php -S sends close-delimited responses; PHP frameworks often set Content-Length themselves,
+// which gives a length-delimited response that still says `Connection: close`.
+if (getenv("PHP_SEND_CONTENT_LENGTH")) {
+    header("Content-Length: " . strlen($line));
+}
 echo $line;

@@ -26,6 +26,7 @@ START_TIMEOUT = 20.0
 KINDS = {
     "werkzeug": "werkzeug dev server (run_simple, threaded) + Flask; closes every connection",
     "php": "php -S (PHP's built-in server) + $_POST/$_FILES; closes every connection",
+    "php-content-length": "php -S, the app sets Content-Length; closes every connection",
     "gunicorn": "gunicorn sync workers + Flask (WSGI); closes every connection",
     "gunicorn-gthread": "gunicorn gthread workers + Flask (WSGI); keep-alive",
     "uvicorn": "uvicorn + Starlette (python-multipart); keep-alive (5 s idle timeout)",
@@ -47,7 +48,7 @@ def _argv(kind: str, port: int, keep_alive: float | None) -> list[str]:
     gunicorn = [py, "-m", "gunicorn", "--chdir", str(HERE), "-b", addr, "--log-level", "warning"]
     if kind == "werkzeug":
         return [py, str(HERE / "run_werkzeug.py"), str(port)]
-    if kind == "php":
+    if kind in ("php", "php-content-length"):
         return ["php", "-d", "upload_max_filesize=64M", "-d", "post_max_size=64M",
                 "-S", addr, "-t", str(HERE), str(HERE / "app.php")]
     if kind == "gunicorn":
@@ -84,6 +85,8 @@ class RealUpstream:
         self._out = open(self.output_path, "wb")
         env = dict(os.environ, UPSTREAM_LOG=str(self.log_path), UPSTREAM_NAME=kind,
                    PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+        if kind == "php-content-length":
+            env["PHP_SEND_CONTENT_LENGTH"] = "1"
         self.argv = _argv(kind, self.port, keep_alive)
         self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env, cwd=str(HERE),
