@@ -100,10 +100,21 @@ def measure_all(workdir: Path | None = None) -> dict[str, str]:
     return out
 
 
+LABELS = {
+    "werkzeug": "werkzeug dev server (`run_simple`) + Flask",
+    "gunicorn": "gunicorn (sync workers) + Flask",
+    "uvicorn": "uvicorn + Starlette (python-multipart)",
+    "django-gunicorn": "Django (`request.POST`/`FILES`) under gunicorn",
+    "django-runserver": "Django (`request.POST`/`FILES`) under `manage.py runserver`",
+    "php": "`php -S` + `$_POST`/`$_FILES`",
+    "node": "node `http` module (the test's own minimal multipart parser)",
+}
+
+
 def markdown(table: dict[str, str]) -> str:
-    lines = ["| server + framework | chunked multipart body |", "| --- | --- |"]
+    lines = ["| server + framework | id | chunked multipart request |", "| --- | --- | --- |"]
     for kind, outcome in table.items():
-        lines.append(f"| {KINDS[kind]} (`{kind}`) | {outcome} |")
+        lines.append(f"| {LABELS[kind]} | `{kind}` | {outcome} |")
     return "\n".join(lines)
 
 
