@@ -251,6 +251,8 @@ def test_idle_pooled_connection_closed_by_upstream(kind, real_upstream_factory, 
     for round_ in range(2):
         latency, problem = _post_form(session, fw.url, round_, f"idle-a{round_}")
         assert problem is None, problem
+        # Premise: Formwall keeps the upstream connection for reuse (else there is nothing to test).
+        assert _established_server_sockets(up.port) >= 1, "no pooled upstream connection after a request"
         # The scenario itself: let the upstream's 1 s keep-alive timer close the idle connection.
         # This is a condition wait (no server-side ESTABLISHED socket left), bounded at 5 s.
         wait_until(lambda: _established_server_sockets(up.port) == 0, timeout=5.0,
