@@ -207,20 +207,31 @@ def early_answer_upstream():
 
 
 def test_upstream_early_403_reaches_every_client(early_answer_upstream, formwall_factory):
-    """The upstream refuses after the head, before the 1 MiB body: each client must get its 403."""
+    """The upstream refuses after the head, before the 1 MiB body: each client must get its 403.
+    20 clients one after another, then 20 at once."""
     fw = formwall_factory(early_answer_upstream.url)
-    outcomes = []
-    for i in range(20):
+
+    def one(i: int) -> str:
         head, body = _form_request(fw.port, 1 << 20, f"early-{i}")
         resp = upload_reading_early(fw.port, head, body)
         if isinstance(resp, str):
-            outcomes.append(resp)
-        else:
-            outcomes.append(f"{resp.status} {resp.body[:60].decode(errors='replace')}")
-    got_403 = [o for o in outcomes if o.startswith("403 ")]
-    summary = {o: outcomes.count(o) for o in set(outcomes)}
-    assert len(got_403) == 20, f"{len(got_403)}/20 clients got the upstream's 403; outcomes: {summary}"
-    assert all(early_answer_upstream.BODY.decode() in o for o in got_403), summary
+            return resp
+        return f"{resp.status} {resp.body[:60].decode(errors='replace')}"
+
+    sequential = [one(i) for i in range(20)]
+    concurrent: list[str] = []
+    threads = [threading.Thread(target=lambda i=i: concurrent.append(one(100 + i)), daemon=True)
+               for i in range(20)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=REQUEST_TIMEOUT + 5)
+    assert len(concurrent) == 20, "concurrent clients did not finish"
+    expected = f"403 {early_answer_upstream.BODY.decode()}"
+    summary = {name: {o: outcomes.count(o) for o in set(outcomes)}
+               for name, outcomes in (("sequential", sequential), ("concurrent", concurrent))}
+    assert all(o == expected for o in sequential + concurrent), \
+        f"not every client got the upstream's 403: {summary}"
 
 
 # ---------------------------------------------------------------------------------------------
