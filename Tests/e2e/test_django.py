@@ -71,10 +71,7 @@ def test_django_with_chunked_upstream_body_sees_an_empty_form(kind, real_upstrea
         resp = s.post(f"{fw.url}/upload", data=_fields_as_pairs(FIELDS),
                       files={"doc": (FILE_NAME, FILE_DATA, "application/octet-stream")},
                       headers={"X-Request-Id": "django-chunked"}, timeout=TIMEOUT)
-        assert resp.status_code == 200, resp.text[:500]
-        doc = resp.json()
-        assert (doc["transfer_encoding"] or "").lower() == "chunked" and not doc["content_length"], doc
-        assert doc["fields"] == {} and doc["files"] == {}, doc
-        # The connection still works afterwards (Formwall did not get stuck on the unread body).
-        again = s.get(f"{fw.url}/after", headers={"X-Request-Id": "django-after"}, timeout=TIMEOUT)
-        assert again.status_code == 200, again.text[:300]
+    assert resp.status_code == 200, resp.text[:500]
+    doc = resp.json()
+    assert (doc["transfer_encoding"] or "").lower() == "chunked" and not doc["content_length"], doc
+    assert doc["fields"] == {} and doc["files"] == {}, doc
