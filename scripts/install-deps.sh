@@ -5,14 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv; do
+# php-cli: `php -S` is one of the real upstreams (Tests/e2e/upstreams/).
+for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv php-cli; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
 if [ ! -x .venv/bin/python ]; then

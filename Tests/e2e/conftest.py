@@ -94,3 +94,24 @@ def formwall_factory(tmp_path, request):
 def proxy(upstream, formwall_factory) -> Formwall:
     """Formwall with default options in front of an echo upstream."""
     return formwall_factory(upstream.url)
+
+
+@pytest.fixture
+def real_upstream_factory(tmp_path, request):
+    """Real servers from Tests/e2e/upstreams/servers.py (werkzeug, php, gunicorn, uvicorn, node,
+    django-*), on a free port, ready when a direct GET answers; killed (process group) on teardown.
+    Their output and the app's JSON-lines log are attached to a failing test's report."""
+    from upstreams.servers import RealUpstream
+
+    started = []
+
+    def start(kind: str, keep_alive: float | None = None):
+        up = RealUpstream(kind, tmp_path, keep_alive=keep_alive, name=f"{kind}{len(started)}")
+        started.append(up)
+        _attach(request, f"{kind} output", up.output_path)
+        _attach(request, f"{kind} app log", up.log_path)
+        return up
+
+    yield start
+    for up in started:
+        up.stop()
