@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv; do
+for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv chromium chromium-driver; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
