@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-# php-cli: `php -S` is one of the real upstreams (Tests/e2e/upstreams/).
-for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv php-cli; do
+# php-cli: `php -S` is one of the real upstreams (Tests/e2e/upstreams/); chromium and chromium-driver drive
+# Tests/e2e/test_browser.py.
+for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv php-cli chromium chromium-driver; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -29,14 +29,27 @@ public enum HTTPErrorResponse {
     /// Appends a complete response around an already rendered JSON `jsonBody` (for callers whose error
     /// bodies carry more members than `error`, `status` and `request_id`).
     public static func write(status: Int, jsonBody body: [UInt8], requestID: String, into buffer: inout [UInt8]) {
+        write(status: status, body: body, contentType: "application/json", requestID: requestID, into: &buffer)
+    }
+
+    /// Appends a complete response around `body` of `contentType` (`application/json`, or
+    /// `HTTPErrorPage.contentType` for the HTML page). `varyAccept` adds `Vary: Accept`, for a body chosen by
+    /// content negotiation.
+    public static func write(status: Int, body: [UInt8], contentType: String, requestID: String,
+                             varyAccept: Bool = false, into buffer: inout [UInt8]) {
         precondition((100...999).contains(status), "status must have three digits")
         buffer.append(contentsOf: "HTTP/1.1 ".utf8)
         HTTPSyntax.appendDecimal(status, to: &buffer)
         buffer.append(HTTPSyntax.sp)
         buffer.append(contentsOf: reasonPhrase(for: status).utf8)
-        buffer.append(contentsOf: "\r\nContent-Type: application/json\r\nContent-Length: ".utf8)
+        buffer.append(contentsOf: "\r\nContent-Type: ".utf8)
+        buffer.append(contentsOf: contentType.utf8)
+        buffer.append(contentsOf: "\r\nContent-Length: ".utf8)
         HTTPSyntax.appendDecimal(body.count, to: &buffer)
         buffer.append(contentsOf: "\r\nConnection: close\r\n".utf8)
+        if varyAccept {
+            buffer.append(contentsOf: "Vary: Accept\r\n".utf8)
+        }
         if RequestID.isValid(requestID) {
             buffer.append(contentsOf: "X-Request-Id: \(requestID)\r\n".utf8)
         }

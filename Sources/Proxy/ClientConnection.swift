@@ -744,8 +744,9 @@ final class ClientConnection: EventHandler {
         respond(status: status, kind: kind, requestID: requestID, detail: detail, violation: nil)
     }
 
-    /// `{"error": KIND, "status": N, "part": NAME, "limit": N, "detail": …, "request_id": ID}`; the connection
-    /// closes after it (a rejected request's body is never read to its end).
+    /// `{"error": KIND, "status": N, "part": NAME, "limit": N, "detail": …, "request_id": ID}`, or the same facts
+    /// as an HTML page for a browser (`HTTPAccept.prefersHTMLErrors`); the connection closes after it (a rejected
+    /// request's body is never read to its end).
     private func respond(status: Int, kind: String, requestID: String, detail: String?, violation: Violation?) {
         let ex = exchange
         if let ex {
@@ -763,7 +764,18 @@ final class ClientConnection: EventHandler {
         json.key("request_id"); json.string(requestID)
         json.endObject()
         var bytes: [UInt8] = []
-        HTTPErrorResponse.write(status: status, jsonBody: json.bytes, requestID: requestID, into: &bytes)
+        // A browser's form submission (Accept names text/html, not application/json) gets the same facts as a
+        // page; JSON stays the default, and the only form when no head was parsed.
+        let accept = ex.map { HTTPAccept(value: $0.head.headers.values(named: "accept").joined(separator: ",").utf8) }
+        if let accept, accept.prefersHTMLErrors {
+            let page = HTTPErrorPage.render(status: status, kind: kind, part: violation?.part, limit: violation?.limit,
+                                            detail: detail, requestID: requestID)
+            HTTPErrorResponse.write(status: status, body: page, contentType: HTTPErrorPage.contentType,
+                                    requestID: requestID, varyAccept: true, into: &bytes)
+        } else {
+            HTTPErrorResponse.write(status: status, body: json.bytes, contentType: "application/json",
+                                    requestID: requestID, varyAccept: accept != nil, into: &bytes)
+        }
         _ = try? output.writeBytes(bytes)
         if let ex {
             audit(ex, status: status, reason: kind, error: violation == nil ? kind : nil, violation: violation)
