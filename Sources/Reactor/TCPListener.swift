@@ -68,6 +68,32 @@ public final class TCPListener {
         }
     }
 
+    /// Takes ownership of an already listening socket (one a supervisor process bound and passed down), making
+    /// it close-on-exec and non-blocking. Throws when `fd` is not a listening socket.
+    public init(adopting fd: Int32) throws {
+        // Checked outside the syscall funnel, which traps on EBADF: a bad number here is an input, not our bug.
+        guard fcntl(fd, F_GETFD) >= 0, cl_is_listening_socket(fd) == 1 else {
+            throw IOError(errno: ENOTSOCK, reason: "inherited fd \(fd) is not a listening socket")
+        }
+        _ = try Syscall.run("fcntl(FD_CLOEXEC)") { cl_set_cloexec(fd, 1) }
+        let flags = try Syscall.run("fcntl(F_GETFL)") { fcntl(fd, F_GETFL) }
+        if flags & O_NONBLOCK == 0 {
+            _ = try Syscall.run("fcntl(O_NONBLOCK)") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+        }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = try withUnsafeMutablePointer(to: &storage) { pointer throws(IOError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa throws(IOError) in
+                try Syscall.run("getsockname") { getsockname(fd, sa, &length) }
+            }
+        }
+        guard let address = SocketAddress(storage: storage) else {
+            throw IOError(errno: EAFNOSUPPORT, reason: "inherited fd \(fd) is not a TCP/IP socket")
+        }
+        self.localAddress = address
+        self.fd = fd
+    }
+
     deinit {
         if fd >= 0 {
             try? Syscall.close(fd)
