@@ -111,15 +111,6 @@ int cl_set_parent_death_signal(int signal) {
     return prctl(PR_SET_PDEATHSIG, (unsigned long)signal, 0, 0, 0);
 }
 
-int cl_is_listening_socket(int fd) {
-    int value = 0;
-    socklen_t len = sizeof value;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &len) != 0) {
-        return -1;
-    }
-    return value ? 1 : 0;
-}
-
 const char *cl_signal_abbreviation(int signal) {
     return sigabbrev_np(signal);
 }

@@ -2,13 +2,15 @@
 // proxy as a child process, restarting it when it dies, so a crash costs only the requests in flight.
 //
 //   supervisor (one thread, one event loop)                   proxy process (posix_spawn of /proc/self/exe)
-//   bind N SO_REUSEPORT listeners, clear FD_CLOEXEC ─spawn──► FORMWALL_LISTEN_FDS=3,4: worker i adopts fd i
+//   bind N SO_REUSEPORT sockets, clear FD_CLOEXEC ───spawn──► FORMWALL_LISTEN_FDS=3,4: worker i adopts fd i
+//                                                              and listen()s on it once start-up succeeded
 //   SIGCHLD ─► reap ─► stderr + audit `worker_exit` ─► spawn again (backoff 0, 0.1, 0.2 … 5 s)
 //   SIGHUP, SIGUSR1 ──────────────── forwarded ──────────────► reload rules / reopen logs
 //   SIGTERM, SIGINT ─► close listeners, forward ─────────────► drain, exit 0 ─► supervisor exits with its status
 //
-// The listeners stay open in the supervisor while no proxy process runs, so the kernel keeps completing
-// handshakes and queueing connections in their backlogs; the next proxy process accepts them. Nothing is refused.
+// After the first proxy process has listened, the sockets stay listening in the supervisor while no proxy process
+// runs, so the kernel keeps completing handshakes and queueing connections in their backlogs; the next proxy
+// process accepts them. Nothing is refused.
 
 import Audit
 import CLinux
@@ -102,13 +104,16 @@ final class Supervisor {
         }
     }
 
-    /// Binds one SO_REUSEPORT listener per worker; throws "address in use" and the like before anything runs.
+    /// Binds one SO_REUSEPORT socket per worker; throws "address in use" and the like before anything runs.
     func bind() throws {
         // A plain bind first: SO_REUSEPORT would silently share a port another formwall already serves.
         let probe = try TCPListener(bindingTo: configuration.listen,
                                     options: .init(reuseAddress: true, reusePort: false))
         try? probe.close()
-        let options = TCPListener.Options(reuseAddress: true, reusePort: true)
+        // Bound, not listening: the proxy process listens once it is ready, so the first connections do not
+        // wait for its start-up (or for a start-up that fails). From then on the sockets stay listening.
+        var options = TCPListener.Options(reuseAddress: true, reusePort: true)
+        options.listens = false
         let first = try TCPListener(bindingTo: configuration.listen, options: options)
         listeners = [first]
         for _ in 1..<max(1, configuration.workers) {

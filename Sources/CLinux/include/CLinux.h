@@ -154,6 +154,8 @@ static inline ssize_t cl_sendmsg_iov(int fd, const struct iovec *iov, int count)
 
 static inline int cl_sol_socket(void) { return SOL_SOCKET; }
 static inline int cl_so_reuseaddr(void) { return SO_REUSEADDR; }
+static inline int cl_so_type(void) { return SO_TYPE; }
+static inline int cl_sock_stream(void) { return SOCK_STREAM; }
 static inline int cl_so_error(void) { return SO_ERROR; }
 static inline int cl_so_sndbuf(void) { return SO_SNDBUF; }
 static inline int cl_so_rcvbuf(void) { return SO_RCVBUF; }
@@ -183,8 +185,6 @@ int cl_set_cloexec(int fd, int on);
 /// Asks the kernel to send `signal` to this process when its parent exits; returns 0 or -1 with errno set.
 int cl_set_parent_death_signal(int signal);
 
-/// Whether `fd` is a listening socket (SO_ACCEPTCONN): 1, 0, or -1 with errno set.
-int cl_is_listening_socket(int fd);
 
 /// The abbreviated name of a signal ("KILL" for SIGKILL), or NULL when it has none.
 const char *cl_signal_abbreviation(int signal);
