@@ -53,7 +53,8 @@ public final class ProxyServer {
                                         options: .init(reuseAddress: true, reusePort: false))
             try? probe.close()
         } else if inheritedListeners.count != max(1, configuration.workers) {
-            throw ConfigurationError("\(inheritedListeners.count) inherited listeners for \(configuration.workers) workers")
+            throw ConfigurationError(
+                "\(inheritedListeners.count) inherited listeners for \(configuration.workers) workers")
         }
         let handout = ListenerHandout(inheritedListeners)
         group = try EventLoopGroup(count: max(1, configuration.workers))
