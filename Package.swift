@@ -43,7 +43,9 @@ let package = Package(
         ),
         .executableTarget(
             name: "formwall",
-            dependencies: ["Proxy", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine"]
+            dependencies: [
+                "CLinux", "Proxy", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine",
+            ]
         ),
         .executableTarget(
             name: "formwall-bench",

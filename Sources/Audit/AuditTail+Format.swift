@@ -50,6 +50,7 @@ extension AuditTail {
         } else {
             time = ts
         }
+        if let event = object["event"] as? String { return eventLine(event, object, time: time, color: color) }
         let decision = (object["decision"] as? String ?? "?").uppercased()
         var words: [String] = []
         words.append(color ? "\u{1B}[2m\(time)\u{1B}[0m" : time)
@@ -79,6 +80,20 @@ extension AuditTail {
         }
         if let error = object["error"] as? String { words.append("error=\"\(safe(error))\"") }
         words.append("req=\(safe(object["request_id"] as? String ?? "?"))")
+        return words.joined(separator: " ")
+    }
+
+    /// A line for a non-request record, e.g. `12:01:02.345 WORKER_EXIT pid=4242 signal=SIGKILL restarts=1`.
+    private static func eventLine(_ event: String, _ object: [String: Any], time: String, color: Bool) -> String {
+        var words = [color ? "\u{1B}[2m\(time)\u{1B}[0m" : time]
+        let name = safe(event.uppercased())
+        words.append(color ? "\u{1B}[1;35m\(name)\u{1B}[0m" : name)
+        if event == WorkerExitRecord.event {
+            words.append("pid=\(number(object["pid"]))")
+            if let signal = object["signal"] as? String { words.append("signal=\(safe(signal))") }
+            if let status = object["exit_status"] as? Int { words.append("exit_status=\(status)") }
+            words.append("restarts=\(number(object["restarts"]))")
+        }
         return words.joined(separator: " ")
     }
 

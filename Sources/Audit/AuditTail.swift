@@ -265,7 +265,11 @@ public final class AuditTail {
     }
 
     /// Whether a parsed record passes the decision, route and since filters.
+    ///
+    /// Event records (`worker_exit`, which have an `event` member and no decision or route) pass only the
+    /// since filter: `--decision` and `--route` ask about requests.
     func matches(_ object: [String: Any]) -> Bool {
+        if object["event"] != nil && (!options.decisions.isEmpty || options.routePrefix != nil) { return false }
         if !options.decisions.isEmpty {
             guard let raw = object["decision"] as? String, let decision = AuditRecord.Decision(rawValue: raw),
                   options.decisions.contains(decision)

@@ -1,6 +1,10 @@
 #define _GNU_SOURCE 1
 #include "CLinux.h"
 
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
 int cl_block_signals(const int *signals, int count, sigset_t *out) {
     sigemptyset(out);
     for (int i = 0; i < count; i++) {
@@ -49,4 +53,64 @@ int cl_set_thread_name(const char *name) {
     }
     truncated[i] = 0;
     return pthread_setname_np(pthread_self(), truncated);
+}
+
+int cl_spawn(const char *path, char *const argv[], char *const envp[], const int *blocked, int count, pid_t *pid) {
+    posix_spawnattr_t attr;
+    int rc = posix_spawnattr_init(&attr);
+    if (rc != 0) {
+        return rc;
+    }
+    sigset_t mask;
+    sigemptyset(&mask);
+    for (int i = 0; i < count; i++) {
+        sigaddset(&mask, blocked[i]);
+    }
+    sigset_t defaults;
+    sigfillset(&defaults);
+    sigdelset(&defaults, SIGKILL);
+    sigdelset(&defaults, SIGSTOP);
+    rc = posix_spawnattr_setsigmask(&attr, &mask);
+    if (rc == 0) {
+        rc = posix_spawnattr_setsigdefault(&attr, &defaults);
+    }
+    if (rc == 0) {
+        rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    }
+    if (rc == 0) {
+        rc = posix_spawn(pid, path, NULL, &attr, argv, envp);
+    }
+    posix_spawnattr_destroy(&attr);
+    return rc;
+}
+
+int cl_reap_child(int *exit_status, int *term_signal) {
+    int status = 0;
+    pid_t pid;
+    do {
+        pid = waitpid(-1, &status, WNOHANG);
+    } while (pid < 0 && errno == EINTR);
+    if (pid <= 0) {
+        return (int)pid;
+    }
+    *exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    *term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    return (int)pid;
+}
+
+int cl_set_cloexec(int fd, int on) {
+    int flags = fcntl(fd, F_GETFD);
+    if (flags < 0) {
+        return -1;
+    }
+    flags = on ? (flags | FD_CLOEXEC) : (flags & ~FD_CLOEXEC);
+    return fcntl(fd, F_SETFD, flags);
+}
+
+int cl_set_parent_death_signal(int signal) {
+    return prctl(PR_SET_PDEATHSIG, (unsigned long)signal, 0, 0, 0);
+}
+
+const char *cl_signal_abbreviation(int signal) {
+    return sigabbrev_np(signal);
 }

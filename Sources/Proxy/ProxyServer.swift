@@ -6,8 +6,8 @@ import Reactor
 import Rules
 import Synchronization
 
-// The process: N worker loops (each with its own SO_REUSEPORT listener) plus a control loop on the main thread
-// that owns the signals.
+// The process: N worker loops (each with its own SO_REUSEPORT listener, bound here or inherited from the
+// supervisor process) plus a control loop on the main thread that owns the signals.
 //
 //   main thread (control loop)            worker threads (EventLoopGroup)
 //   SIGTERM/SIGINT ──► drain ───execute──► Worker.beginDrain: close listener, idle connections
@@ -23,7 +23,10 @@ public final class ProxyServer {
     private let quarantine: QuarantineStore?
 
     /// Binds every worker's listener; throws a readable error (address in use, …) before anything runs.
-    public init(configuration: ProxyConfiguration) throws {
+    ///
+    /// With `inheritedListeners` (listening sockets a supervisor bound, one per worker) nothing is bound:
+    /// worker *i* adopts the *i*-th descriptor.
+    public init(configuration: ProxyConfiguration, inheritedListeners: [Int32] = []) throws {
         self.configuration = configuration
         Self.blockSignals()
         let policy = try Self.loadPolicy(configuration.rules)
@@ -45,8 +48,15 @@ public final class ProxyServer {
         }
         // Workers bind with SO_REUSEPORT, which would silently share a port another formwall already
         // serves; a plain bind first turns that into a clear "address already in use".
-        let probe = try TCPListener(bindingTo: configuration.listen, options: .init(reuseAddress: true, reusePort: false))
-        try? probe.close()
+        if inheritedListeners.isEmpty {
+            let probe = try TCPListener(bindingTo: configuration.listen,
+                                        options: .init(reuseAddress: true, reusePort: false))
+            try? probe.close()
+        } else if inheritedListeners.count != max(1, configuration.workers) {
+            throw ConfigurationError(
+                "\(inheritedListeners.count) inherited listeners for \(configuration.workers) workers")
+        }
+        let handout = ListenerHandout(inheritedListeners)
         group = try EventLoopGroup(count: max(1, configuration.workers))
         let config = configuration
         let stats = self.stats
@@ -60,7 +70,7 @@ public final class ProxyServer {
                 }
                 let worker = Worker(loop: loop, config: config, stats: stats, policy: policy, quarantine: store,
                                     audit: audit)
-                try worker.start()
+                try worker.start(inherited: handout.take().map { try TCPListener(adopting: $0) })
                 registry.add(loop.handle, worker)
             }
         } catch {
@@ -169,6 +179,13 @@ final class WorkerRegistry: Sendable {
         let snapshot = entries.withLock { $0 }
         for (h, w) in snapshot { body(h, w) }
     }
+}
+
+/// Hands each worker one inherited listener descriptor (or nil when the workers bind their own).
+final class ListenerHandout: Sendable {
+    private let remaining: Mutex<[Int32]>
+    init(_ fds: [Int32]) { remaining = Mutex(fds.reversed()) }
+    func take() -> Int32? { remaining.withLock { $0.popLast() } }
 }
 
 /// Counts down from `n`; `finishOne` is true for exactly the call that reaches zero.

@@ -79,9 +79,11 @@ final class Worker {
         try? audit?.reopen()
     }
 
-    /// Opens this worker's listener (SO_REUSEPORT, so every worker binds the same address).
-    func start() throws {
-        let listener = try TCPListener(bindingTo: config.listen, options: .init(reuseAddress: true, reusePort: true))
+    /// Opens this worker's listener (SO_REUSEPORT, so every worker binds the same address), or uses `inherited`,
+    /// one the supervisor process bound and passed down.
+    func start(inherited: TCPListener? = nil) throws {
+        let listener = try inherited
+            ?? TCPListener(bindingTo: config.listen, options: .init(reuseAddress: true, reusePort: true))
         self.listener = listener
         listenerRegistration = try loop.register(fd: listener.fd, interest: .readable, handler: AcceptHandler(self))
         schedulePoolSweep()

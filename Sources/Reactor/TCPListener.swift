@@ -14,6 +14,9 @@ public final class TCPListener {
         public var backlog: Int32 = 511
         /// For IPv6 addresses, IPV6_V6ONLY (do not also accept IPv4-mapped connections). Default true.
         public var ipv6Only = true
+        /// Whether to call listen(2). False leaves the socket only bound, for a child process that adopts it
+        /// (`init(adopting:)` listens) once it is ready to serve, so connections are not accepted before. Default true.
+        public var listens = true
 
         /// Default options: SO_REUSEADDR on, SO_REUSEPORT off, backlog 511.
         public init(reuseAddress: Bool = true, reusePort: Bool = false, backlog: Int32 = 511, ipv6Only: Bool = true) {
@@ -52,7 +55,9 @@ public final class TCPListener {
                 default: throw IOError(errno: code, reason: "bind(\(address))")
                 }
             }
-            _ = try Syscall.run("listen(\(address))") { listen(fd, options.backlog) }
+            if options.listens {
+                _ = try Syscall.run("listen(\(address))") { listen(fd, options.backlog) }
+            }
             var storage = sockaddr_storage()
             var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
             _ = try withUnsafeMutablePointer(to: &storage) { pointer throws(IOError) in
@@ -66,6 +71,37 @@ public final class TCPListener {
             try? Syscall.close(fd)
             throw error
         }
+    }
+
+    /// Takes ownership of a bound TCP socket that a supervisor process passed down, makes it close-on-exec and
+    /// non-blocking, and listens on it (again, if it already was: that only sets the backlog). Throws when `fd` is
+    /// not a stream socket.
+    public init(adopting fd: Int32, backlog: Int32 = 511) throws {
+        // Checked outside the syscall funnel, which traps on EBADF: a bad number here is an input, not our bug.
+        var type: Int32 = 0
+        guard fcntl(fd, F_GETFD) >= 0, cl_getsockopt_int(fd, cl_sol_socket(), cl_so_type(), &type) == 0,
+              type == cl_sock_stream()
+        else {
+            throw IOError(errno: ENOTSOCK, reason: "inherited fd \(fd) is not a TCP socket")
+        }
+        _ = try Syscall.run("fcntl(FD_CLOEXEC)") { cl_set_cloexec(fd, 1) }
+        let flags = try Syscall.run("fcntl(F_GETFL)") { fcntl(fd, F_GETFL) }
+        if flags & O_NONBLOCK == 0 {
+            _ = try Syscall.run("fcntl(O_NONBLOCK)") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
+        }
+        var storage = sockaddr_storage()
+        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        _ = try withUnsafeMutablePointer(to: &storage) { pointer throws(IOError) in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa throws(IOError) in
+                try Syscall.run("getsockname") { getsockname(fd, sa, &length) }
+            }
+        }
+        guard let address = SocketAddress(storage: storage) else {
+            throw IOError(errno: EAFNOSUPPORT, reason: "inherited fd \(fd) is not a TCP/IP socket")
+        }
+        _ = try Syscall.run("listen(\(address))") { listen(fd, backlog) }
+        self.localAddress = address
+        self.fd = fd
     }
 
     deinit {

@@ -1,4 +1,6 @@
+import CLinux
 import Foundation
+import Glibc
 import Proxy
 import Reactor
 import Rules
@@ -14,8 +16,15 @@ enum ServeCommand: Command {
     canonically (fresh boundary) to the upstream; other requests stream through unchanged. Malformed
     framing is answered with a JSON error ({"error": KIND, "status": N, "request_id": ID}).
 
-    Signals: SIGTERM and SIGINT stop accepting, let in-flight requests finish (up to --drain-timeout) and
-    exit 0. SIGHUP reloads what can be reloaded; SIGUSR1 reopens logs.
+    By default `serve` is a small supervisor process that binds the listening sockets and runs the proxy as
+    a child process with them. When the proxy process dies (a crash, SIGKILL, the OOM killer) the supervisor
+    starts a new one at once (with backoff 0.1 s … 5 s if it keeps dying quickly), logs the exit on stderr and
+    as a `worker_exit` audit record. Connections arriving meanwhile wait in the listen backlog; only requests
+    in flight in the dead process are lost.
+
+    Signals (to the supervisor, which passes them on): SIGTERM and SIGINT stop accepting, let in-flight
+    requests finish (up to --drain-timeout) and exit 0. SIGHUP reloads what can be reloaded; SIGUSR1 reopens
+    logs.
 
     Options:
       --listen HOST:PORT              address to accept clients on (required), e.g. 127.0.0.1:8080
@@ -58,6 +67,8 @@ enum ServeCommand: Command {
       --audit-keep N                  rotated audit files to keep (default 10)
       --audit-field NAME              also log this field's value, truncated to 256 bytes (repeatable;
                                       off by default because field values can be secrets)
+      --single-process                no supervisor: one process that binds and serves itself (for
+                                      debugging, or under an init that restarts it)
       --help                          show this help
     """
 
@@ -70,7 +81,7 @@ enum ServeCommand: Command {
                 "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
                 "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir", "quarantine-max",
                 "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field",
-            ], flags: [])
+            ], flags: ["single-process"])
         } catch {
             printError("\(error). Run `formwall serve --help`.")
             return 2
@@ -137,9 +148,25 @@ enum ServeCommand: Command {
             printError("\(error)")
             return 2
         }
+        let inherited: SupervisorEnvironment.Inherited?
+        do { inherited = try SupervisorEnvironment.take() } catch {
+            printError("\(error)")
+            return 2
+        }
+        if inherited == nil && !parsed.flags.contains("single-process") {
+            return supervise(config)
+        }
+        if let supervisor = inherited?.supervisor {
+            // Drain (SIGTERM) if the supervisor dies; it may already have, just before this call.
+            _ = cl_set_parent_death_signal(SIGTERM)
+            if getppid() != supervisor {
+                printError("the supervisor (pid \(supervisor)) is gone; not starting")
+                return 1
+            }
+        }
         let server: ProxyServer
         do {
-            server = try ProxyServer(configuration: config)
+            server = try ProxyServer(configuration: config, inheritedListeners: inherited?.listeners ?? [])
         } catch {
             printError("cannot start: \(error)")
             return 1
@@ -153,6 +180,24 @@ enum ServeCommand: Command {
         }
         printError("stopped")
         return 0
+    }
+
+    /// Runs the supervisor (the default): validates, binds, then keeps a proxy process running.
+    static func supervise(_ config: ProxyConfiguration) -> Int32 {
+        let supervisor = Supervisor(configuration: config, arguments: CommandLine.arguments)
+        do {
+            try Supervisor.validate(config)
+            try supervisor.bind()
+        } catch {
+            printError("cannot start: \(error)")
+            return 1
+        }
+        do {
+            return try supervisor.run()
+        } catch {
+            printError("supervisor: \(error)")
+            return 1
+        }
     }
 
     static func positiveInt(_ text: String, _ option: String) throws -> Int {

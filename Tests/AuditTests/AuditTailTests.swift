@@ -75,6 +75,30 @@ import Testing
         #expect(tail.malformedLines == 1)
     }
 
+    @Test func workerExitRecordsAreShownAndFilteredAsEvents() throws {
+        let dir = ScratchDirectory()
+        defer { dir.remove() }
+        let path = dir.file("audit.log")
+        let log = try AuditLog(path: path)
+        try log.write(sampleRecord(id: "before", decision: .reject, millis: now.millisecondsSinceEpoch - 1000))
+        let killed = WorkerExitRecord(timestamp: now, pid: 4242, signal: "SIGKILL", exitStatus: nil, restarts: 1)
+        let exited = WorkerExitRecord(timestamp: now, pid: 4243, signal: nil, exitStatus: 3, restarts: 2)
+        #expect(String(decoding: killed.jsonLine, as: UTF8.self) == #"{"ts":"2026-11-29T12:01:02.345Z","#
+            + #""event":"worker_exit","pid":4242,"signal":"SIGKILL","exit_status":null,"restarts":1}"# + "\n")
+        for record in [killed, exited] { try record.jsonLine.withUnsafeBytes { try log.write(line: $0) } }
+
+        let human = AuditTail(path: path, options: .init(format: .human(color: false), now: now))
+        #expect(try human.pollOnce().dropFirst() == [
+            "12:01:02.345 WORKER_EXIT pid=4242 signal=SIGKILL restarts=1",
+            "12:01:02.345 WORKER_EXIT pid=4243 exit_status=3 restarts=2",
+        ])
+        #expect(human.malformedLines == 0)
+        #expect(try AuditTail(path: path, options: .init(sinceMilliseconds: 60_000, now: now)).pollOnce().count == 3)
+        #expect(requestIDs(try AuditTail(path: path, options: .init(decisions: [.reject], now: now)).pollOnce())
+            == ["before"])
+        #expect(try AuditTail(path: path, options: .init(routePrefix: "av", now: now)).pollOnce().count == 1)
+    }
+
     @Test func jsonPassthroughKeepsTheOriginalBytes() throws {
         let dir = ScratchDirectory()
         defer { dir.remove() }

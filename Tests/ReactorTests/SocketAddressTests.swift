@@ -49,6 +49,51 @@ import Testing
         #expect(client.peerAddress == listener.localAddress.description)
     }
 
+    @Test func anAdoptedBoundSocketListensAndAccepts() throws {
+        let loop = try EventLoop()
+        var options = TCPListener.Options(reuseAddress: true, reusePort: true)
+        options.listens = false
+        let parent = try TCPListener(bindingTo: SocketAddress.parse("127.0.0.1:0"), options: options)
+        #expect(parent.localPort != 0)
+        #expect(blockingConnect(port: parent.localPort) == ECONNREFUSED)  // bound, not yet listening
+
+        let inherited = dup(parent.fd)  // what a child process would inherit
+        let listener = try TCPListener(adopting: inherited)
+        #expect(listener.localAddress.description == parent.localAddress.description)
+        #expect(fcntl(inherited, F_GETFD) & FD_CLOEXEC != 0)
+        #expect(fcntl(inherited, F_GETFL) & O_NONBLOCK != 0)
+        let (client, _) = try TCPSocket.connect(to: listener.localAddress)
+        var accepted: TCPSocket?
+        let acceptor = AcceptHandler(listener: listener) { _, socket in accepted = socket }
+        let registration = try loop.register(fd: listener.fd, interest: .readable, handler: acceptor)
+        #expect(try loop.run(until: { accepted != nil }))
+        try loop.deregister(registration)
+        _ = client
+    }
+
+    @Test func adoptingSomethingElseThrows() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        #expect(throws: IOError.self) { try TCPListener(adopting: fds[0]) }
+        #expect(throws: IOError.self) { try TCPListener(adopting: 1_000_000) }  // not open: an error, not a trap
+    }
+
+    private func blockingConnect(port: UInt16) -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        return rc == 0 ? 0 : errno
+    }
+
     @Test func ipv6LoopbackBindsWhenAvailable() throws {
         let address = try SocketAddress.parse("[::1]:0")
         do {

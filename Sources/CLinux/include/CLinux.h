@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 /// Packs a registration generation and an fd into epoll's 64-bit user data.
 static inline uint64_t cl_epoll_pack(uint32_t generation, int32_t fd) {
@@ -153,6 +154,8 @@ static inline ssize_t cl_sendmsg_iov(int fd, const struct iovec *iov, int count)
 
 static inline int cl_sol_socket(void) { return SOL_SOCKET; }
 static inline int cl_so_reuseaddr(void) { return SO_REUSEADDR; }
+static inline int cl_so_type(void) { return SO_TYPE; }
+static inline int cl_sock_stream(void) { return SOCK_STREAM; }
 static inline int cl_so_error(void) { return SO_ERROR; }
 static inline int cl_so_sndbuf(void) { return SO_SNDBUF; }
 static inline int cl_so_rcvbuf(void) { return SO_RCVBUF; }
@@ -163,5 +166,27 @@ static inline int cl_tcp_nodelay(void) { return TCP_NODELAY; }
 static inline int cl_shut_wr(void) { return SHUT_WR; }
 static inline int cl_af_inet(void) { return AF_INET; }
 static inline int cl_af_inet6(void) { return AF_INET6; }
+
+// ---- Process supervision -----------------------------------------------------------------------------------------
+
+/// Starts `path` with `argv` and `envp` (NULL-terminated) through posix_spawn, which is safe in a multithreaded
+/// process. In the child, the `count` signals in `blocked` stay blocked (a signal sent before the program watches
+/// it stays pending instead of killing it), every other signal is unblocked, and every signal's disposition is
+/// reset to the default. Returns 0 and stores the pid, or an errno value.
+int cl_spawn(const char *path, char *const argv[], char *const envp[], const int *blocked, int count, pid_t *pid);
+
+/// Reaps one exited child without blocking. Returns its pid (filling `exit_status` with the exit code or -1, and
+/// `term_signal` with the killing signal or 0), 0 when no child has exited, or -1 with errno set (ECHILD: none).
+int cl_reap_child(int *exit_status, int *term_signal);
+
+/// Sets or clears FD_CLOEXEC on `fd`; returns 0 or -1 with errno set.
+int cl_set_cloexec(int fd, int on);
+
+/// Asks the kernel to send `signal` to this process when its parent exits; returns 0 or -1 with errno set.
+int cl_set_parent_death_signal(int signal);
+
+
+/// The abbreviated name of a signal ("KILL" for SIGKILL), or NULL when it has none.
+const char *cl_signal_abbreviation(int signal);
 
 #endif

@@ -1,0 +1,248 @@
+// The supervisor: what `formwall serve` runs unless --single-process. It owns the listening sockets and runs the
+// proxy as a child process, restarting it when it dies, so a crash costs only the requests in flight.
+//
+//   supervisor (one thread, one event loop)                   proxy process (posix_spawn of /proc/self/exe)
+//   bind N SO_REUSEPORT sockets, clear FD_CLOEXEC ───spawn──► FORMWALL_LISTEN_FDS=3,4: worker i adopts fd i
+//                                                              and listen()s on it once start-up succeeded
+//   SIGCHLD ─► reap ─► stderr + audit `worker_exit` ─► spawn again (backoff 0, 0.1, 0.2 … 5 s)
+//   SIGHUP, SIGUSR1 ──────────────── forwarded ──────────────► reload rules / reopen logs
+//   SIGTERM, SIGINT ─► close listeners, forward ─────────────► drain, exit 0 ─► supervisor exits with its status
+//
+// After the first proxy process has listened, the sockets stay listening in the supervisor while no proxy process
+// runs, so the kernel keeps completing handshakes and queueing connections in their backlogs; the next proxy
+// process accepts them. Nothing is refused.
+
+import Audit
+import CLinux
+import Foundation
+import Glibc
+import Proxy
+import Quarantine
+import Reactor
+
+/// The environment through which the supervisor hands its sockets to the proxy process.
+enum SupervisorEnvironment {
+    /// Comma-separated listening descriptors, one per worker, e.g. `3,4`.
+    static let listenFDs = "FORMWALL_LISTEN_FDS"
+    /// The supervisor's pid. The proxy process asks for SIGTERM (a drain) when that process goes away.
+    static let supervised = "FORMWALL_SUPERVISED"
+
+    /// What the proxy process inherited: the listener descriptors and the supervisor's pid.
+    struct Inherited {
+        var listeners: [Int32]
+        var supervisor: pid_t?
+    }
+
+    /// Reads and removes the variables (so nothing the proxy starts sees them); nil when not supervised.
+    static func take() throws -> Inherited? {
+        guard let text = ProcessInfo.processInfo.environment[listenFDs] else { return nil }
+        let supervisor = ProcessInfo.processInfo.environment[supervised].flatMap { pid_t($0) }
+        unsetenv(listenFDs)
+        unsetenv(supervised)
+        let fds = text.split(separator: ",").map { Int32($0) }
+        guard !fds.isEmpty, fds.allSatisfy({ ($0 ?? -1) >= 0 }) else {
+            throw ConfigurationError("\(listenFDs) must list descriptors like 3,4, got '\(text)'")
+        }
+        return Inherited(listeners: fds.map { $0! }, supervisor: supervisor)
+    }
+}
+
+/// Restart delays: the first restart is immediate; a process that keeps dying quickly waits 0.1 s, 0.2 s, …
+/// up to `maximum`; one that ran for `stablePeriod` resets the sequence.
+struct RestartBackoff {
+    var stablePeriod = 10.0
+    var first = 0.1
+    var maximum = 5.0
+    private var quickExits = 0
+
+    /// The delay in seconds before replacing a process that ran `uptime` seconds.
+    mutating func delay(afterUptime uptime: Double) -> Double {
+        if uptime >= stablePeriod { quickExits = 0 }
+        defer { quickExits += 1 }
+        guard quickExits > 0 else { return 0 }
+        return min(maximum, first * pow(2, Double(quickExits - 1)))
+    }
+}
+
+/// Owns the listeners and keeps one proxy process running until SIGTERM or SIGINT.
+final class Supervisor {
+    /// Signals the proxy process starts with blocked, so one that arrives before it watches them stays pending
+    /// (its control loop reads them from a signalfd) instead of killing it.
+    static let forwardedSignals = [SIGTERM, SIGINT, SIGHUP, SIGUSR1]
+
+    private let configuration: ProxyConfiguration
+    private let arguments: [String]
+    private var listeners: [TCPListener] = []
+    private var child: pid_t?
+    private var childStarted: UInt64 = 0
+    private var restarts = 0
+    private var backoff = RestartBackoff()
+    private var restartTimer: TimerID?
+    private var stopping = false
+    private var exitCode: Int32 = 0
+
+    /// A supervisor that will run `/proc/self/exe` with `arguments` (argv, including argv[0]).
+    init(configuration: ProxyConfiguration, arguments: [String]) {
+        self.configuration = configuration
+        self.arguments = arguments
+    }
+
+    /// Checks what the proxy process would check at start-up, so a mistake is one error and exit status 1
+    /// here rather than a proxy process that fails over and over.
+    static func validate(_ config: ProxyConfiguration) throws {
+        _ = try ProxyServer.loadPolicy(config.rules)
+        if let q = config.quarantine {
+            do {
+                _ = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),
+                                        retention: .seconds(Int64(q.retentionSeconds)))
+            } catch {
+                throw ConfigurationError("quarantine store \(q.directory): \(error)")
+            }
+        }
+        if let a = config.audit, !a.human {
+            do { _ = try AuditLog(path: a.path) } catch { throw ConfigurationError("audit log \(a.path): \(error)") }
+        }
+    }
+
+    /// Binds one SO_REUSEPORT socket per worker; throws "address in use" and the like before anything runs.
+    func bind() throws {
+        // A plain bind first: SO_REUSEPORT would silently share a port another formwall already serves.
+        let probe = try TCPListener(bindingTo: configuration.listen,
+                                    options: .init(reuseAddress: true, reusePort: false))
+        try? probe.close()
+        // Bound, not listening: the proxy process listens once it is ready, so the first connections do not
+        // wait for its start-up (or for a start-up that fails). From then on the sockets stay listening.
+        var options = TCPListener.Options(reuseAddress: true, reusePort: true)
+        options.listens = false
+        let first = try TCPListener(bindingTo: configuration.listen, options: options)
+        listeners = [first]
+        for _ in 1..<max(1, configuration.workers) {
+            // The first listener's address, so a port-0 bind gives every worker the same port.
+            listeners.append(try TCPListener(bindingTo: first.localAddress, options: options))
+        }
+        for listener in listeners {
+            guard cl_set_cloexec(listener.fd, 0) == 0 else {
+                throw ConfigurationError("fcntl(FD_CLOEXEC): \(String(cString: strerror(errno)))")
+            }
+        }
+    }
+
+    /// Runs until SIGTERM or SIGINT has stopped the proxy process; returns the exit status for `serve`.
+    func run() throws -> Int32 {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in Self.forwardedSignals + [SIGCHLD] { sigaddset(&set, s) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        let loop = try EventLoop()
+        try loop.onSignal(SIGCHLD) { [unowned self] loop, _ in self.reap(loop) }
+        for s in [SIGHUP, SIGUSR1] {
+            try loop.onSignal(s) { [unowned self] _, s in if let child = self.child { kill(child, s) } }
+        }
+        for s in [SIGTERM, SIGINT] {
+            try loop.onSignal(s) { [unowned self] loop, s in self.stop(loop, signal: s) }
+        }
+        start(loop)
+        try loop.run()
+        loop.close()
+        return exitCode
+    }
+
+    // MARK: The proxy process
+
+    private func start(_ loop: EventLoop) {
+        restartTimer = nil
+        var environment = ProcessInfo.processInfo.environment
+        environment[SupervisorEnvironment.listenFDs] = listeners.map { String($0.fd) }.joined(separator: ",")
+        environment[SupervisorEnvironment.supervised] = String(getpid())
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for p in argv + envp { free(p) } }
+        var pid: pid_t = 0
+        let code = Self.forwardedSignals.withUnsafeBufferPointer { blocked in
+            cl_spawn("/proc/self/exe", argv, envp, blocked.baseAddress, Int32(blocked.count), &pid)
+        }
+        childStarted = loop.now()
+        guard code == 0 else {
+            printError("cannot start the proxy process: \(String(cString: strerror(code)))")
+            scheduleRestart(loop, after: backoff.delay(afterUptime: 0))
+            return
+        }
+        child = pid
+        printError("supervisor \(getpid()): proxy process \(pid) started")
+    }
+
+    /// Reaps every exited child; the proxy process's exit leads to a restart, or ends the supervisor when stopping.
+    private func reap(_ loop: EventLoop) {
+        while true {
+            var status: Int32 = -1
+            var signal: Int32 = 0
+            let pid = cl_reap_child(&status, &signal)
+            guard pid > 0 else { return }
+            guard pid == child else { continue }
+            child = nil
+            exited(loop, pid: pid, status: status, signal: signal)
+        }
+    }
+
+    private func exited(_ loop: EventLoop, pid: pid_t, status: Int32, signal: Int32) {
+        if stopping {
+            exitCode = signal == 0 ? status : 1
+            if signal != 0 { printError("proxy process \(pid) was killed by \(Self.name(of: signal)) while draining") }
+            loop.stop()
+            return
+        }
+        let uptime = Double(loop.now() &- childStarted) / 1e9
+        restarts += 1
+        let delay = backoff.delay(afterUptime: uptime)
+        let how = signal != 0 ? "was killed by \(Self.name(of: signal))" : "exited with status \(status)"
+        let when = delay > 0 ? "in \(delay) s" : "now"
+        printError("proxy process \(pid) \(how) after \(String(format: "%.1f", uptime)) s; "
+            + "restarting \(when) (restart \(restarts))")
+        writeAudit(WorkerExitRecord(pid: Int(pid), signal: signal != 0 ? Self.name(of: signal) : nil,
+                                    exitStatus: signal == 0 ? Int(status) : nil, restarts: restarts))
+        scheduleRestart(loop, after: delay)
+    }
+
+    private func scheduleRestart(_ loop: EventLoop, after delay: Double) {
+        guard delay > 0 else { start(loop); return }
+        restartTimer = loop.schedule(after: .milliseconds(Int64(delay * 1000))) { [unowned self] loop in
+            self.start(loop)
+        }
+    }
+
+    /// SIGTERM/SIGINT: stop accepting at once (close our copies of the listeners; the proxy process closes its
+    /// own as it begins draining), pass the signal on, and exit once the proxy process has.
+    private func stop(_ loop: EventLoop, signal: Int32) {
+        if let child { kill(child, signal) }
+        guard !stopping else { return }
+        stopping = true
+        for listener in listeners { try? listener.close() }
+        listeners = []
+        if let timer = restartTimer { _ = loop.cancel(timer) }
+        guard let child else { loop.stop(); return }
+        // The proxy process bounds its own drain; this bounds a proxy process that is stuck.
+        let grace = configuration.timeouts.drain + 5
+        _ = loop.schedule(after: .milliseconds(Int64(grace * 1000))) { [unowned self] _ in
+            if self.child == child { kill(child, SIGKILL) }
+        }
+    }
+
+    private func writeAudit(_ record: WorkerExitRecord) {
+        guard let settings = configuration.audit, !settings.human else { return }
+        do {
+            // Opened per record: exits are rare, and a fresh open follows any rotation or reopen in between.
+            let log = try AuditLog(path: settings.path, rotation: settings.rotateBytes.map {
+                AuditLog.Rotation(maxBytes: $0, keep: settings.keep)
+            })
+            try record.jsonLine.withUnsafeBytes { try log.write(line: $0) }
+        } catch {
+            printError("audit log write failed: \(error)")
+        }
+    }
+
+    /// `SIGKILL` for 9; `SIG42` for a signal without a name.
+    static func name(of signal: Int32) -> String {
+        guard let abbreviation = cl_signal_abbreviation(signal) else { return "SIG\(signal)" }
+        return "SIG" + String(cString: abbreviation)
+    }
+}
