@@ -10,7 +10,8 @@ mkdir -p fuzz/build fuzz/corpus-run
 # Seed the corpus with the in-repository python-multipart vectors (selector byte 1 = chunk size 1) and small
 # hand-made inputs. The vectors are part of the repository: a missing folder is an error, not a silent skip.
 SEEDS=Tests/MultipartTests/Fixtures/corpus/python-multipart
-seed_count=$(find "$SEEDS" -maxdepth 1 -name '*.http' 2>/dev/null | wc -l)
+seed_count=0
+[ -d "$SEEDS" ] && seed_count=$(find "$SEEDS" -maxdepth 1 -name '*.http' | wc -l)
 if [ "$seed_count" -ne 30 ]; then
     echo "fuzz: expected 30 seed bodies in $SEEDS, found $seed_count" >&2
     exit 1
