@@ -53,7 +53,7 @@ let package = Package(
             path: "bench/codec"
         ),
         .testTarget(name: "ShimTests", dependencies: ["CLinux", "COpenSSL", "CZlib"]),
-        .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect", "COpenSSL"]),
+        .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect", "COpenSSL"], exclude: ["Fixtures"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
         .testTarget(name: "InspectTests", dependencies: ["Inspect"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "Multipart"]),

@@ -7,13 +7,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_TO_RUN="${FUZZ_SECONDS:-60}"
 mkdir -p fuzz/build fuzz/corpus-run
-# Seed the corpus with the shared captures (selector byte 1 = chunk size 1) and small hand-made inputs.
-if [ -d ../shared/corpus/python-multipart ]; then
-    for f in ../shared/corpus/python-multipart/*.http; do
-        out="fuzz/corpus-run/seed-$(basename "$f")"
-        [ -f "$out" ] || { printf '\x03' > "$out"; sed 's/--boundary/--fuzzB/g; s/----WebKitFormBoundary[A-Za-z0-9]*/--fuzzB/g' "$f" >> "$out"; }
-    done
+# Seed the corpus with the in-repository python-multipart vectors (selector byte 1 = chunk size 1) and small
+# hand-made inputs. The vectors are part of the repository: a missing folder is an error, not a silent skip.
+SEEDS=Tests/MultipartTests/Fixtures/corpus/python-multipart
+seed_count=0
+[ -d "$SEEDS" ] && seed_count=$(find "$SEEDS" -maxdepth 1 -name '*.http' | wc -l)
+if [ "$seed_count" -ne 30 ]; then
+    echo "fuzz: expected 30 seed bodies in $SEEDS, found $seed_count" >&2
+    exit 1
 fi
+for f in "$SEEDS"/*.http; do
+    out="fuzz/corpus-run/seed-$(basename "$f")"
+    [ -f "$out" ] || { printf '\x03' > "$out"; sed 's/--boundary/--fuzzB/g; s/----WebKitFormBoundary[A-Za-z0-9]*/--fuzzB/g' "$f" >> "$out"; }
+done
 printf '\x00multipart/form-data; boundary="a b"; x=y' > fuzz/corpus-run/seed-ct
 printf '\x00Content-Disposition: form-data; name="a"; filename*=UTF-8'"''"'%%E2%%82%%AC\r\n' > fuzz/corpus-run/seed-cd
 swiftc -sanitize=fuzzer,address -parse-as-library -O -g \

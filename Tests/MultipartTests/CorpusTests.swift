@@ -4,9 +4,12 @@ import Inspect
 import Multipart
 import Testing
 
-// Conformance against ../shared/corpus: python-multipart's vectors, werkzeug's browser captures and
-// formidable's raw requests (sources and commits in ../shared/corpus/README.md). Every body is parsed whole,
-// byte by byte, and split in two at every offset (see `parseAllWays`).
+// Conformance against Fixtures/corpus: python-multipart's vectors, werkzeug's browser captures and
+// formidable's raw requests (sources, commits and licences in Fixtures/corpus/README.md). Every body is parsed
+// whole, byte by byte, and split in two at every offset (see `parseAllWays`).
+//
+// The fixtures are part of the repository. Each suite's `corpusIsPresent` counts its files, so a lost or
+// partial fixture folder fails loudly instead of running zero parameterised cases.
 //
 // Where Formwall deliberately differs from the upstream library, the test asserts Formwall's behaviour:
 // * Content-Transfer-Encoding is never decoded (RFC 7578 §4.7 deprecates it). The part keeps its raw bytes
@@ -73,7 +76,12 @@ struct PythonMultipartCase {
     static let cteCases: Set<String> = ["base64_encoding", "mixed_plain_and_base64_encoding", "quoted_printable_encoding",
                                         "mixed_case_headers"]
 
-    @Test func corpusIsPresent() { #expect(Self.names.count == 30) }
+    @Test func corpusIsPresent() {
+        let files = filesUnder(Self.dir)
+        #expect(files.filter { $0.hasSuffix(".yaml") }.count == 30, "python-multipart .yaml in \(Self.dir.path)")
+        #expect(files.filter { $0.hasSuffix(".http") }.count == 30, "python-multipart .http in \(Self.dir.path)")
+        #expect(Self.names.count == 30)
+    }
 
     @Test(arguments: names) func corpusCase(_ name: String) throws {
         let yaml = try String(contentsOf: Self.dir.appendingPathComponent(name + ".yaml"), encoding: .utf8)
@@ -140,7 +148,10 @@ struct PythonMultipartCase {
     }()
     static let ids: [String] = cases.compactMap { $0["id"] as? String }
 
-    @Test func corpusIsPresent() { #expect(Self.ids.count == 6) }
+    @Test func corpusIsPresent() {
+        #expect(Self.ids.count == 6, "werkzeug/expected.json in \(Self.dir.path)")
+        #expect(filesUnder(Self.dir).count == 17, "6 bodies, 10 PNGs and expected.json in \(Self.dir.path)")
+    }
 
     @Test(arguments: ids) func browserCapture(_ id: String) throws {
         let c = try #require(Self.cases.first { $0["id"] as? String == id })
@@ -216,10 +227,18 @@ struct PythonMultipartCase {
         return s.replacingOccurrences(of: "%22", with: "\"").replacingOccurrences(of: "&#9731;", with: "☃")
     }
 
-    @Test func corpusIsPresent() { #expect(Self.fixtureIDs.count >= 20) }
+    @Test func corpusIsPresent() {
+        #expect(Self.fixtureIDs.count == 22, "formidable/expected.json in \(Self.dir.path)")
+        #expect((Self.expected["fixtures_without_upstream_expectation"] as? [String])?.count == 3)
+        #expect((Self.expected["inline_cases"] as? [[String: Any]])?.count == 3)
+        let files = filesUnder(Self.dir)
+        #expect(files.filter { $0.hasPrefix("http/") }.count == 25, "raw requests in \(Self.dir.path)")
+        #expect(files.filter { $0.hasPrefix("file/") }.count == 5, "original files in \(Self.dir.path)")
+    }
 
     @Test(arguments: fixtureIDs) func rawRequest(_ id: String) throws {
-        let c = try #require((Self.expected["fixture_cases"] as! [[String: Any]]).first { $0["id"] as? String == id })
+        let cases = try #require(Self.expected["fixture_cases"] as? [[String: Any]])
+        let c = try #require(cases.first { $0["id"] as? String == id })
         let raw = try readBytes(Self.dir.appendingPathComponent(c["request_file"] as! String))
         let (ct, body) = Self.split(raw)
         let expectedParts = c["expected_parts_in_order"] as! [[String: Any]]
@@ -281,7 +300,7 @@ struct PythonMultipartCase {
     }
 
     @Test func capturesWithoutExpectationParse() throws {
-        for path in Self.expected["fixtures_without_upstream_expectation"] as! [String] {
+        for path in try #require(Self.expected["fixtures_without_upstream_expectation"] as? [String]) {
             let (ct, body) = Self.split(try readBytes(Self.dir.appendingPathComponent(path)))
             let boundary = try MultipartBoundary.parse(contentType: try #require(ct)).boundary
             let r = parseAllWays(body, boundary: boundary)
@@ -291,7 +310,7 @@ struct PythonMultipartCase {
     }
 
     @Test func inlineCases() throws {
-        for c in Self.expected["inline_cases"] as! [[String: Any]] {
+        for c in try #require(Self.expected["inline_cases"] as? [[String: Any]]) {
             let body = Array(Data(base64Encoded: c["body_base64"] as! String)!)
             let r = parseAllWays(body, boundary: b(c["boundary"] as! String))
             if c["expect_error"] as! Bool {

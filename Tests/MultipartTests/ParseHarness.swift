@@ -96,11 +96,22 @@ struct SplitMix64: RandomNumberGenerator {
     }
 }
 
-/// The repository root, found from this file's path.
-let repoRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-    .deletingLastPathComponent()
+/// The conformance vectors kept in the repository, next to these tests (provenance in its README.md).
+let corpusRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+    .appendingPathComponent("Fixtures/corpus")
 
-/// `../shared/corpus` beside the repository.
-let corpusRoot: URL = repoRoot.deletingLastPathComponent().appendingPathComponent("shared/corpus")
+/// The regular files under `dir`, as paths relative to it (empty if it is missing).
+func filesUnder(_ dir: URL) -> [String] {
+    guard let walker = FileManager.default.enumerator(atPath: dir.path) else { return [] }
+    var out: [String] = []
+    while let path = walker.nextObject() as? String {
+        var isDir: ObjCBool = false
+        if FileManager.default.fileExists(atPath: dir.appendingPathComponent(path).path, isDirectory: &isDir),
+           !isDir.boolValue {
+            out.append(path)
+        }
+    }
+    return out.sorted()
+}
 
 func readBytes(_ url: URL) throws -> [UInt8] { Array(try Data(contentsOf: url)) }
