@@ -29,8 +29,11 @@ final class UpstreamSink: FormOutput {
 
     let kind: Kind
     let buffer: ByteBuffer
-    /// The upstream connection that streams enqueued files.
-    weak var upstream: UpstreamConnection?
+    /// A file being streamed into `buffer` as it drains (a held part, or the spooled body once complete), and
+    /// how much of it was read. `ConnectionMachine` refills from it.
+    var sending: (file: TemporaryFile, offset: UInt64)?
+    /// Reading `sending` failed (a local disk error).
+    private(set) var fileFailure: Error?
     /// Bytes of body payload handed to the sink (before chunk framing).
     private(set) var payloadBytes: UInt64 = 0
     /// A failure while writing (buffer over its hard cap, spool write error); checked after each step.
@@ -45,7 +48,22 @@ final class UpstreamSink: FormOutput {
         header.reserveCapacity(24)
     }
 
-    var isReplaying: Bool { upstream?.spool != nil }
+    var isReplaying: Bool { sending != nil }
+
+    /// Records a failure reading the file being sent; the body stops with 500.
+    func fileFailed(_ error: Error) {
+        fileFailure = error
+        failure = error
+        sending?.file.close()
+        sending = nil
+    }
+
+    /// Closes every file the sink holds (on abort).
+    func releaseFiles() {
+        sending?.file.close()
+        sending = nil
+        if case .spool(let file) = kind { file.close() }
+    }
 
     func write(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty, failure == nil else { return }
@@ -82,16 +100,18 @@ final class UpstreamSink: FormOutput {
             ChunkedEncoder.writeChunkHeader(size: Int(file.size), into: &header)
             do { try buffer.writeBytes(header) } catch { failure = error; file.close(); return false }
             pendingChunkEnd = true
-            guard let upstream else { failure = SinkError.noUpstream; file.close(); return false }
-            upstream.spool = (file, 0)
-            upstream.updateInterest()
+            sending = (file, 0)
             return true
         case .spool(let target):
             defer { file.close() }
             do { try file.forEachChunk { try target.write($0) } } catch { failure = error }
             return false
         case .raw:
-            preconditionFailure("a held part is only ever spliced into a re-encoded (chunked or spooled) body")
+            // Unreachable: held parts exist only in form stages, whose sink is chunked or spooled. Fail the
+            // exchange rather than the process all the same.
+            failure = SinkError.rawSplice
+            file.close()
+            return false
         }
     }
 
@@ -107,7 +127,7 @@ final class UpstreamSink: FormOutput {
         do { try buffer.writeBytes(last) } catch { failure = error }
     }
 
-    enum SinkError: Error { case noUpstream }
+    enum SinkError: Error { case rawSplice }
 
     private let crlf: [UInt8] = [0x0D, 0x0A]
 }

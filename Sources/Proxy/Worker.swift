@@ -232,3 +232,9 @@ enum FileOutput {
         _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 }
+
+extension Worker: ExchangeContext {
+    func newRequestID() -> String { random.hexID(bytes: 12) }
+    func newBoundary() -> [UInt8] { random.boundary() }
+    func timestamp() -> AuditTimestamp { .now() }
+}

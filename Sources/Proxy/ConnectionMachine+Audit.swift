@@ -1,0 +1,61 @@
+import Audit
+import HTTP1
+import Multipart
+import Rules
+
+extension ConnectionMachine {
+    /// The one audit record of an exchange; nil without an audit log.
+    func auditRecord(_ ex: Exchange, status: Int, reason: String?, error: String?,
+                     violation: Violation? = nil) -> AuditRecord? {
+        guard config.audit != nil else { return nil }
+        let evaluator = ex.form?.evaluator ?? ex.urlencoded?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
+        let monitoring = evaluator?.policy.mode == .monitor
+        let refused = violation != nil || (error != nil && (status < 500 || status == 503) && status != 499)
+        let decision: AuditRecord.Decision = refused ? .reject
+            : monitoring && !(evaluator?.findings.isEmpty ?? true) ? .monitor
+            : (ex.form?.modified ?? ex.urlencoded?.modified ?? false) ? .modified : .allow
+        var anomalies = ex.form?.parser.anomalies ?? MultipartAnomalies()
+        let parts: [AuditRecord.Part] = (ex.form?.records ?? ex.urlencoded?.records ?? []).map { r in
+            anomalies.formUnion(r.part.anomalies)
+            return AuditRecord.Part(
+                index: r.index, name: AuditText(bytes: r.part.name ?? []), kind: r.part.isFile ? .file : .field,
+                filename: r.part.filename.map { AuditText(bytes: $0) }, declaredType: r.part.contentTypeString,
+                sniffedType: r.sniffedType, size: Int(clamping: r.size), sha256: r.part.isFile ? r.sha256 : nil,
+                action: r.action, quarantineID: r.quarantineID)
+        }
+        let violations = (evaluator?.findings ?? []).map { f in
+            AuditRecord.Violation(kind: f.violation.kind.name, part: f.violation.partIndex,
+                                  rule: f.violation.rule.map { "\($0.file):\($0.line)" }, detail: f.violation.detail)
+        }
+        let matched = evaluator.flatMap { $0.policy.route(for: ex.head.target) }?.prefix
+        var fields: [AuditRecord.Field]?
+        if let wanted = config.audit?.fields, !wanted.isEmpty {
+            fields = (ex.form?.records ?? ex.urlencoded?.records ?? []).compactMap { r in
+                guard !r.part.isFile, let name = r.part.nameString, wanted.contains(name), let value = r.preview else {
+                    return nil
+                }
+                return AuditRecord.Field(name: AuditText(name), value: AuditText(value))
+            }
+        }
+        // Body bytes that really left: the whole payload once everything was written, else no more than the
+        // kernel accepted (queued bytes of a rejected or failed request are not counted).
+        let payload = ex.body?.sink.payloadBytes ?? 0
+        let allSent = ex.requestComplete && !ex.bodyDiscarded && ex.body?.sink.sending == nil
+            && upstreamOut.readableBytes == 0 && ex.upstreamAccepted > 0
+        let sent = allSent ? payload : min(payload, ex.upstreamAccepted)
+        return AuditRecord(
+            timestamp: context.timestamp(), requestID: ex.requestID, client: peer, method: ex.head.method,
+            path: AuditText(ex.head.target), route: matched, decision: decision, status: status,
+            reason: violation?.kind.name ?? reason, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
+            bytesUpstream: Int(clamping: sent), durationMs: Double(now &- ex.startedAt) / 1e6,
+            upstreamMs: ex.upstreamStartedAt.map { Double(now &- $0) / 1e6 },
+            parts: parts, violations: violations, anomalies: anomalies.names, fields: fields, error: error)
+    }
+
+    /// A request refused before its head could be parsed still gets a record.
+    func headErrorRecord(status: Int, kind: String, requestID: String) -> AuditRecord? {
+        guard config.audit != nil else { return nil }
+        return AuditRecord(timestamp: context.timestamp(), requestID: requestID, client: peer, method: "-", path: "-",
+                           route: nil, decision: .reject, status: status, reason: kind, error: kind)
+    }
+}

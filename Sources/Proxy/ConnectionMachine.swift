@@ -1,0 +1,1034 @@
+import Audit
+import HTTP1
+import Inspect
+import Multipart
+import Quarantine
+import Reactor
+import Rules
+
+// The protocol logic of one client connection, as a value that takes events and returns actions.
+//
+//          events in                                         actions out
+//   clientData, clientEOF, clientReset, ──►┌────────────────────┐──► connectUpstream, reconnectUpstream,
+//   clientWrote(n), upstreamConnected,     │ ConnectionMachine  │    releaseUpstream(reuse:),
+//   upstreamConnectFailed, upstreamData,   │  head parser       │    shutdownClientWrite, closeClient,
+//   upstreamEOF, upstreamReadFailed,       │  body stages       │    requestEnded(audit record)
+//   upstreamWriteFailed, upstreamWrote(n), │  one evaluator     │
+//   timer, drain                        ──►│  deadlines, ledger │◄─► clientIn  clientOut
+//                                          └────────────────────┘◄─► upstreamIn upstreamOut
+//
+// The machine never touches a descriptor and never reads the clock: the driver (ClientConnection and the
+// UpstreamConnection attached to it) reads into `clientIn`/`upstreamIn`, writes from `clientOut`/`upstreamOut`,
+// passes the time with every event and carries out the actions. Held parts and spooled bodies are local files
+// (TemporaryFile), read back into `upstreamOut` as it drains.
+//
+// States (`State`), and the only legal transitions:
+//   awaitingHead ──► exchanging     a complete head the policy accepts (the upstream is dialled, or, for a
+//                                   spooled body, once the body is complete)
+//   awaitingHead ──► closing        a head error, CONNECT, a verdict from the head, a header timeout
+//   awaitingHead ──► closed         EOF, reset, keep-alive timeout or drain before any head byte (no record)
+//   exchanging   ──► awaitingHead   response and request both ended, keep-alive on both sides
+//   exchanging   ──► closing        Formwall answers (nothing of a response queued yet), or the response ended
+//                                   and the connection does not carry another request
+//   exchanging   ──► closed         a failure after response bytes were queued (a cut), a client reset
+//   closing      ──► lingering      the answer is flushed and the client may still be sending
+//   closing      ──► closed         the answer is flushed and nothing more is expected
+//   lingering    ──► closed         client EOF, byte budget spent, total deadline or idle deadline
+// Every request that reached `exchanging`, and every head error, ends with exactly one `.requestEnded`.
+
+/// What the machine needs from the worker it runs on, injected so that tests and the fuzzer can run it alone.
+protocol ExchangeContext: AnyObject {
+    /// The proxy's configuration.
+    var config: ProxyConfiguration { get }
+    /// The policy new requests use; nil without rules.
+    var policy: Policy? { get }
+    /// The quarantine store, if configured.
+    var quarantine: QuarantineStore? { get }
+    /// The worker is shutting down: no new request starts, no connection is kept alive.
+    var draining: Bool { get }
+    /// A fresh random request id.
+    func newRequestID() -> String
+    /// A fresh random multipart boundary.
+    func newBoundary() -> [UInt8]
+    /// The wall-clock time for an audit record.
+    func timestamp() -> AuditTimestamp
+}
+
+/// One client connection's protocol state. See the diagram above.
+struct ConnectionMachine {
+    /// Something that happened on a socket, or a clock tick.
+    enum Event: Equatable {
+        /// New bytes in `clientIn`.
+        case clientData
+        /// The client's read side ended (read returned 0).
+        case clientEOF
+        /// The client's socket failed (reset, EPOLLERR, EPOLLHUP, a failed write).
+        case clientReset
+        /// The kernel accepted `n` bytes of `clientOut` (the driver consumed them).
+        case clientWrote(Int)
+        /// The upstream connection is ready (`reused`: taken from the pool).
+        case upstreamConnected(reused: Bool)
+        /// Dialling the upstream failed.
+        case upstreamConnectFailed
+        /// New bytes in `upstreamIn`.
+        case upstreamData
+        /// The upstream's sending side ended (read returned 0).
+        case upstreamEOF
+        /// Reading from the upstream failed (after every byte queued before the error was read).
+        case upstreamReadFailed
+        /// Writing to the upstream failed; reading goes on, so an early answer is still relayed.
+        case upstreamWriteFailed
+        /// The kernel accepted the first `n` bytes of `upstreamOut`; the machine consumes them.
+        case upstreamWrote(Int)
+        /// The driver's periodic tick: deadlines are checked against `now`.
+        case timer
+        /// The worker drains: an idle connection closes now, a busy one after its response.
+        case drain
+    }
+
+    /// What the driver must do.
+    enum Action {
+        /// Take a pooled connection or dial one; answer with `.upstreamConnected` or `.upstreamConnectFailed`.
+        case connectUpstream
+        /// Drop the current upstream connection and dial a fresh one (a replay); answer as for `connectUpstream`.
+        case reconnectUpstream
+        /// Detach the upstream connection: back to the pool, or closed. Once per upstream connection used.
+        case releaseUpstream(reuse: Bool)
+        /// Send FIN to the client (lingering starts).
+        case shutdownClientWrite
+        /// Close the client connection. No event is handled after it.
+        case closeClient
+        /// A request ended: count it, and write its audit record when there is one (audit log configured).
+        case requestEnded(AuditRecord?)
+    }
+
+    enum State {
+        /// Between requests (`since` nil), or a head partly read since `since`.
+        case awaitingHead(since: UInt64?)
+        /// A request in progress; the upstream may still be connecting.
+        case exchanging(Exchange)
+        /// Flushing an answer (Formwall's own, or a response after which the connection closes). With
+        /// `discard`, what the client still sends is read and dropped.
+        case closing(discard: Bool)
+        /// The answer is flushed and FIN sent; reading and dropping until EOF or a limit.
+        case lingering(until: UInt64, idleUntil: UInt64)
+        /// Terminal: events produce no action.
+        case closed
+    }
+
+    let context: ExchangeContext
+    let config: ProxyConfiguration
+    /// `host:port` of the client, for the audit log.
+    let peer: String
+    /// The client's address alone, for forwarding headers and quarantine records.
+    let peerIP: String
+    /// Bytes from the client, not yet consumed.
+    let clientIn: ByteBuffer
+    /// Bytes for the client, not yet written.
+    let clientOut: ByteBuffer
+    /// Bytes from the upstream, not yet consumed.
+    let upstreamIn: ByteBuffer
+    /// Bytes for the upstream, not yet accepted by the kernel.
+    let upstreamOut: ByteBuffer
+
+    private(set) var state: State = .awaitingHead(since: nil)
+    private var headParser: HTTPRequestHeadParser
+    private var clientEOF = false
+    private(set) var now: UInt64
+    /// The last time client bytes arrived (body idle timeout, keep-alive timeout).
+    private var lastActivity: UInt64
+    private var lastTick: UInt64
+    /// Bytes still allowed to be discarded while answering and lingering.
+    private var lingerBudget = 0
+
+    /// Creates the machine for a connection accepted at `now`.
+    init(context: ExchangeContext, peer: String, now: UInt64) {
+        self.context = context
+        config = context.config
+        self.peer = peer
+        peerIP = Self.address(of: peer)
+        clientIn = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.clientRead)
+        clientOut = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.outputHighWater * 4)
+        upstreamIn = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024))
+        upstreamOut = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.outputHighWater * 4)
+        headParser = HTTPRequestHeadParser(limits: config.http)
+        self.now = now
+        lastActivity = now
+        lastTick = now
+    }
+
+    // MARK: - What the driver asks
+
+    /// Whether the driver should read from the client now (a level, reconciled after each batch).
+    var wantsClientRead: Bool {
+        switch state {
+        case .closed: return false
+        case .lingering: return !clientEOF
+        case .closing(let discard): return discard && !clientEOF
+        case .awaitingHead: return !clientEOF && clientIn.readableBytes < clientIn.maxCapacity
+        case .exchanging(let ex):
+            if ex.bodyDiscarded { return !clientEOF }
+            guard !clientEOF, clientIn.readableBytes < clientIn.maxCapacity else { return false }
+            // Reading ahead while a response is awaited is allowed: pipelined requests wait in clientIn.
+            if ex.requestComplete || ex.spooling { return true }
+            return upstreamOut.readableBytes < config.buffers.outputHighWater
+        }
+    }
+
+    /// Whether the driver should read from the upstream now.
+    var wantsUpstreamRead: Bool {
+        guard case .exchanging(let ex) = state, ex.upstreamConnected, !ex.upReadEnded else { return false }
+        return clientOut.readableBytes < config.buffers.outputHighWater
+            && upstreamIn.readableBytes < upstreamIn.maxCapacity
+    }
+
+    /// Whether the driver should write `upstreamOut` now.
+    var wantsUpstreamWrite: Bool {
+        guard case .exchanging(let ex) = state, ex.upstreamConnected, !ex.upWriteFailed else { return false }
+        return upstreamOut.readableBytes > 0
+    }
+
+    /// Whether an upstream connection is attached (connecting or connected).
+    var hasUpstream: Bool {
+        if case .exchanging(let ex) = state { return ex.upstream != .none }
+        return false
+    }
+
+    var isClosed: Bool { if case .closed = state { return true } else { return false } }
+
+    /// Idle between requests with nothing to write (drain closes such a connection at once).
+    var isIdle: Bool {
+        if case .awaitingHead(since: nil) = state { return clientOut.readableBytes == 0 }
+        return false
+    }
+
+    // MARK: - Events
+
+    /// Handles one event at time `now`; the actions to carry out are appended to `out` in order.
+    mutating func handle(_ event: Event, now: UInt64, into out: inout [Action]) {
+        guard !isClosed else { return }
+        self.now = now
+        switch event {
+        case .clientData:
+            lastActivity = now
+            switch state {
+            case .closing(discard: true), .lingering:
+                discardClientInput(into: &out)
+                return
+            case .closing(discard: false):
+                clientIn.clear()
+            case .awaitingHead(since: nil) where clientIn.readableBytes > 0:
+                state = .awaitingHead(since: now)
+            case .exchanging(let ex) where ex.bodyDiscarded:
+                discardClientInput(into: &out)
+                if isClosed { return }
+            default:
+                break
+            }
+        case .clientEOF:
+            clientEOF = true
+            switch state {
+            case .lingering:
+                close(into: &out)
+                return
+            case .closing where clientOut.readableBytes == 0:
+                close(into: &out)
+                return
+            default:
+                break
+            }
+        case .clientReset:
+            peerGone(into: &out)
+            return
+        case .clientWrote:
+            if case .closing = state, clientOut.readableBytes == 0 {
+                finishClosing(into: &out)
+                return
+            }
+        case .upstreamConnected(let reused):
+            guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
+            ex.upstream = .connected
+            ex.reused = reused
+            ex.replayLog = reused ? [] : nil
+            if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
+        case .upstreamConnectFailed:
+            guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
+            ex.upstream = .none
+            abort(status: 502, kind: "upstream_unreachable", into: &out)
+            return
+        case .upstreamData:
+            if case .exchanging(let ex) = state, upstreamIn.readableBytes > 0 {
+                ex.upReceived = true
+                ex.upstreamActivity = now
+            }
+        case .upstreamEOF, .upstreamReadFailed:
+            if case .exchanging(let ex) = state { ex.upReadEnded = true }
+        case .upstreamWriteFailed:
+            if case .exchanging(let ex) = state { ex.upWriteFailed = true }
+        case .upstreamWrote(let n):
+            upstreamWrote(n)
+        case .timer:
+            tick(into: &out)
+            if isClosed { return }
+        case .drain:
+            if isIdle {
+                close(into: &out)
+                return
+            }
+        }
+        pump(into: &out)
+    }
+
+    // MARK: - The pump
+
+    /// Advances whatever can advance.
+    private mutating func pump(into out: inout [Action]) {
+        var progressed = true
+        while progressed && !isClosed {
+            progressed = false
+            switch state {
+            case .exchanging(let ex):
+                refillFromFile(ex)
+                if !ex.requestComplete && !ex.bodyDiscarded && (ex.upstream != .none || ex.spooling) {
+                    progressed = pumpBody(ex, into: &out) || progressed
+                }
+                guard case .exchanging(let current) = state, current === ex else { progressed = true; continue }
+                if ex.bodyDiscarded && clientIn.readableBytes > 0 {
+                    discardClientInput(into: &out)
+                    guard case .exchanging(let current) = state, current === ex else { continue }
+                }
+                if !ex.requestComplete, !ex.bodyDiscarded, clientEOF, clientIn.readableBytes == 0 {
+                    // The client went away mid-upload: the upstream must see an incomplete body.
+                    abort(status: nil, kind: "client_aborted", into: &out)
+                    return
+                }
+                if ex.upstreamConnected { progressed = pumpResponse(ex, into: &out) || progressed }
+            case .awaitingHead:
+                progressed = parseHead(into: &out)
+            case .closing, .lingering, .closed:
+                break
+            }
+        }
+        if case .awaitingHead = state, clientEOF, clientOut.readableBytes == 0 {
+            close(into: &out)
+        }
+    }
+
+    private mutating func parseHead(into out: inout [Action]) -> Bool {
+        guard clientIn.readableBytes > 0, !context.draining else { return false }
+        let result = clientIn.withUnsafeReadableBytes { bytes in
+            Result { () throws(HTTPParseError) in try headParser.parse(bytes) }
+        }
+        switch result {
+        case .failure(let error):
+            respond(status: error.status, kind: error.kind, requestID: context.newRequestID(), detail: nil,
+                    violation: nil, exchange: nil, into: &out)
+            return false
+        case .success(.needMore(let consumed)):
+            clientIn.moveReaderIndex(forwardBy: consumed)
+            return false
+        case .success(.complete(let head, let consumed)):
+            clientIn.moveReaderIndex(forwardBy: consumed)
+            beginExchange(head, into: &out)
+            return true
+        }
+    }
+
+    private func newRequestID(_ head: HTTPRequestHead?) -> String {
+        if let given = head?.header(named: "x-request-id"), RequestID.isValid(given) { return given }
+        return context.newRequestID()
+    }
+
+    // MARK: - Starting an exchange
+
+    private mutating func beginExchange(_ requestHead: HTTPRequestHead, into out: inout [Action]) {
+        var head = requestHead
+        let requestID = newRequestID(head)
+        let ex = Exchange(head: head, requestID: requestID, startedAt: now, limits: config.http)
+        state = .exchanging(ex)
+        if head.method == "CONNECT" {
+            respond(status: 405, kind: "method_not_allowed", requestID: requestID, detail: nil, violation: nil,
+                    exchange: ex, into: &out)
+            return
+        }
+
+        // The policy decides first, from the head alone: 405, 415 and 413 (Content-Length) are answered
+        // before a body byte is read, and before any 100 Continue.
+        var evaluator = context.policy.map { PolicyEvaluator(policy: $0) }
+        var bodyKind: PolicyEvaluator.BodyKind?
+        if var ev = evaluator {
+            let length: UInt64? = {
+                switch head.framing {
+                case .none: return 0
+                case .contentLength(let n): return n
+                case .chunked, .closeDelimited: return nil
+                }
+            }()
+            let decision = ev.begin(method: head.method, path: head.target,
+                                    contentType: head.header(named: "content-type"), contentLength: length)
+            evaluator = ev
+            ex.evaluator = ev
+            switch decision {
+            case .reject(let violation):
+                respond(violation: violation, exchange: ex, into: &out)
+                return
+            case .proceed(let kind):
+                bodyKind = kind
+            }
+        }
+
+        // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
+        // The route's `upstream-body` setting wins over the global option.
+        let bodyMode = evaluator?.route?.upstreamBody ?? config.upstreamBody
+        var transform = RequestBodyStage.Transform.passthrough
+        var upstreamFraming = head.framing
+        let contentType = head.header(named: "content-type")
+        let isMultipart = bodyKind == .multipart
+            || (bodyKind == nil && contentType?.lowercased().hasPrefix("multipart/form-data") == true)
+        if isMultipart, let ct = contentType {
+            let parsed: MultipartBoundary.Parsed
+            do {
+                parsed = try MultipartBoundary.parse(contentType: Array(ct.utf8), limits: config.multipart)
+            } catch {
+                if var ev = evaluator {
+                    _ = ev.malformed(detail: error.kind.rawValue)
+                    ex.evaluator = ev
+                }
+                respond(status: 400, kind: "malformed_body", requestID: requestID, detail: error.kind.rawValue,
+                        violation: nil, exchange: ex, into: &out)
+                return
+            }
+            let quarantine = context.quarantine.map {
+                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.route?.prefix, client: peerIP)
+            }
+            let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
+                                  reencodeBoundary: context.newBoundary(), evaluator: evaluator,
+                                  quarantine: quarantine, spoolDirectory: config.spoolDirectory,
+                                  holdPending: bodyMode == .hold, observe: config.audit != nil,
+                                  previewFields: config.audit?.fields ?? [])
+            guard let encoder = stage.encoder else {
+                // Unreachable: a stage built with a re-encode boundary always has an encoder.
+                respond(status: 500, kind: "internal_error", requestID: requestID, detail: "no encoder",
+                        violation: nil, exchange: ex, into: &out)
+                return
+            }
+            ex.form = stage
+            transform = .form(stage)
+            head.headers.removeAll(named: "content-type")
+            head.headers.append(name: "Content-Type", value: encoder.contentType)
+            upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
+        } else if isMultipart {
+            respond(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary",
+                    violation: nil, exchange: ex, into: &out)
+            return
+        } else if bodyKind == .urlencoded, let evaluator {
+            let stage = UrlencodedStage(evaluator: evaluator)
+            ex.urlencoded = stage
+            transform = .urlencoded(stage)
+            head.headers.removeAll(named: "content-type")
+            head.headers.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
+        }
+
+        var sinkKind: UpstreamSink.Kind
+        switch upstreamFraming {
+        case .chunked: sinkKind = .chunked
+        case .none, .closeDelimited, .contentLength: sinkKind = .raw
+        }
+        ex.spooling = bodyMode == .spool && (ex.form != nil || ex.urlencoded != nil)
+        if ex.spooling {
+            do { sinkKind = .spool(try TemporaryFile(directory: config.spoolDirectory)) } catch {
+                respond(status: 500, kind: "spool_unavailable", requestID: requestID, detail: nil, violation: nil,
+                        exchange: ex, into: &out)
+                return
+            }
+        }
+        let forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: "http", requestID: requestID)
+        if ex.spooling {
+            // Written once the body is complete and its length known; the upstream is dialled only then, so a
+            // rejected spooled request never opens an upstream connection.
+            ex.pendingHead = (head, forwarding)
+        } else {
+            var headBytes: [UInt8] = []
+            headBytes.reserveCapacity(1024)
+            HTTPHeadSerializer.writeRequestHead(head, framing: upstreamFraming, context: forwarding, into: &headBytes)
+            do { try upstreamOut.writeBytes(headBytes) } catch {
+                respond(status: 500, kind: "internal_buffer", requestID: requestID, detail: nil, violation: nil,
+                        exchange: ex, into: &out)
+                return
+            }
+            ex.upstream = .connecting
+            ex.upstreamStartedAt = now
+            out.append(.connectUpstream)
+        }
+        let sink = UpstreamSink(kind: sinkKind, buffer: upstreamOut)
+        let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink)
+        if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.evaluator }
+        ex.body = body
+        do {
+            try body.start()
+        } catch {
+            fail(body: error, into: &out)
+            return
+        }
+        if ex.requestComplete { requestDidComplete(ex, into: &out) }
+        guard case .exchanging(let current) = state, current === ex else { return }
+        if head.expectsContinue && !ex.requestComplete {
+            // Formwall has accepted the request: tell the client to send the body.
+            _ = try? clientOut.writeBytes(Self.continueResponse)
+        }
+    }
+
+    private static let continueResponse = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
+
+    // MARK: - Request body
+
+    /// Moves client body bytes through the body stage into `upstreamOut`; true if anything moved.
+    private mutating func pumpBody(_ ex: Exchange, into out: inout [Action]) -> Bool {
+        guard let body = ex.body else { return false }
+        if ex.upWriteFailed && !canReplay(ex) {
+            // The upstream stopped reading: nothing more goes up; the rest of the body is discarded.
+            ex.bodyDiscarded = true
+            startDiscarding()
+            return true
+        }
+        var moved = false
+        while !body.isComplete, clientIn.readableBytes > 0 || (body.isBlocked && !body.sink.isReplaying),
+              ex.spooling || upstreamOut.readableBytes < config.buffers.outputHighWater {
+            let wasBlocked = body.isBlocked
+            let slice = min(clientIn.readableBytes, 64 * 1024)
+            let result = clientIn.withUnsafeReadableBytes { bytes in
+                Result { () throws(RequestBodyError) in
+                    try body.process(UnsafeRawBufferPointer(rebasing: bytes[0..<slice]))
+                }
+            }
+            switch result {
+            case .failure(let error):
+                fail(body: error, into: &out)
+                return true
+            case .success(let n):
+                if body.sink.failure != nil {
+                    abort(status: 500, kind: "body_sink_failed", into: &out)
+                    return true
+                }
+                if n == 0 && !body.isComplete {
+                    if wasBlocked && !body.isBlocked {
+                        moved = true
+                        continue
+                    }
+                    if body.sink.isReplaying { refillFromFile(ex) }
+                    break
+                }
+                clientIn.moveReaderIndex(forwardBy: n)
+                moved = moved || n > 0
+            }
+        }
+        if body.isComplete && ex.requestCompletedAt == nil { requestDidComplete(ex, into: &out) }
+        return moved
+    }
+
+    private mutating func requestDidComplete(_ ex: Exchange, into out: inout [Action]) {
+        ex.requestCompletedAt = now
+        guard let body = ex.body else { return }
+        if case .spool(let file) = body.sink.kind, let (head, forwarding) = ex.pendingHead {
+            ex.pendingHead = nil
+            var headBytes: [UInt8] = []
+            HTTPHeadSerializer.writeRequestHead(head, framing: .contentLength(file.size), context: forwarding,
+                                                into: &headBytes)
+            _ = try? upstreamOut.writeBytes(headBytes)
+            body.sink.sending = (file, 0)
+            refillFromFile(ex)
+            if ex.upstream == .none {
+                ex.upstream = .connecting
+                ex.upstreamStartedAt = now
+                out.append(.connectUpstream)
+            }
+        }
+    }
+
+    /// Streams a held part or the spooled body from its file into `upstreamOut` while there is room.
+    private func refillFromFile(_ ex: Exchange) {
+        guard let sink = ex.body?.sink, let (file, offset) = sink.sending else { return }
+        guard upstreamOut.readableBytes < config.buffers.outputHighWater else { return }
+        let want = 128 * 1024
+        var n = 0
+        do {
+            try upstreamOut.reserveWritable(want)
+            n = try upstreamOut.withUnsafeMutableWritableBytes { region in
+                try file.read(at: offset, into: UnsafeMutableRawBufferPointer(rebasing: region.prefix(want)))
+            }
+        } catch {
+            sink.fileFailed(error)
+            return
+        }
+        if n == 0 {
+            file.close()
+            sink.sending = nil
+            return
+        }
+        upstreamOut.moveWriterIndex(forwardBy: n)
+        sink.sending = (file, offset + UInt64(n))
+    }
+
+    /// Consumes what the kernel accepted from `upstreamOut`, keeping a copy while the request is replayable.
+    private mutating func upstreamWrote(_ n: Int) {
+        guard n > 0, n <= upstreamOut.readableBytes else { return }
+        if case .exchanging(let ex) = state {
+            ex.upstreamAccepted &+= UInt64(n)
+            ex.upstreamActivity = now
+            if var log = ex.replayLog {
+                ex.replayLog = nil
+                if log.count + n <= config.pool.replayLimit {
+                    upstreamOut.withUnsafeReadableBytes { log.append(contentsOf: $0.prefix(n)) }
+                    ex.replayLog = log
+                }
+            }
+            upstreamOut.moveReaderIndex(forwardBy: n)
+            if upstreamOut.readableBytes == 0 { upstreamOut.clear() }
+            refillFromFile(ex)
+        } else {
+            upstreamOut.moveReaderIndex(forwardBy: n)
+        }
+    }
+
+    /// A reused connection the upstream had closed can be replaced: nothing of the response arrived and every
+    /// byte written so far is in the replay log.
+    private func canReplay(_ ex: Exchange) -> Bool {
+        ex.reused && !ex.retried && !ex.upReceived && upstreamIn.readableBytes == 0 && ex.replayLog != nil
+            && ex.body?.sink.fileFailure == nil
+    }
+
+    // MARK: - Response
+
+    /// Moves response bytes from `upstreamIn` to `clientOut`; true if anything happened.
+    private mutating func pumpResponse(_ ex: Exchange, into out: inout [Action]) -> Bool {
+        var progressed = false
+        while clientOut.readableBytes < config.buffers.outputHighWater {
+            switch ex.response {
+            case .awaitingHead:
+                guard upstreamIn.readableBytes > 0 else {
+                    if ex.upReadEnded { upstreamEnded(ex, into: &out); return true }
+                    return progressed
+                }
+                let result = upstreamIn.withUnsafeReadableBytes { bytes in
+                    Result { () throws(HTTPParseError) in
+                        try ex.responseParser.parse(bytes, requestMethod: ex.head.method)
+                    }
+                }
+                switch result {
+                case .failure:
+                    abort(status: 502, kind: "bad_upstream_response", into: &out)
+                    return true
+                case .success(.needMore(let consumed)):
+                    upstreamIn.moveReaderIndex(forwardBy: consumed)
+                    if ex.upReadEnded { upstreamEnded(ex, into: &out); return true }
+                    return progressed
+                case .success(.complete(let head, let consumed)):
+                    upstreamIn.moveReaderIndex(forwardBy: consumed)
+                    progressed = true
+                    if head.isInformational {
+                        // Our own 100 Continue already went out; pass other 1xx (103 Early Hints) through.
+                        if head.status != 100 {
+                            var bytes: [UInt8] = []
+                            HTTPHeadSerializer.writeResponseHead(head, close: false, into: &bytes)
+                            _ = try? clientOut.writeBytes(bytes)
+                        }
+                        continue
+                    }
+                    ex.responseKeepAlive = head.keepAlive
+                    if !ex.requestComplete {
+                        ex.closeAfter = true
+                        // An early final answer that is not a success ends the request: nothing more goes up.
+                        if head.status >= 300 {
+                            ex.bodyDiscarded = true
+                            startDiscarding()
+                        }
+                    }
+                    if !ex.head.keepAlive || context.draining || head.framing == .closeDelimited {
+                        ex.closeAfter = true
+                    }
+                    var head = head
+                    if head.framing == .chunked && ex.head.version == .http1_0 {
+                        // An HTTP/1.0 client cannot read chunked framing: send the payload close-delimited.
+                        ex.dechunk = true
+                        ex.closeAfter = true
+                        head.headers.removeAll(named: "transfer-encoding")
+                    }
+                    var bytes: [UInt8] = []
+                    HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
+                    _ = try? clientOut.writeBytes(bytes)
+                    ex.responseStarted = true
+                    ex.status = head.status
+                    switch head.framing {
+                    case .none: ex.response = .complete
+                    case .contentLength(let n): ex.response = n == 0 ? .complete : .contentLength(remaining: n)
+                    case .chunked: ex.response = .chunked(ChunkedDecoder(limits: config.http))
+                    case .closeDelimited: ex.response = .closeDelimited
+                    }
+                }
+            case .contentLength(let remaining):
+                let avail = upstreamIn.readableBytes
+                if avail == 0 {
+                    if ex.upReadEnded { upstreamEnded(ex, into: &out); return true }
+                    return progressed
+                }
+                let room = clientOut.maxCapacity - clientOut.readableBytes
+                let n = Int(min(UInt64(min(avail, room)), remaining))
+                copyToClient(count: n)
+                ex.response = remaining - UInt64(n) == 0 ? .complete : .contentLength(remaining: remaining - UInt64(n))
+                progressed = true
+            case .chunked(var decoder):
+                let avail = upstreamIn.readableBytes
+                if avail == 0 {
+                    if ex.upReadEnded { upstreamEnded(ex, into: &out); return true }
+                    return progressed
+                }
+                let room = clientOut.maxCapacity - clientOut.readableBytes
+                let slice = min(avail, room)
+                var offset = 0
+                var ended = false
+                var failed = false
+                let dechunk = ex.dechunk
+                let clientOut = self.clientOut
+                upstreamIn.withUnsafeReadableBytes { bytes in
+                    let view = UnsafeRawBufferPointer(rebasing: bytes[0..<slice])
+                    do {
+                        while let event = try decoder.decode(view, from: &offset) {
+                            switch event {
+                            case .end: ended = true
+                            case .data(let span): if dechunk { _ = try? clientOut.writeBytes(span) }
+                            }
+                            if ended { break }
+                        }
+                    } catch {
+                        failed = true
+                    }
+                }
+                if failed {
+                    abort(status: 502, kind: "bad_upstream_response", into: &out)
+                    return true
+                }
+                if dechunk {
+                    upstreamIn.moveReaderIndex(forwardBy: offset)
+                    if upstreamIn.readableBytes == 0 { upstreamIn.clear() }
+                } else {
+                    copyToClient(count: offset)
+                }
+                ex.response = ended ? .complete : .chunked(decoder)
+                progressed = true
+                if offset == 0 && !ended { return progressed }
+            case .closeDelimited:
+                let avail = upstreamIn.readableBytes
+                if avail == 0 {
+                    if ex.upReadEnded { ex.response = .complete; continue }
+                    return progressed
+                }
+                copyToClient(count: min(avail, clientOut.maxCapacity - clientOut.readableBytes))
+                progressed = true
+            case .complete:
+                finishExchange(ex, into: &out)
+                return true
+            }
+        }
+        return progressed
+    }
+
+    private func copyToClient(count: Int) {
+        guard count > 0 else { return }
+        upstreamIn.withUnsafeReadableBytes { bytes in
+            _ = try? clientOut.writeBytes(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
+        }
+        upstreamIn.moveReaderIndex(forwardBy: count)
+        if upstreamIn.readableBytes == 0 { upstreamIn.clear() }
+    }
+
+    /// The upstream's sending side ended before the response was complete.
+    private mutating func upstreamEnded(_ ex: Exchange, into out: inout [Action]) {
+        if !ex.responseStarted && canReplay(ex) {
+            // A pooled connection the upstream had closed: replay the request once on a fresh connection.
+            ex.retried = true
+            let log = ex.replayLog ?? []
+            let unsent: [UInt8] = upstreamOut.readableBytes > 0 ? upstreamOut.withUnsafeReadableBytes { Array($0) } : []
+            upstreamOut.clear()
+            do {
+                try upstreamOut.writeBytes(log)
+                try upstreamOut.writeBytes(unsent)
+            } catch {
+                abort(status: 502, kind: "upstream_closed", into: &out)
+                return
+            }
+            upstreamIn.clear()
+            ex.upstream = .connecting
+            ex.upReadEnded = false
+            ex.upWriteFailed = false
+            ex.upReceived = false
+            ex.reused = false
+            ex.replayLog = nil
+            out.append(.reconnectUpstream)
+            return
+        }
+        if ex.responseStarted {
+            // Never let a truncated response look complete: close the client.
+            out.append(.releaseUpstream(reuse: false))
+            ex.upstream = .none
+            out.append(.requestEnded(auditRecord(ex, status: ex.status, reason: "upstream_closed",
+                                                 error: "upstream_closed_mid_response")))
+            clientEOF = true
+            state = .closing(discard: false)
+            if clientOut.readableBytes == 0 { finishClosing(into: &out) }
+        } else {
+            abort(status: 502, kind: "upstream_closed", into: &out)
+        }
+    }
+
+    private mutating func finishExchange(_ ex: Exchange, into out: inout [Action]) {
+        let fullySent = ex.requestComplete && !ex.bodyDiscarded && ex.body?.sink.sending == nil
+            && upstreamOut.readableBytes == 0
+        let reuse = UpstreamReuse.allowed(
+            responseKeepAlive: ex.responseKeepAlive, requestFullySent: fullySent,
+            unreadResponseBytes: upstreamIn.readableBytes, readEnded: ex.upReadEnded,
+            writeFailed: ex.upWriteFailed, draining: context.draining)
+        out.append(.releaseUpstream(reuse: reuse))
+        ex.upstream = .none
+        upstreamIn.clear()
+        upstreamOut.clear()
+        let unread = !ex.requestComplete || ex.bodyDiscarded
+        out.append(.requestEnded(auditRecord(ex, status: ex.status, reason: nil, error: nil)))
+        headParser.reset()
+        if unread || ex.closeAfter || context.draining {
+            if unread { startDiscarding() }
+            state = .closing(discard: unread)
+            if clientOut.readableBytes == 0 { finishClosing(into: &out) }
+        } else {
+            // A pipelined head already waiting starts its clock now.
+            state = .awaitingHead(since: clientIn.readableBytes > 0 ? now : nil)
+        }
+    }
+
+    // MARK: - Failures and answers
+
+    private mutating func fail(body error: RequestBodyError, into out: inout [Action]) {
+        switch error {
+        case .framing(let error):
+            abort(status: error.status, kind: error.kind, into: &out)
+        case .rejected(let violation), .form(.rejected(let violation)):
+            abort(violation: violation, into: &out)
+        case .form(.malformed(let error)):
+            abort(status: 400, kind: "malformed_body", detail: error.kind.rawValue, into: &out)
+        case .form(.quarantineFailed(let why)):
+            abort(status: 503, kind: "quarantine_unavailable", detail: why, into: &out)
+        case .form(.holdFailed(let why)):
+            abort(status: 500, kind: "staging_failed", detail: why, into: &out)
+        }
+    }
+
+    private mutating func abort(violation: Violation, into out: inout [Action]) {
+        abort(status: violation.status, kind: violation.kind.name, detail: violation.detail, violation: violation,
+              into: &out)
+    }
+
+    /// Ends the exchange on an error: a JSON error if nothing of a response was queued yet; otherwise the
+    /// client connection closes (a cut response never looks complete). The upstream is always dropped, so it
+    /// sees an incomplete request.
+    private mutating func abort(status: Int?, kind: String, detail: String? = nil, violation: Violation? = nil,
+                                into out: inout [Action]) {
+        guard case .exchanging(let ex) = state else { return }
+        if ex.upstream != .none {
+            out.append(.releaseUpstream(reuse: false))
+            ex.upstream = .none
+        }
+        ex.body?.sink.releaseFiles()
+        upstreamOut.clear()
+        upstreamIn.clear()
+        if let status, !ex.responseStarted {
+            respond(status: status, kind: kind, requestID: ex.requestID, detail: detail, violation: violation,
+                    exchange: ex, into: &out)
+        } else {
+            out.append(.requestEnded(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status, reason: kind,
+                                                 error: kind)))
+            clientEOF = true   // a cut response: close without lingering
+            state = .closing(discard: false)
+            if clientOut.readableBytes == 0 { finishClosing(into: &out) }
+        }
+    }
+
+    private mutating func respond(violation: Violation, exchange ex: Exchange, into out: inout [Action]) {
+        respond(status: violation.status, kind: violation.kind.name, requestID: ex.requestID,
+                detail: violation.detail, violation: violation, exchange: ex, into: &out)
+    }
+
+    /// Queues Formwall's own answer: JSON `{"error": KIND, "status": N, "part": NAME, "limit": N, "detail": …,
+    /// "request_id": ID}`, or the same facts as an HTML page for a browser (`HTTPAccept.prefersHTMLErrors`).
+    /// The connection closes after it; a body not read to its end is discarded, then lingered on.
+    private mutating func respond(status: Int, kind: String, requestID: String, detail: String?,
+                                  violation: Violation?, exchange ex: Exchange?, into out: inout [Action]) {
+        if let ex, ex.upstream != .none {
+            out.append(.releaseUpstream(reuse: false))
+            ex.upstream = .none
+        }
+        var json = JSONLineWriter(capacity: 256)
+        json.beginObject()
+        json.key("error"); json.string(kind)
+        json.key("status"); json.int(status)
+        json.key("part"); json.string(violation?.part)
+        json.key("limit"); if let l = violation?.limit { json.int(Int(clamping: l)) } else { json.null() }
+        if let detail { json.key("detail"); json.string(detail) }
+        json.key("request_id"); json.string(requestID)
+        json.endObject()
+        var bytes: [UInt8] = []
+        // A browser's form submission (Accept names text/html, not application/json) gets the same facts as a
+        // page; JSON stays the default, and the only form when no head was parsed.
+        let accept = ex.map { HTTPAccept(value: $0.head.headers.values(named: "accept").joined(separator: ",").utf8) }
+        if let accept, accept.prefersHTMLErrors {
+            let page = HTTPErrorPage.render(status: status, kind: kind, part: violation?.part,
+                                            limit: violation?.limit, detail: detail, requestID: requestID)
+            HTTPErrorResponse.write(status: status, body: page, contentType: HTTPErrorPage.contentType,
+                                    requestID: requestID, varyAccept: true, into: &bytes)
+        } else {
+            HTTPErrorResponse.write(status: status, body: json.bytes, contentType: "application/json",
+                                    requestID: requestID, varyAccept: accept != nil, into: &bytes)
+        }
+        _ = try? clientOut.writeBytes(bytes)
+        if let ex {
+            out.append(.requestEnded(auditRecord(ex, status: status, reason: kind,
+                                                 error: violation == nil ? kind : nil, violation: violation)))
+        } else {
+            out.append(.requestEnded(headErrorRecord(status: status, kind: kind, requestID: requestID)))
+        }
+        // The request's body (or what follows a bad head) is not read to its end: read and discard it while
+        // the answer goes out, then linger, so the client sees the answer rather than a reset.
+        let unread = ex == nil || !(ex?.requestComplete ?? true) || ex?.bodyDiscarded == true
+            || clientIn.readableBytes > 0
+        if unread { startDiscarding() } else { clientIn.clear() }
+        state = .closing(discard: unread)
+        if clientOut.readableBytes == 0 { finishClosing(into: &out) }
+    }
+
+    /// The client can no longer receive anything: an exchange in progress is recorded as cut by the client.
+    private mutating func peerGone(into out: inout [Action]) {
+        if case .exchanging(let ex) = state {
+            if ex.upstream != .none {
+                out.append(.releaseUpstream(reuse: false))
+                ex.upstream = .none
+            }
+            ex.body?.sink.releaseFiles()
+            out.append(.requestEnded(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status,
+                                                 reason: "client_closed", error: "client_closed")))
+        }
+        close(into: &out)
+    }
+
+    // MARK: - Closing and lingering
+
+    private mutating func startDiscarding() {
+        if lingerBudget == 0 { lingerBudget = max(1, config.linger.bytes) }
+        clientIn.clear()
+    }
+
+    /// Drops what the client sent while answering or lingering; closes at EOF or past the byte budget.
+    private mutating func discardClientInput(into out: inout [Action]) {
+        let n = clientIn.readableBytes
+        clientIn.clear()
+        if lingerBudget == 0 { lingerBudget = max(1, config.linger.bytes) }
+        lingerBudget -= n
+        if lingerBudget < 0 {
+            // Past the budget: close with unread input (the kernel resets) rather than read forever.
+            if case .exchanging = state { peerGone(into: &out) } else { close(into: &out) }
+            return
+        }
+        if case .lingering(let until, _) = state {
+            state = .lingering(until: until, idleUntil: min(until, now &+ nanos(config.linger.timeout)))
+        }
+    }
+
+    /// The answer is flushed and the connection will not carry another request: close, lingering first if the
+    /// client may still be sending.
+    private mutating func finishClosing(into out: inout [Action]) {
+        guard case .closing(let discard) = state, discard, !clientEOF else {
+            close(into: &out)
+            return
+        }
+        state = .lingering(until: now &+ nanos(config.linger.time), idleUntil: now &+ nanos(config.linger.timeout))
+        clientIn.clear()
+        out.append(.shutdownClientWrite)
+    }
+
+    private mutating func close(into out: inout [Action]) {
+        guard !isClosed else { return }
+        if case .exchanging(let ex) = state {
+            // Only reachable through `peerGone`/`abort`, which record first; kept total for safety.
+            if ex.upstream != .none { out.append(.releaseUpstream(reuse: false)) }
+            ex.upstream = .none
+            ex.body?.sink.releaseFiles()
+        }
+        state = .closed
+        out.append(.closeClient)
+    }
+
+    private func nanos(_ seconds: Double) -> UInt64 { UInt64(max(0, min(seconds, 1e9)) * 1e9) }
+
+    // MARK: - Deadlines
+
+    /// About once a second: every deadline of the current state against `now`.
+    private mutating func tick(into out: inout [Action]) {
+        let t = config.timeouts
+        let elapsed = now &- lastTick
+        lastTick = now
+        func over(_ since: UInt64, _ seconds: Double) -> Bool { now > since && now - since > nanos(seconds) }
+        switch state {
+        case .closed:
+            return
+        case .lingering(let until, let idleUntil):
+            if now >= until || now >= idleUntil { close(into: &out) }
+        case .closing(let discard):
+            if over(lastActivity, discard ? config.linger.time : t.clientBody) { close(into: &out) }
+        case .awaitingHead(let since):
+            if let since {
+                if over(since, t.clientHeader) {
+                    respond(status: 408, kind: "client_header_timeout", requestID: context.newRequestID(),
+                            detail: nil, violation: nil, exchange: nil, into: &out)
+                }
+            } else if over(lastActivity, t.clientKeepAlive) {
+                close(into: &out)
+            }
+        case .exchanging(let ex):
+            let receiving = !ex.requestComplete && !ex.bodyDiscarded
+            if receiving && wantsClientRead && elapsed < 5_000_000_000 { ex.bodyReadWanted &+= elapsed }
+            if receiving && over(lastActivity, t.clientBody) {
+                abort(status: 408, kind: "client_body_timeout", into: &out)
+            } else if receiving,
+                      BodyRate.tooSlow(bytes: ex.body?.bytesIn ?? 0, readingNanos: ex.bodyReadWanted,
+                                       minRate: t.clientBodyMinRate, grace: t.clientBodyRateGrace) {
+                abort(status: 408, kind: "client_body_too_slow", into: &out)
+            } else if ex.upstream == .connecting, let started = ex.upstreamStartedAt,
+                      over(started, t.upstreamConnect) {
+                abort(status: 504, kind: "upstream_connect_timeout", into: &out)
+            } else if ex.upstreamConnected, let done = ex.requestCompletedAt,
+                      over(max(ex.upstreamActivity, done), t.upstreamResponse) {
+                abort(status: 504, kind: "upstream_timeout", into: &out)
+            }
+        }
+    }
+
+    /// The worker's drain timeout: close now; a request in flight is recorded as cut short.
+    mutating func forceClose(into out: inout [Action]) {
+        if case .exchanging(let ex) = state {
+            if ex.upstream != .none { out.append(.releaseUpstream(reuse: false)) }
+            ex.upstream = .none
+            ex.body?.sink.releaseFiles()
+            out.append(.requestEnded(auditRecord(ex, status: ex.status == 0 ? 503 : ex.status, reason: "shutdown",
+                                                 error: "drain_timeout")))
+        }
+        close(into: &out)
+    }
+
+    // MARK: - Helpers
+
+    static func address(of peer: String) -> String {
+        if peer.hasPrefix("["), let end = peer.firstIndex(of: "]") {
+            return String(peer[peer.index(after: peer.startIndex)..<end])
+        }
+        if let colon = peer.lastIndex(of: ":") { return String(peer[..<colon]) }
+        return peer
+    }
+}

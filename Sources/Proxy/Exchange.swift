@@ -1,0 +1,90 @@
+import HTTP1
+import Rules
+
+/// The request in progress on a client connection, as `ConnectionMachine` sees it. The two directions move
+/// independently: the request body goes up (`body`, `bodyDiscarded`), the response comes down (`response`).
+final class Exchange {
+    /// Where the response relay is.
+    enum Response {
+        /// Waiting for the upstream's (final) response head.
+        case awaitingHead
+        /// Passing the body through.
+        case contentLength(remaining: UInt64)
+        case chunked(ChunkedDecoder)
+        case closeDelimited
+        /// Done.
+        case complete
+    }
+
+    /// The upstream connection's part in this exchange.
+    enum Upstream: Equatable {
+        /// None yet (a spooled body dials only when complete), or released.
+        case none
+        /// `.connectUpstream` or `.reconnectUpstream` was asked; the answer is pending.
+        case connecting
+        /// Ready: bytes flow both ways.
+        case connected
+    }
+
+    let head: HTTPRequestHead
+    let requestID: String
+    let startedAt: UInt64
+    var body: RequestBodyStage?
+    /// The policy evaluator as it was after `begin` (nil without rules); the stage holds the live one.
+    var evaluator: PolicyEvaluator?
+    var form: FormStage?
+    var urlencoded: UrlencodedStage?
+    /// The spooled body's request head, written once the body is complete.
+    var pendingHead: (HTTPRequestHead, HTTPForwardingContext)?
+    /// The body is staged in a file and sent with a Content-Length once complete.
+    var spooling = false
+
+    var upstream: Upstream = .none
+    var upstreamStartedAt: UInt64?
+    /// The last time upstream bytes moved either way.
+    var upstreamActivity: UInt64 = 0
+    /// The connection came from the pool.
+    var reused = false
+    /// The request was already moved once to a fresh connection.
+    var retried = false
+    /// Response bytes arrived on the current connection.
+    var upReceived = false
+    /// The upstream's sending side ended (FIN or a read error).
+    var upReadEnded = false
+    /// Writing to the upstream failed; the response may still be read.
+    var upWriteFailed = false
+    /// Every byte written on a reused connection while it fits `pool.replayLimit`; nil once it does not.
+    var replayLog: [UInt8]?
+    /// Bytes the kernel accepted for the upstream (head, framing and body).
+    var upstreamAccepted: UInt64 = 0
+
+    var response: Response = .awaitingHead
+    var responseParser: HTTPResponseHeadParser
+    /// The response status sent to the client, once known.
+    var status = 0
+    /// Some response bytes reached the client's output.
+    var responseStarted = false
+    /// Close the client connection once this response is flushed.
+    var closeAfter = false
+    /// The upstream's final response allows reusing its connection (no `Connection: close`, not HTTP/1.0
+    /// without keep-alive, not close-delimited).
+    var responseKeepAlive = false
+    /// The response is chunked but the client speaks HTTP/1.0: pass only the payload, then close.
+    var dechunk = false
+    var requestCompletedAt: UInt64?
+    /// Nothing more of the request body goes upstream (an early final answer, or the upstream stopped
+    /// reading); what the client still sends is read and discarded.
+    var bodyDiscarded = false
+    /// Nanoseconds during which the machine wanted to read the request body (for the minimum body rate).
+    var bodyReadWanted: UInt64 = 0
+
+    init(head: HTTPRequestHead, requestID: String, startedAt: UInt64, limits: HTTPLimits) {
+        self.head = head
+        self.requestID = requestID
+        self.startedAt = startedAt
+        responseParser = HTTPResponseHeadParser(limits: limits)
+    }
+
+    var requestComplete: Bool { body?.isComplete ?? true }
+    var upstreamConnected: Bool { upstream == .connected }
+}
