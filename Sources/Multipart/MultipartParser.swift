@@ -88,6 +88,8 @@ public final class MultipartParser {
     /// Creates a parser for `boundary` (without the leading `--`), e.g. from `MultipartBoundary.parse`.
     public init(boundary: [UInt8], limits: MultipartLimits = MultipartLimits(),
                 anomalies: MultipartAnomalies = MultipartAnomalies()) {
+        // Unreachable from input: every caller passes a boundary that `MultipartBoundary.parse` validated
+        // (1-70 bchars) or that the encoder generated.
         precondition(!boundary.isEmpty && boundary.count <= 200, "boundary must be validated first")
         precondition(!boundary.contains(ASCII.lf) && !boundary.contains(ASCII.cr), "boundary must be validated first")
         self.limits = limits
@@ -365,7 +367,11 @@ public final class MultipartParser {
         case .epilogue:
             return
         case .pendingEnd:
-            preconditionFailure("finish() called before draining events: call next() until it returns nil")
+            // The caller stopped draining between the last `partEnd` and `end` (a stage blocked on a replay at
+            // the close delimiter). The close delimiter was seen, so the body is complete: no trap.
+            state = .epilogue(seen: 0)
+            isComplete = true
+            return
         case .start, .scanning, .delimiterTail, .replay, .replayTail:
             throw MultipartError(sawFirstDelimiter ? .truncated : .missingInitialDelimiter, at: offset)
         case .headers:
