@@ -14,6 +14,7 @@ public enum HTTPErrorResponse {
     ///
     /// `X-Request-Id` is added only when `requestID` is valid per `RequestID.isValid`.
     public static func write(status: Int, kind: String, requestID: String, into buffer: inout [UInt8]) {
+        // Unreachable from input: statuses are Formwall's own constants and ViolationKind statuses.
         precondition((100...999).contains(status), "status must have three digits")
         var body: [UInt8] = []
         body.append(contentsOf: #"{"error":"#.utf8)
@@ -29,6 +30,7 @@ public enum HTTPErrorResponse {
     /// Appends a complete response around an already rendered JSON `jsonBody` (for callers whose error
     /// bodies carry more members than `error`, `status` and `request_id`).
     public static func write(status: Int, jsonBody body: [UInt8], requestID: String, into buffer: inout [UInt8]) {
+        // Unreachable from input: statuses are Formwall's own constants and ViolationKind statuses.
         precondition((100...999).contains(status), "status must have three digits")
         buffer.append(contentsOf: "HTTP/1.1 ".utf8)
         HTTPSyntax.appendDecimal(status, to: &buffer)
