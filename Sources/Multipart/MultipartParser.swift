@@ -195,11 +195,12 @@ public final class MultipartParser {
                     let i = UnsafeRawPointer(found) - base
                     let crlf = i > 0 && base.load(fromByteOffset: i - 1, as: UInt8.self) == ASCII.cr
                     if !crlf && !lfDelimitersAllowed {
-                        // `\n--boundary` without CR in a CRLF body is data (RFC 2046), but worth a flag.
+                        // `\n--boundary` without CR in a CRLF body is data (RFC 2046), but worth a flag. The
+                        // look-alike goes out with the data it ends, as when it completes across chunks.
                         anomalies.insert(.delimiterLookalike)
-                        pos += i + 1
-                        if inPart { return .partData(UnsafeRawBufferPointer(start: base, count: i + 1)) }
-                        preambleBytes += UInt64(i + 1)
+                        pos += i + needleCount
+                        if inPart { return .partData(UnsafeRawBufferPointer(start: base, count: i + needleCount)) }
+                        preambleBytes += UInt64(i + needleCount)
                         continue
                     }
                     let dataEnd = crlf ? i - 1 : i

@@ -212,22 +212,30 @@ public final class FormStage {
     }
 
     private func run(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        // Anomalies are judged in byte order whatever the reads: the Content-Type's before any body byte, and
+        // those flagged before a parse error before that error.
+        try checkRequestAnomalies()
         var consumed = 0
         while !blocked {
             let event: MultipartEvent?
             do { event = try parser.next(chunk, consumed: &consumed) } catch {
+                try checkRequestAnomalies()
                 if var ev = evaluator {
                     _ = ev.malformed(detail: error.description)
                     evaluator = ev
                 }
                 throw .malformed(error)
             }
-            try checkRequestAnomalies()
+            // A flag comes from bytes after a data span (a look-alike ends it), so data is handled first;
+            // any other event comes after the bytes that set a flag in the same call.
+            if case .partData = event {} else { try checkRequestAnomalies() }
             guard let event else { return }
             do {
                 switch event {
                 case .partBegin(let part): try partBegin(part, out: out)
-                case .partData(let span): try partData(span, out: out)
+                case .partData(let span):
+                    try partData(span, out: out)
+                    try checkRequestAnomalies()
                 case .partEnd: try partEnd(out: out)
                 case .end: break   // the epilogue is still parsed; `complete` ends the request
                 }

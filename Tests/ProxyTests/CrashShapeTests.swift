@@ -176,6 +176,43 @@ private func chunked(_ body: [UInt8], size: Int) -> [UInt8] {
         }
     }
 
+    /// Found by fuzz/RequestPathFuzz.swift: which violation ends a request must not depend on the reads. Data
+    /// before a look-alike is counted before the look-alike is judged, and the Content-Type's anomalies come
+    /// before any body byte.
+    @Test func theFirstViolationInByteOrderWinsAtEverySplit() throws {
+        let policy = try Policy.parse("""
+            anomaly delimiter-lookalike reject;
+            anomaly boundary-whitespace reject;
+            route /up { unknown allow; field title { max 8; } }
+            """)
+        let body = b("--B\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\n0123456789\n--B\r\n--B--\r\n")
+        for cuts in [[]] + (1..<body.count).map({ [$0] }) + [Array(1..<body.count)] {
+            let r = formStage(body, cuts: cuts, policy: policy)
+            #expect(r.error?.contains("field_too_large") == true, "cuts \(cuts): \(r.error ?? "no error")")
+        }
+        var flags = MultipartAnomalies()
+        flags.insert(.boundaryWhitespace)
+        let junk = b("--X\r\n")
+        for cut in 0..<junk.count {
+            var ev = PolicyEvaluator(policy: policy)
+            _ = ev.begin(method: "POST", path: "/up", contentType: "multipart/form-data; boundary=\"B \"",
+                         contentLength: nil)
+            let stage = FormStage(boundary: b("B"), limits: MultipartLimits(), anomalies: flags,
+                                  reencodeBoundary: b("fresh"), evaluator: ev, quarantine: nil)
+            let out = RecordingOutput()
+            var failure: FormStageError?
+            for piece in [Array(junk[..<cut]), Array(junk[cut...])] where failure == nil {
+                do throws(FormStageError) {
+                    try piece.withUnsafeBytes { p in
+                        Result { () throws(FormStageError) in try stage.feed(p, out: out) }
+                    }.get()
+                } catch { failure = error }
+            }
+            guard case .rejected(let v)? = failure else { Issue.record("cut \(cut): \(String(describing: failure))"); continue }
+            #expect(v.kind == .anomaly(.boundaryWhitespace), "cut \(cut)")
+        }
+    }
+
     /// A held last part whose close delimiter ends the input exactly: the stage blocks on the replay with the
     /// parser still holding `end`; finishing must drain it, not trap.
     @Test func heldLastPartWithTheCloseDelimiterAtTheEndOfTheInput() throws {
