@@ -39,6 +39,7 @@ public final class AuditLog {
 
         /// Rotates past `maxBytes`, keeping `keep` gzip generations.
         public init(maxBytes: Int, keep: Int) {
+            // Configuration, not input: validated by the CLI before the log is opened.
             precondition(maxBytes > 0 && keep >= 1, "rotation needs maxBytes > 0 and keep >= 1")
             self.maxBytes = maxBytes
             self.keep = keep

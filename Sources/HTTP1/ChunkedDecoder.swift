@@ -123,6 +123,7 @@ public struct ChunkedDecoder: Sendable {
         _ input: UnsafeRawBufferPointer,
         from offset: inout Int
     ) throws(HTTPParseError) -> ChunkedEvent? {
+        // Unreachable from input: `offset` is the caller's cursor into its own buffer, advanced only by decode.
         precondition(offset >= 0 && offset <= input.count, "offset outside the input")
         while offset < input.count {
             switch self.state {
@@ -211,6 +212,7 @@ public struct ChunkedDecoder: Sendable {
             }
             return try self.consumeTrailer(byte, trailerState)
         case .data, .end, .failed:
+            // Unreachable: step() handles .data, .end and .failed itself and calls this only for framing states.
             preconditionFailure("consumeFraming called outside framing bytes")
         }
         return false

@@ -4,6 +4,7 @@
 public enum ChunkedEncoder {
     /// Appends `<hex size>\r\n`. `size` must be positive: a zero-size chunk is the last chunk.
     public static func writeChunkHeader(size: Int, into buffer: inout [UInt8]) {
+        // Unreachable from input: callers never frame an empty write (UpstreamSink skips it; held files are non-empty).
         precondition(size > 0, "a zero-size chunk would end the body; use writeLastChunk")
         let digits: [UInt8] = Array("0123456789abcdef".utf8)
         var shift = (Int.bitWidth - size.leadingZeroBitCount - 1) / 4 * 4

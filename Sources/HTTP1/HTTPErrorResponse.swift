@@ -14,6 +14,7 @@ public enum HTTPErrorResponse {
     ///
     /// `X-Request-Id` is added only when `requestID` is valid per `RequestID.isValid`.
     public static func write(status: Int, kind: String, requestID: String, into buffer: inout [UInt8]) {
+        // Unreachable from input: statuses are Formwall's own constants and ViolationKind statuses.
         precondition((100...999).contains(status), "status must have three digits")
         var body: [UInt8] = []
         body.append(contentsOf: #"{"error":"#.utf8)
@@ -37,6 +38,7 @@ public enum HTTPErrorResponse {
     /// content negotiation.
     public static func write(status: Int, body: [UInt8], contentType: String, requestID: String,
                              varyAccept: Bool = false, into buffer: inout [UInt8]) {
+        // Unreachable from input: statuses are Formwall's own constants and ViolationKind statuses.
         precondition((100...999).contains(status), "status must have three digits")
         buffer.append(contentsOf: "HTTP/1.1 ".utf8)
         HTTPSyntax.appendDecimal(status, to: &buffer)

@@ -83,6 +83,7 @@ public enum HTTPHeadSerializer {
         case .chunked:
             writeField("Transfer-Encoding", "chunked", into: &buffer)
         case .closeDelimited:
+            // Unreachable from input: only the response head parser yields close-delimited framing.
             preconditionFailure("a request body cannot be close-delimited")
         }
         appendName("X-Forwarded-For", to: &buffer)
@@ -166,6 +167,7 @@ public enum HTTPHeadSerializer {
 
     /// Appends `name: value\r\n`; traps on a name or value that would break the framing of the head.
     static func writeField(_ name: String, _ value: String, into buffer: inout [UInt8]) {
+        // Unreachable from input: forwarded names passed HTTPHeaderField.parse (tokens); the others are constants.
         precondition(!name.utf8.isEmpty && allBytes(of: name, satisfy: HTTPSyntax.isTokenChar), "invalid field name")
         appendName(name, to: &buffer)
         appendValue(value, to: &buffer)
@@ -202,6 +204,7 @@ public enum HTTPHeadSerializer {
 
     /// Appends a field value; traps on a byte that would break the framing of the head.
     private static func appendValue(_ value: String, to buffer: inout [UInt8]) {
+        // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are validated.
         precondition(allBytes(of: value, satisfy: HTTPSyntax.isFieldValueByte), "invalid field value")
         append(value, to: &buffer)
     }

@@ -32,6 +32,7 @@ public struct HTTPLimits: Sendable, Hashable {
         maxChunkExtensionBytes: Int = 1024,
         maxTrailerBytes: Int = 8 * 1024
     ) {
+        // Configuration, not input: checked when the server starts.
         precondition(maxHeadBytes > 0 && maxHeaderCount >= 0, "limits must be positive")
         precondition(maxChunkExtensionBytes >= 0 && maxTrailerBytes >= 2, "limits must be positive")
         self.maxHeadBytes = maxHeadBytes

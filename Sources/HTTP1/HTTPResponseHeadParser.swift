@@ -97,6 +97,7 @@ public struct HTTPResponseHeadParser: Sendable {
             self.headers.append(try HTTPHeaderField.parse(line: line))
             return nil
         case .failed:
+            // Unreachable: parse() throws the stored error before it scans in the failed state.
             preconditionFailure("parse() rethrows before scanning in the failed state")
         }
     }

@@ -26,6 +26,7 @@ public enum GzipSniff {
         let produced: Int = out.withUnsafeMutableBytes { dst in
             strm.next_in = UnsafeMutablePointer(mutating: input.assumingMemoryBound(to: Bytef.self))
             strm.avail_in = UInt32(min(compressed.count, Int(UInt32.max)))
+            // Cannot fail: `limit` is at least 1, so the buffer has storage.
             strm.next_out = dst.baseAddress!.assumingMemoryBound(to: Bytef.self)
             strm.avail_out = UInt32(limit)
             let rc = inflate(&strm, Z_SYNC_FLUSH)

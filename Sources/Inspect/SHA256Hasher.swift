@@ -10,6 +10,7 @@ public final class SHA256Hasher {
 
     /// Creates a hasher ready for input.
     public init() {
+        // Not input-reachable: only an allocation failure inside OpenSSL, after which nothing can be hashed safely.
         guard let ctx = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new failed: out of memory") }
         self.ctx = ctx
         guard EVP_DigestInit_ex(ctx, EVP_sha256(), nil) == 1 else { preconditionFailure("EVP_DigestInit_ex failed") }
@@ -20,6 +21,7 @@ public final class SHA256Hasher {
     /// Adds `bytes` to the digest.
     @inline(__always)
     public func update(_ bytes: UnsafeRawBufferPointer) {
+        // Unreachable from input: FormStage feeds a part's hasher only inside the part and finalizes it once.
         precondition(!finished, "SHA256Hasher used after finalize()")
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         _ = EVP_DigestUpdate(ctx, base, bytes.count)
@@ -32,6 +34,7 @@ public final class SHA256Hasher {
 
     /// Finishes the digest and returns its 32 bytes.
     public func finalize() -> [UInt8] {
+        // Unreachable from input: finalized once, at the part's end, and then dropped with the part.
         precondition(!finished, "SHA256Hasher finalized twice")
         finished = true
         var out = [UInt8](repeating: 0, count: 32)

@@ -6,6 +6,7 @@ public enum SecureRandom {
     public static func bytes(_ count: Int) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: count)
         guard count > 0 else { return out }
+        // Cannot fail: `count > 0` was checked.
         let rc = out.withUnsafeMutableBytes { RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(count)) }
         precondition(rc == 1, "RAND_bytes failed")
         return out

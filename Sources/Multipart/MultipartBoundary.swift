@@ -22,6 +22,7 @@ public enum MultipartBoundary {
         let count = header.count("boundary")
         guard count > 0 else { throw MultipartError(.missingBoundary) }
         guard count == 1 else { throw MultipartError(.duplicateBoundary) }
+        // Cannot fail: `count == 1` was checked just above.
         let param = header.first("boundary")!
         var anomalies = MultipartAnomalies()
         if param.quoted { anomalies.insert(.boundaryQuoted) }

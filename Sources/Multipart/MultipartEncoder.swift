@@ -18,6 +18,7 @@ public struct MultipartEncoder: Sendable {
 
     /// Creates an encoder for `boundary`, which must be a valid RFC 2046 boundary.
     public init(boundary: [UInt8]) {
+        // Unreachable from input: the re-encode boundary is generated (SecureRandom.boundary), never a request's.
         precondition(MultipartBoundary.isValid(boundary), "invalid boundary")
         self.boundary = boundary
     }

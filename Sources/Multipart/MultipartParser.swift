@@ -88,6 +88,8 @@ public final class MultipartParser {
     /// Creates a parser for `boundary` (without the leading `--`), e.g. from `MultipartBoundary.parse`.
     public init(boundary: [UInt8], limits: MultipartLimits = MultipartLimits(),
                 anomalies: MultipartAnomalies = MultipartAnomalies()) {
+        // Unreachable from input: every caller passes a boundary that `MultipartBoundary.parse` validated
+        // (1-70 bchars) or that the encoder generated.
         precondition(!boundary.isEmpty && boundary.count <= 200, "boundary must be validated first")
         precondition(!boundary.contains(ASCII.lf) && !boundary.contains(ASCII.cr), "boundary must be validated first")
         self.limits = limits
@@ -193,11 +195,12 @@ public final class MultipartParser {
                     let i = UnsafeRawPointer(found) - base
                     let crlf = i > 0 && base.load(fromByteOffset: i - 1, as: UInt8.self) == ASCII.cr
                     if !crlf && !lfDelimitersAllowed {
-                        // `\n--boundary` without CR in a CRLF body is data (RFC 2046), but worth a flag.
+                        // `\n--boundary` without CR in a CRLF body is data (RFC 2046), but worth a flag. The
+                        // look-alike goes out with the data it ends, as when it completes across chunks.
                         anomalies.insert(.delimiterLookalike)
-                        pos += i + 1
-                        if inPart { return .partData(UnsafeRawBufferPointer(start: base, count: i + 1)) }
-                        preambleBytes += UInt64(i + 1)
+                        pos += i + needleCount
+                        if inPart { return .partData(UnsafeRawBufferPointer(start: base, count: i + needleCount)) }
+                        preambleBytes += UInt64(i + needleCount)
                         continue
                     }
                     let dataEnd = crlf ? i - 1 : i
@@ -365,7 +368,11 @@ public final class MultipartParser {
         case .epilogue:
             return
         case .pendingEnd:
-            preconditionFailure("finish() called before draining events: call next() until it returns nil")
+            // The caller stopped draining between the last `partEnd` and `end` (a stage blocked on a replay at
+            // the close delimiter). The close delimiter was seen, so the body is complete: no trap.
+            state = .epilogue(seen: 0)
+            isComplete = true
+            return
         case .start, .scanning, .delimiterTail, .replay, .replayTail:
             throw MultipartError(sawFirstDelimiter ? .truncated : .missingInitialDelimiter, at: offset)
         case .headers:

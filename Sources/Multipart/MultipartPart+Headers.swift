@@ -164,6 +164,7 @@ extension MultipartPart {
         for (index, p) in cd.parameters.enumerated() {
             let duplicate: Bool
             if seen != nil {
+                // Cannot fail: inside `if seen != nil`.
                 duplicate = !seen!.insert(p.name).inserted
             } else {
                 duplicate = cd.parameters[..<index].contains { $0.name == p.name }

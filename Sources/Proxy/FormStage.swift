@@ -20,6 +20,11 @@ import Rules
 // streams, because a later failure can only reject the whole request, which aborts the upstream request.
 // While a held part is replayed (the upstream connection streams the file), the stage is blocked: it keeps the
 // unparsed rest of the current input (`carry`, at most one input slice) and resumes when the replay is done.
+//
+// The request ends at the framing end (`finish`: Content-Length reached or the last chunk), not at the close
+// delimiter: bytes after it (an epilogue, extra hyphens, transport padding, a look-alike) are still parsed,
+// counted and judged by the route's anomaly policy; then `PolicyEvaluator.end()` runs and the canonical close
+// delimiter is written. No order of calls traps: a call the stage cannot honour throws 500 `internal_error`.
 
 /// What the stage knows about one part, for `formwall inspect` and the audit log.
 public struct PartRecord: Sendable {
@@ -60,6 +65,13 @@ public enum FormStageError: Error {
     case quarantineFailed(String)
     /// A temporary file for holding a part could not be written (500).
     case holdFailed(String)
+
+    /// The stage was driven out of order (a Formwall bug): 500 `internal_error`, for this request only.
+    ///
+    /// A rejection rather than a case of its own, so every caller already answers it with its status.
+    public static func internalError(_ detail: String) -> FormStageError {
+        .rejected(Violation(kind: .internalError, detail: "form stage: " + detail))
+    }
 }
 
 /// Output of the stage: bytes, or a file to splice in (a held part's data) after everything written so far.
@@ -137,7 +149,8 @@ public final class FormStage {
     /// Whether the stage waits for a held part's replay to finish (call `resume` when `out.isReplaying` is false).
     public var isBlocked: Bool { blocked }
 
-    /// Whether the close delimiter was processed and the body is complete.
+    /// Whether the body is complete: the close delimiter was seen, the input ended, and the end-of-request
+    /// checks passed (the canonical close delimiter has been written).
     public var isComplete: Bool { ended }
 
     /// Counts raw body bytes against the route's body-max.
@@ -148,31 +161,40 @@ public final class FormStage {
         if case .reject(let v) = action { throw .rejected(v) }
     }
 
-    /// Feeds one chunk. Must not be called while `isBlocked`.
+    /// Feeds one chunk. Must not be called while `isBlocked` or after `finish` (either throws `internal_error`).
     public func feed(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
-        precondition(!blocked, "feed while blocked")
+        guard !blocked else { throw .internalError("feed while blocked on a replay") }
+        guard !inputDone else { throw .internalError("feed after finish") }
         try run(chunk, out: out)
     }
 
-    /// Continues after a replay: finishes the replayed part's framing, then parses the carried input.
+    /// Continues after a replay: parses the carried input, then completes the body if its input has ended.
     public func resume(out: FormOutput) throws(FormStageError) {
         guard blocked, !out.isReplaying else { return }
         blocked = false
-        if !carry.isEmpty {
-            let pending = carry
-            carry.removeAll(keepingCapacity: true)
-            let result = pending.withUnsafeBytes { bytes in
-                Result { () throws(FormStageError) in try run(bytes, out: out) }
-            }
-            try result.get()
+        // Run even with nothing carried: the parser may still hold an event (the close delimiter that ended
+        // the chunk right after the held part), which must be drained before `parser.finish()`.
+        let pending = carry
+        carry.removeAll(keepingCapacity: true)
+        let result = pending.withUnsafeBytes { bytes in
+            Result { () throws(FormStageError) in try run(bytes, out: out) }
         }
-        if !blocked && inputDone { try finish(out: out) }
+        try result.get()
+        if !blocked && inputDone { try complete(out: out) }
     }
 
-    /// Declares the end of the body. If blocked, completion happens in `resume`.
+    /// Declares the framing end of the body (Content-Length reached or the last chunk): the parser must have
+    /// seen the close delimiter; then the last anomaly check, the policy's end-of-request checks and the
+    /// canonical close delimiter. If blocked, completion happens in `resume`.
     public func finish(out: FormOutput) throws(FormStageError) {
+        guard !inputDone else { throw .internalError("finish called twice") }
         inputDone = true
         if blocked { return }
+        try complete(out: out)
+    }
+
+    private func complete(out: FormOutput) throws(FormStageError) {
+        guard !ended else { throw .internalError("body completed twice") }
         do { try parser.finish() } catch {
             if var ev = evaluator {
                 _ = ev.malformed(detail: error.description)
@@ -180,27 +202,47 @@ public final class FormStage {
             }
             throw .malformed(error)
         }
+        guard current == nil else { throw .internalError("input ended inside a part") }
+        try checkRequestAnomalies()
+        if var ev = evaluator {
+            let action = ev.end()
+            evaluator = ev
+            if case .reject(let v) = action { throw .rejected(v) }
+        }
+        ended = true
+        guard encoder != nil else { return }
+        scratch.removeAll(keepingCapacity: true)
+        encoder?.writeClose(into: &scratch)
+        scratch.withUnsafeBytes { out.write($0) }
     }
 
     private func run(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        // Anomalies are judged in byte order whatever the reads: the Content-Type's before any body byte, and
+        // those flagged before a parse error before that error.
+        try checkRequestAnomalies()
         var consumed = 0
         while !blocked {
             let event: MultipartEvent?
             do { event = try parser.next(chunk, consumed: &consumed) } catch {
+                try checkRequestAnomalies()
                 if var ev = evaluator {
                     _ = ev.malformed(detail: error.description)
                     evaluator = ev
                 }
                 throw .malformed(error)
             }
-            try checkRequestAnomalies()
+            // A flag comes from bytes after a data span (a look-alike ends it), so data is handled first;
+            // any other event comes after the bytes that set a flag in the same call.
+            if case .partData = event {} else { try checkRequestAnomalies() }
             guard let event else { return }
             do {
                 switch event {
                 case .partBegin(let part): try partBegin(part, out: out)
-                case .partData(let span): try partData(span, out: out)
+                case .partData(let span):
+                    try partData(span, out: out)
+                    try checkRequestAnomalies()
                 case .partEnd: try partEnd(out: out)
-                case .end: try end(out: out)
+                case .end: break   // the epilogue is still parsed; `complete` ends the request
                 }
             } catch {
                 // The part being processed is listed too, with the action that ended the request.
@@ -273,12 +315,13 @@ public final class FormStage {
     private func writeHead(_ part: MultipartPart, out: FormOutput) {
         guard encoder != nil else { return }
         scratch.removeAll(keepingCapacity: true)
-        encoder!.writePartHead(part, into: &scratch)
+        encoder?.writePartHead(part, into: &scratch)
         scratch.withUnsafeBytes { out.write($0) }
     }
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
-        guard var cur = current else { preconditionFailure("data outside a part") }
+        // The parser emits data only between partBegin and partEnd; a stage bug must still not trap.
+        guard var cur = current else { throw .internalError("part data outside a part") }
         if !cur.record.part.isFile && cur.record.size < 256
             && (previewFields.map { set in cur.record.part.nameString.map(set.contains) ?? false } ?? true) {
             let take = min(span.count, 256 - Int(cur.record.size))
@@ -303,8 +346,8 @@ public final class FormStage {
             cur.record.sniffedType = sniffer.result?.mimeType
             cur.sniffer = sniffer
         }
-        if cur.value != nil {
-            if cur.value!.count + span.count <= cur.valueLimit { cur.value!.append(contentsOf: span) } else { cur.value = nil }
+        if let held = cur.value?.count {
+            if span.count <= cur.valueLimit - held { cur.value?.append(contentsOf: span) } else { cur.value = nil }
         }
         current = cur
         try apply(action, out: out)
@@ -320,6 +363,12 @@ public final class FormStage {
                 throw .quarantineFailed("\(error)")
             }
         }
+    }
+
+    /// The current part after `apply`, which keeps it (or throws).
+    private func stillCurrent() throws(FormStageError) -> Current {
+        guard let cur = current else { throw .internalError("part lost while applying an action") }
+        return cur
     }
 
     /// Carries out a mid-part action.
@@ -364,7 +413,7 @@ public final class FormStage {
     }
 
     private func partEnd(out: FormOutput) throws(FormStageError) {
-        guard var cur = current else { preconditionFailure("partEnd outside a part") }
+        guard var cur = current else { throw .internalError("part end outside a part") }
         var final = PolicyEvaluator.Action.forward
         if var sniffer = cur.sniffer, !sniffer.isDecided {
             let result = sniffer.finish()
@@ -375,7 +424,7 @@ public final class FormStage {
                 evaluator = ev
                 current = cur
                 try apply(action, out: out)
-                cur = current!
+                cur = try stillCurrent()
             }
         }
         if var ev = evaluator {
@@ -384,8 +433,9 @@ public final class FormStage {
                 evaluator = ev
                 current = cur
                 try apply(action, out: out)
-                cur = current!
-                ev = evaluator!
+                cur = try stillCurrent()
+                guard let updated = evaluator else { throw .internalError("evaluator lost") }
+                ev = updated
             }
             final = ev.partEnd()
             evaluator = ev
@@ -393,7 +443,7 @@ public final class FormStage {
         cur.record.sha256 = cur.hasher?.finalizeHex()
         current = cur
         if final != .forward { try apply(final, out: out) }
-        cur = current!
+        cur = try stillCurrent()
         current = nil
         switch cur.mode {
         case .stream:
@@ -423,19 +473,6 @@ public final class FormStage {
             }
         }
         records.append(cur.record)
-    }
-
-    private func end(out: FormOutput) throws(FormStageError) {
-        if var ev = evaluator {
-            let action = ev.end()
-            evaluator = ev
-            if case .reject(let v) = action { throw .rejected(v) }
-        }
-        ended = true
-        guard encoder != nil else { return }
-        scratch.removeAll(keepingCapacity: true)
-        encoder!.writeClose(into: &scratch)
-        scratch.withUnsafeBytes { out.write($0) }
     }
 
     // MARK: Quarantine

@@ -107,9 +107,9 @@ final class UpstreamSink: FormOutput {
             do { try file.forEachChunk { try target.write($0) } } catch { failure = error }
             return false
         case .raw:
-            // Unreachable: held parts exist only in form stages, whose sink is chunked or spooled. Fail the
-            // exchange rather than the process all the same.
-            failure = SinkError.rawSplice
+            // A held part is only ever spliced into a re-encoded (chunked or spooled) body; should a raw sink
+            // get one anyway, this request fails (500 `body_sink_failed`), not the process.
+            failure = SinkError.fileIntoRawBody
             file.close()
             return false
         }
@@ -127,7 +127,7 @@ final class UpstreamSink: FormOutput {
         do { try buffer.writeBytes(last) } catch { failure = error }
     }
 
-    enum SinkError: Error { case rawSplice }
+    enum SinkError: Error { case fileIntoRawBody }
 
     private let crlf: [UInt8] = [0x0D, 0x0A]
 }
@@ -236,7 +236,11 @@ final class RequestBodyStage {
         bytesIn += UInt64(span.count)
         switch transform {
         case .passthrough:
-            if evaluator != nil, case .reject(let v) = evaluator!.bodyData(count: span.count) { throw .rejected(v) }
+            if var ev = evaluator {
+                let action = ev.bodyData(count: span.count)
+                evaluator = ev
+                if case .reject(let v) = action { throw .rejected(v) }
+            }
             sink.write(span)
         case .urlencoded(let stage):
             do {
@@ -256,6 +260,8 @@ final class RequestBodyStage {
         inputDone = true
         switch transform {
         case .form(let stage):
+            // The framing end is the request's end: the form stage runs its last anomaly check and the
+            // policy's `end()` here, never at the close delimiter (bytes may follow it).
             if stage.isBlocked { return }
             do { try stage.finish(out: sink) } catch { throw .form(error) }
             if stage.isBlocked { return }
@@ -263,7 +269,11 @@ final class RequestBodyStage {
             do { try stage.finish(out: sink) } catch { throw .form(error) }
         case .passthrough:
             // Opaque and bodyless requests still get the policy's end-of-request checks (required parts).
-            if evaluator != nil, case .reject(let v) = evaluator!.end() { throw .rejected(v) }
+            if var ev = evaluator {
+                let action = ev.end()
+                evaluator = ev
+                if case .reject(let v) = action { throw .rejected(v) }
+            }
         }
         isComplete = true
         sink.finish()

@@ -19,6 +19,7 @@ public final class UrlencodedStage {
     private var percent: (count: Int, high: UInt8) = (0, 0)
     private var wroteAny = false
     private var sawBytes = false
+    private var finished = false
 
     public init(evaluator: PolicyEvaluator, maxFieldBytes: Int = 1 << 20) {
         self.evaluator = evaluator
@@ -32,6 +33,7 @@ public final class UrlencodedStage {
 
     /// Feeds one chunk of the raw body.
     public func feed(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        guard !finished else { throw .internalError("urlencoded feed after finish") }
         for c in chunk {
             sawBytes = true
             if percent.count > 0 {
@@ -59,6 +61,8 @@ public final class UrlencodedStage {
 
     /// Ends the body: the last field, then the policy's end-of-request checks.
     public func finish(out: FormOutput) throws(FormStageError) {
+        guard !finished else { throw .internalError("urlencoded finish called twice") }
+        finished = true
         guard percent.count == 0 else { throw .malformed(.init(.truncated)) }
         try endField(out: out)
         if case .reject(let v) = evaluator.end() { throw .rejected(v) }

@@ -39,6 +39,7 @@ public final class QuarantineStore: Sendable {
     }
 
     init(directory: String, maxBytes: Int64, retention: Duration, faults: FaultPlan?) throws {
+        // Configuration, not input: validated by the CLI before the store is opened.
         precondition(maxBytes > 0, "maxBytes must be positive")
         var root = directory
         while root.count > 1 && root.hasSuffix("/") { root.removeLast() }

@@ -31,7 +31,8 @@ public enum ByteSize {
         for unit in units where unit.shift > 0 && bytes >= 1 << unit.shift {
             let size: UInt64 = 1 << unit.shift
             if bytes % size == 0 { return "\(bytes / size) \(unit.suffix)" }
-            let tenths = (bytes * 10 + size / 2) / size
+            // (bytes * 10 + size / 2) / size, without overflowing for a client's Content-Length near 2^64.
+            let tenths = bytes / size * 10 + (bytes % size * 10 + size / 2) / size
             return "\(tenths / 10).\(tenths % 10) \(unit.suffix)"
         }
         return "\(bytes) B"

@@ -86,6 +86,7 @@ public struct FieldPattern: Sendable, Hashable, CustomStringConvertible {
         do {
             return try Regex(source)
         } catch {
+            // Unreachable from requests: rule-file patterns are compiled once by the checker when the rules load.
             preconditionFailure("pattern validated at load time failed to compile: \(error)")
         }
     }

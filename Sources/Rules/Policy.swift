@@ -28,6 +28,7 @@ public struct Policy: Sendable, Hashable {
         route.prefix = "/"
         route.location = nil
         route.methods = nil
+        // A constant pattern: the unwrap cannot fail.
         route.contentTypes = [MediaTypePattern("*/*")!]
         route.unknown = .reject
         return route

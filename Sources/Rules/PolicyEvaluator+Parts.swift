@@ -8,13 +8,17 @@ extension PolicyEvaluator {
     /// browser's "no file chosen" and never satisfies `required`.
     public mutating func partBegin(index: Int, name: String?, filename: String?, declaredType: String?,
                                    anomalies: MultipartAnomalies) -> PartDecision {
-        guard let route else { preconditionFailure("partBegin before begin") }
         let body: Body
         switch state {
-        case .idle, .finished: preconditionFailure("partBegin outside begin…end")
-        case .inPart: preconditionFailure("partBegin inside a part; call partEnd first")
+        case .idle: return PartDecision(action: outOfOrder("partBegin before begin"), pending: [], mustHold: false)
+        case .finished: return PartDecision(action: outOfOrder("partBegin after end"), pending: [], mustHold: false)
+        case .inPart: return PartDecision(action: outOfOrder("partBegin inside a part"), pending: [], mustHold: false)
         case .rejected(let violation): return PartDecision(action: .reject(violation), pending: [], mustHold: false)
         case .receiving(let current): body = current
+        }
+        guard let route else {
+            // Unreachable: `begin` sets the route before it leaves `.idle`.
+            return PartDecision(action: outOfOrder("partBegin without a route"), pending: [], mustHold: false)
         }
         var part = Part(index: index, name: name, filename: filename, declaredType: declaredType)
         part.rule = route.rule(forPart: name, isFile: filename != nil)
@@ -34,8 +38,8 @@ extension PolicyEvaluator {
 
     /// Counts `count` data bytes of the current part; strips, quarantines or rejects once `max` is crossed.
     public mutating func partData(count: Int) -> Action {
-        withPart { evaluator, part in
-            part.size += UInt64(count)
+        withPart("partData") { evaluator, part in
+            part.size = part.size.addingSaturating(UInt64(clamping: count))
             guard let rule = part.rule, let max = rule.max, part.size > max, !part.sizeExceeded else { return .forward }
             part.sizeExceeded = true
             let violation = evaluator.partViolation(rule.kind == .file ? .fileTooLarge : .fieldTooLarge, part,
@@ -46,8 +50,8 @@ extension PolicyEvaluator {
 
     /// Reports the type sniffed from the part's first bytes: checks `types` and the declared type.
     public mutating func partSniffed(type sniffed: String) -> Action {
-        guard let route else { preconditionFailure("partSniffed before begin") }
-        return withPart { evaluator, part in
+        guard let route else { return outOfOrder("partSniffed before begin") }
+        return withPart("partSniffed") { evaluator, part in
             part.sniffed = true
             guard part.isFile else { return .forward }
             let rule = part.rule
@@ -74,7 +78,7 @@ extension PolicyEvaluator {
 
     /// Checks a complete field value against the rule's `pattern` (the proxy buffers it, bounded by `max`).
     public mutating func fieldValue(_ value: some Collection<UInt8>) -> Action {
-        withPart { evaluator, part in
+        withPart("fieldValue") { evaluator, part in
             part.valueChecked = true
             guard let rule = part.rule, let pattern = rule.pattern else { return .forward }
             return evaluator.checkPattern(pattern, value: Array(value), part: part, rule: rule)
@@ -85,10 +89,10 @@ extension PolicyEvaluator {
     /// type for a typed file, no value for a patterned field) fail closed.
     public mutating func partEnd() -> Action {
         switch state {
-        case .idle, .finished, .receiving: preconditionFailure("partEnd outside a part")
+        case .idle, .finished, .receiving: return outOfOrder("partEnd outside a part")
         case .rejected(let violation): return .reject(violation)
         case .inPart(let body, var part):
-            let closing = withPart { evaluator, part in evaluator.checkPartEnd(&part) }
+            let closing = withPart("partEnd") { evaluator, part in evaluator.checkPartEnd(&part) }
             if case .reject = closing { return closing }
             if case .inPart(_, let updated) = state { part = updated }
             var body = body
@@ -296,10 +300,10 @@ extension PolicyEvaluator {
     // MARK: - Helpers
 
     /// Runs `work` on the current part and folds its action into the part's action.
-    private mutating func withPart(_ work: (inout PolicyEvaluator, inout Part) -> Action) -> Action {
+    private mutating func withPart(_ call: String, _ work: (inout PolicyEvaluator, inout Part) -> Action) -> Action {
         switch state {
         case .idle, .finished, .receiving:
-            preconditionFailure("part call outside a part")
+            return outOfOrder(call + " outside a part")
         case .rejected(let violation):
             return .reject(violation)
         case .inPart(let body, var part):

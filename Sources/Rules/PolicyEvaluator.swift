@@ -16,7 +16,11 @@ import Multipart
 /// Every method returns an `Action` the proxy carries out; none does I/O. Once a request is
 /// rejected every later call returns the same rejection. In monitor mode every call returns
 /// `forward` (and `.proceed`) and `findings` records what enforce mode would have done.
-/// Calls out of order (`partData` outside a part, `end` inside one) are proxy bugs and trap.
+///
+/// The evaluator is total: a call out of order (`partData` outside a part, `end` inside one, anything
+/// after `end`) is a proxy bug, but one that a client's bytes or their arrival order might steer the
+/// proxy into, so it never traps. It answers `.reject` with a 500 `internal_error` violation, in monitor
+/// mode too, and every later call repeats it: that one request fails, the process lives on.
 public struct PolicyEvaluator {
     enum State {
         /// Before `begin`. Legal: `begin`.
@@ -28,7 +32,7 @@ public struct PolicyEvaluator {
         case inPart(Body, Part)
         /// Rejected in enforce mode; every call answers with the rejection.
         case rejected(Violation)
-        /// After `end`. No call is legal.
+        /// After `end`. No call is legal (each answers `internal_error`).
         case finished
     }
 
@@ -84,7 +88,10 @@ public struct PolicyEvaluator {
     /// `contentLength` is nil for a body of unknown length (chunked) and 0 for no body.
     public mutating func begin(method: String, path: String, contentType: String?,
                                contentLength: UInt64?) -> BeginDecision {
-        guard case .idle = state else { preconditionFailure("begin called twice") }
+        guard case .idle = state else {
+            if case .rejected(let violation) = state { return .reject(violation) }
+            return .reject(outOfOrderViolation("begin called twice"))
+        }
         let route = policy.effectiveRoute(for: path)
         self.route = route
         var body = Body()
@@ -126,9 +133,9 @@ public struct PolicyEvaluator {
 
     /// Counts `count` raw body bytes as received (after de-chunking); rejects once `body-max` is crossed.
     public mutating func bodyData(count: Int) -> Action {
-        guard let route else { preconditionFailure("bodyData before begin") }
-        return withBody { evaluator, body in
-            body.bodyBytes += UInt64(count)
+        guard let route else { return outOfOrder("bodyData before begin") }
+        return withBody("bodyData") { evaluator, body in
+            body.bodyBytes = body.bodyBytes.addingSaturating(UInt64(clamping: count))
             guard body.bodyBytes > route.limits.bodyMax, !body.bodyExceeded else { return .forward }
             body.bodyExceeded = true
             let violation = Violation(kind: .bodyTooLarge, rule: route.location,
@@ -140,26 +147,27 @@ public struct PolicyEvaluator {
 
     /// Applies the actions for request-level anomaly flags (boundary, preamble, epilogue).
     public mutating func anomalies(_ flags: MultipartAnomalies) -> Action {
-        guard let route else { preconditionFailure("anomalies before begin") }
-        return withBody { evaluator, _ in
+        guard let route else { return outOfOrder("anomalies before begin") }
+        return withBody("anomalies") { evaluator, _ in
             evaluator.applyAnomalies(flags, route: route, part: nil, index: nil)
         }
     }
 
     /// The body could not be parsed: 400 `malformed_body`.
     public mutating func malformed(detail: String) -> Action {
-        guard let route else { preconditionFailure("malformed before begin") }
-        return withBody { evaluator, _ in
+        guard let route else { return outOfOrder("malformed before begin") }
+        return withBody("malformed") { evaluator, _ in
             evaluator.violate(Violation(kind: .malformedBody, rule: route.location, detail: detail), .reject)
         }
     }
 
     /// Ends the request: checks `required` rules (422). Call it for requests without a body too.
     public mutating func end() -> Action {
-        guard let route else { preconditionFailure("end before begin") }
+        guard let route else { return outOfOrder("end before begin") }
         switch state {
-        case .idle, .finished: preconditionFailure("end called in the wrong state")
-        case .inPart: preconditionFailure("end called inside a part; call partEnd first")
+        case .idle: return outOfOrder("end before begin")
+        case .finished: return outOfOrder("end called twice")
+        case .inPart: return outOfOrder("end called inside a part")
         case .rejected(let violation): return .reject(violation)
         case .receiving(let body):
             state = .finished
@@ -178,10 +186,12 @@ public struct PolicyEvaluator {
     // MARK: - Shared helpers
 
     /// Runs `body` on the request state (inside or between parts); answers the rejection if there is one.
-    private mutating func withBody(_ work: (inout PolicyEvaluator, inout Body) -> Action) -> Action {
+    private mutating func withBody(_ call: String, _ work: (inout PolicyEvaluator, inout Body) -> Action) -> Action {
         switch state {
-        case .idle, .finished:
-            preconditionFailure("request-level call outside begin…end")
+        case .idle:
+            return outOfOrder(call + " before begin")
+        case .finished:
+            return outOfOrder(call + " after end")
         case .rejected(let violation):
             return .reject(violation)
         case .receiving(var body):
@@ -195,6 +205,18 @@ public struct PolicyEvaluator {
             if case .idle = state { state = .inPart(body, part) }
             return action
         }
+    }
+
+    /// Answers a call made in the wrong state: a proxy bug, not a policy matter, so it rejects in monitor mode
+    /// too. The request fails with 500 `internal_error`, and every later call answers the same.
+    mutating func outOfOrder(_ call: String) -> Action { .reject(outOfOrderViolation(call)) }
+
+    private mutating func outOfOrderViolation(_ call: String) -> Violation {
+        let violation = Violation(kind: .internalError, rule: route?.location,
+                                  detail: "policy evaluator called out of order: \(call)")
+        findings.append(Finding(violation: violation, outcome: .reject, enforced: true))
+        state = .rejected(violation)
+        return violation
     }
 
     /// Records a violation with its outcome and answers what the proxy does now.
@@ -237,5 +259,13 @@ public struct PolicyEvaluator {
         let compiled = pattern.compile()
         regexes[pattern.source] = compiled
         return compiled
+    }
+}
+
+extension UInt64 {
+    /// `self + other`, or `UInt64.max` instead of an overflow trap.
+    func addingSaturating(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
     }
 }

@@ -130,6 +130,7 @@ struct RuleCompiler {
         case "content-types":
             route.contentTypes = mediaTypes(arguments)
         default:
+            // Unreachable from requests: rule files only; the directive table and handlers are tested together.
             preconditionFailure("directive '\(directive.name)' validated for a context it has no handler in")
         }
     }
@@ -253,6 +254,7 @@ struct RuleCompiler {
             case "allow-type-mismatch":
                 rule.allowTypeMismatch = true
             default:
+                // Unreachable from requests: rule files only; the directive table and handlers are tested together.
                 preconditionFailure("directive '\(directive.name)' validated for a context it has no handler in")
             }
         }

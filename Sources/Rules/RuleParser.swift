@@ -39,6 +39,7 @@ public struct RuleParser {
     /// Prepares to parse `tokens` (which must end with `.end`). `directiveNames` drives the
     /// missing-`;` heuristic.
     public init(tokens: [RuleToken], directiveNames: Set<String> = RuleDirective.names) {
+        // Unreachable: RuleLexer always ends the stream with `.end` (and this reads rule files, not requests).
         precondition(tokens.last?.kind == .end, "token stream must end with .end")
         self.tokens = tokens
         self.directiveNames = directiveNames

@@ -38,12 +38,15 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case anomaly(MultipartAnomaly)
     /// 400 (415 for `dangerous-extension`): a filename problem.
     case filename(FilenameProblem)
+    /// 500: the proxy drove the evaluator or a body stage out of order (a Formwall bug, never the
+    /// client's); it ends that one request instead of the process.
+    case internalError
 
     /// Every kind, anomalies and filename problems expanded.
     public static var allCases: [ViolationKind] {
         [.methodNotAllowed, .contentTypeNotAllowed, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .typeMismatch, .extensionNotAllowed,
-         .unknownPart, .missingRequired, .patternMismatch, .malformedBody]
+         .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .internalError]
             + MultipartAnomaly.allCases.map(ViolationKind.anomaly)
             + FilenameProblem.allCases.map(ViolationKind.filename)
     }
@@ -69,6 +72,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .malformedBody: return "malformed_body"
         case .anomaly(let flag): return "anomaly_" + flag.name.replacingHyphens()
         case .filename(let problem): return "filename_" + problem.name.replacingHyphens()
+        case .internalError: return "internal_error"
         }
     }
 
@@ -91,6 +95,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .unknownPart: return 403
         case .missingRequired, .patternMismatch: return 422
         case .malformedBody, .anomaly, .filename: return 400
+        case .internalError: return 500
         }
     }
 

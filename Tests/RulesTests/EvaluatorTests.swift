@@ -617,7 +617,7 @@ extension PolicyEvaluator {
         }
         let names = ViolationKind.allCases.map(\.name)
         #expect(Set(names).count == names.count)
-        #expect(names.count == 16 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
+        #expect(names.count == 17 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
     }
 
     @Test func mimeCompatibility() {
