@@ -33,6 +33,11 @@ public struct AuditRecord: Sendable {
         case reject
         /// Would have been refused or modified, but the route is in monitor mode.
         case monitor
+        /// Formwall or the upstream failed before a response started (502, 503, 504, 500 without a violation).
+        case error
+        /// Cut short after the response started (the upstream closed or timed out mid-response), or the client
+        /// went away (status 499 when nothing was sent).
+        case aborted
     }
 
     /// Whether a part carried a filename.

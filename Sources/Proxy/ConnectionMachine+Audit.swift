@@ -10,10 +10,21 @@ extension ConnectionMachine {
         guard config.audit != nil else { return nil }
         let evaluator = ex.form?.evaluator ?? ex.urlencoded?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
         let monitoring = evaluator?.policy.mode == .monitor
-        let refused = violation != nil || (error != nil && (status < 500 || status == 503) && status != 499)
-        let decision: AuditRecord.Decision = refused ? .reject
-            : monitoring && !(evaluator?.findings.isEmpty ?? true) ? .monitor
-            : (ex.form?.modified ?? ex.urlencoded?.modified ?? false) ? .modified : .allow
+        // The decision follows what happened, never a guess from the status alone.
+        let decision: AuditRecord.Decision
+        if violation != nil {
+            decision = .reject
+        } else if let error {
+            if ex.responseStarted || status == 499 || error == "client_closed" || error == "client_aborted" {
+                decision = .aborted
+            } else {
+                decision = status >= 500 ? .error : .reject
+            }
+        } else if monitoring && !(evaluator?.findings.isEmpty ?? true) {
+            decision = .monitor
+        } else {
+            decision = (ex.form?.modified ?? ex.urlencoded?.modified ?? false) ? .modified : .allow
+        }
         var anomalies = ex.form?.parser.anomalies ?? MultipartAnomalies()
         let parts: [AuditRecord.Part] = (ex.form?.records ?? ex.urlencoded?.records ?? []).map { r in
             anomalies.formUnion(r.part.anomalies)

@@ -138,8 +138,8 @@ struct ConnectionMachine {
     /// The last time client bytes arrived (body idle timeout, keep-alive timeout).
     private var lastActivity: UInt64
     private var lastTick: UInt64
-    /// Bytes still allowed to be discarded while answering and lingering.
-    private var lingerBudget = 0
+    /// Bytes still allowed to be discarded while answering and lingering; nil until discarding starts.
+    private var lingerBudget: Int?
 
     /// Creates the machine for a connection accepted at `now`.
     init(context: ExchangeContext, peer: String, now: UInt64) {
@@ -489,6 +489,7 @@ struct ConnectionMachine {
         if ex.upWriteFailed && !canReplay(ex) {
             // The upstream stopped reading: nothing more goes up; the rest of the body is discarded.
             ex.bodyDiscarded = true
+            ex.bodyDiscardedAt = now
             startDiscarding()
             return true
         }
@@ -641,6 +642,7 @@ struct ConnectionMachine {
                         // An early final answer that is not a success ends the request: nothing more goes up.
                         if head.status >= 300 {
                             ex.bodyDiscarded = true
+                            ex.bodyDiscardedAt = now
                             startDiscarding()
                         }
                     }
@@ -921,7 +923,7 @@ struct ConnectionMachine {
     // MARK: - Closing and lingering
 
     private mutating func startDiscarding() {
-        if lingerBudget == 0 { lingerBudget = max(1, config.linger.bytes) }
+        if lingerBudget == nil { lingerBudget = config.linger.bytes }
         clientIn.clear()
     }
 
@@ -929,9 +931,9 @@ struct ConnectionMachine {
     private mutating func discardClientInput(into out: inout [Action]) {
         let n = clientIn.readableBytes
         clientIn.clear()
-        if lingerBudget == 0 { lingerBudget = max(1, config.linger.bytes) }
-        lingerBudget -= n
-        if lingerBudget < 0 {
+        let budget = (lingerBudget ?? config.linger.bytes) - n
+        lingerBudget = budget
+        if budget < 0 {
             // Past the budget: close with unread input (the kernel resets) rather than read forever.
             if case .exchanging = state { peerGone(into: &out) } else { close(into: &out) }
             return
@@ -1003,7 +1005,7 @@ struct ConnectionMachine {
             } else if ex.upstream == .connecting, let started = ex.upstreamStartedAt,
                       over(started, t.upstreamConnect) {
                 abort(status: 504, kind: "upstream_connect_timeout", into: &out)
-            } else if ex.upstreamConnected, let done = ex.requestCompletedAt,
+            } else if ex.upstreamConnected, let done = ex.requestCompletedAt ?? ex.bodyDiscardedAt,
                       over(max(ex.upstreamActivity, done), t.upstreamResponse) {
                 abort(status: 504, kind: "upstream_timeout", into: &out)
             }

@@ -75,6 +75,8 @@ final class Exchange {
     /// Nothing more of the request body goes upstream (an early final answer, or the upstream stopped
     /// reading); what the client still sends is read and discarded.
     var bodyDiscarded = false
+    /// When the body started being discarded: the upstream's answer is awaited from then on.
+    var bodyDiscardedAt: UInt64?
     /// Nanoseconds during which the machine wanted to read the request body (for the minimum body rate).
     var bodyReadWanted: UInt64 = 0
 

@@ -64,7 +64,7 @@ def check_fail_closed(fw, resp, rid):
     body = resp.json()
     assert body["error"] == "quarantine_unavailable" and body["request_id"] == rid, body
     record = fw.wait_audit(rid)
-    assert record["decision"] == "reject" and record["status"] == 503, record
+    assert record["decision"] == "error" and record["status"] == 503, record
     assert record["reason"] == "quarantine_unavailable", record
     fw.upstream.assert_no_complete_body(rid)
 

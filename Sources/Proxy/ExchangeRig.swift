@@ -1,0 +1,364 @@
+import Audit
+import HTTP1
+import Quarantine
+import Reactor
+import Rules
+
+// A harness that drives one ConnectionMachine with no socket: a fake clock, client bytes in chosen pieces and a
+// scripted upstream. Used by Tests/ProxyTests and by the whole-path fuzzer (fuzz/ExchangeFuzz.swift); it is
+// compiled into the Proxy module so both share it, and nothing in the proxy calls it.
+//
+//   client pieces ──► clientIn ─┐                         ┌─► upstreamOut ──► scripted upstream (reads all, or
+//                               ├─► ConnectionMachine ────┤                    n bytes then fails the write)
+//   clientReceived ◄─ clientOut ┘     ▲ actions recorded  └─◄ upstreamIn ◄── response: at the head, after n body
+//                                     │                                      bytes, at the end, or never; then
+//                                  fake clock                                stays open, closes, resets, stalls
+
+/// Drives one machine through a whole conversation and records what each side saw.
+final class ExchangeRig {
+    /// How the fake upstream behaves, for every connection the machine asks for.
+    struct UpstreamScript: Sendable {
+        enum Connect: Sendable { case accept, refuse, ignore }
+        enum Answer: Sendable { case atHead, afterBodyBytes(Int), atEnd, never }
+        enum Then: Sendable { case stayOpen, close, reset, stall }
+        var connect: Connect = .accept
+        var answer: Answer = .atEnd
+        var response: [UInt8] = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8)
+        var then: Then = .stayOpen
+        /// Reads at most this many request bytes per connection, then its reads fail (a reset).
+        var readLimit: Int?
+        /// The first connection comes from the pool (and may be replayed).
+        var firstIsPooled = false
+        /// The first connection, if pooled, was already closed by the upstream: it fails before any answer.
+        var firstIsStale = false
+        init() {}
+    }
+
+    /// A context with a fixed policy, deterministic ids and a fixed clock for records.
+    final class Context: ExchangeContext {
+        let config: ProxyConfiguration
+        var policy: Policy?
+        var quarantine: QuarantineStore? { nil }
+        var draining = false
+        private var ids = 0
+        init(config: ProxyConfiguration, policy: Policy?) {
+            self.config = config
+            self.policy = policy
+        }
+        func newRequestID() -> String {
+            ids += 1
+            return "rig\(ids)"
+        }
+        func newBoundary() -> [UInt8] { Array("RigBoundary0123456789abcdefXYZ".utf8) }
+        func timestamp() -> AuditTimestamp { AuditTimestamp(millisecondsSinceEpoch: 1_700_000_000_000) }
+    }
+
+    /// One upstream connection as the fake upstream saw it.
+    struct UpstreamConnectionLog {
+        var received: [UInt8] = []
+        var pooled = false
+        var stale = false
+        var answered = false
+        var responseOffset = 0
+        var ended = false
+        var readFailed = false
+    }
+
+    typealias Action = ConnectionMachine.Action
+    typealias Event = ConnectionMachine.Event
+
+    let context: Context
+    let script: UpstreamScript
+    private(set) var machine: ConnectionMachine
+    private(set) var now: UInt64 = 1_000_000_000
+    private(set) var actions: [Action] = []
+    private(set) var clientReceived: [UInt8] = []
+    private(set) var connections: [UpstreamConnectionLog] = []
+    private(set) var records: [AuditRecord?] = []
+    private(set) var shutdownSent = false
+    private(set) var closed = false
+    private(set) var released: [Bool] = []
+    /// An action came after `.closeClient` (an invariant violation).
+    private(set) var actionAfterClose = false
+    private var current: Int?
+    private var queue: [Event] = []
+    private var batch: [Action] = []
+
+    init(config: ProxyConfiguration, policy: Policy?, script: UpstreamScript = UpstreamScript()) {
+        context = Context(config: config, policy: policy)
+        self.script = script
+        machine = ConnectionMachine(context: context, peer: "127.0.0.1:40000", now: now)
+    }
+
+    /// A configuration for the rig: an unused upstream address and the given spool directory.
+    static func configuration(spoolDirectory: String = "/tmp") -> ProxyConfiguration {
+        // Unreachable failure: a literal IPv4 address always parses.
+        var config = ProxyConfiguration(listen: try! SocketAddress.resolve("127.0.0.1:1"),
+                                        upstream: .init(address: try! SocketAddress.resolve("127.0.0.1:2"),
+                                                        authority: "127.0.0.1:2"))
+        config.spoolDirectory = spoolDirectory
+        config.audit = .init(path: "-")
+        return config
+    }
+
+    // MARK: Driving
+
+    /// Sends `bytes` in pieces of the given sizes (cycled; 0 means the rest), then EOF if asked, then lets the
+    /// clock run past every deadline.
+    func run(client bytes: [UInt8], pieces: [Int] = [], clientEOF: Bool = true, advanceTime: Bool = true) {
+        var at = 0
+        var piece = 0
+        while at < bytes.count && !closed {
+            pumpIO()
+            guard machine.wantsClientRead else {
+                // The machine does not read: it must be waiting for the upstream or for the clock.
+                if !progressWithoutClient() { break }
+                continue
+            }
+            let room = machine.clientIn.maxCapacity - machine.clientIn.readableBytes
+            guard room > 0 else {
+                if !progressWithoutClient() { break }
+                continue
+            }
+            var size = pieces.isEmpty ? bytes.count - at : pieces[piece % pieces.count]
+            piece += 1
+            if size <= 0 { size = bytes.count - at }
+            let n = min(size, room, bytes.count - at)
+            _ = try? machine.clientIn.writeBytes(bytes[at..<(at + n)])
+            at += n
+            send(.clientData)
+        }
+        pumpIO()
+        if clientEOF && !closed {
+            send(.clientEOF)
+            pumpIO()
+        }
+        if advanceTime { runClock() }
+    }
+
+    /// Advances the clock a second at a time (at most `limit` seconds) until the machine is closed or idle.
+    func runClock(limit: Int = 400) {
+        for _ in 0..<limit where !closed {
+            if machine.isIdle && queue.isEmpty { return }
+            now += 1_000_000_000
+            send(.timer)
+            pumpIO()
+        }
+    }
+
+    /// When the client does not read: let the upstream and the clock move; false if nothing can move.
+    private func progressWithoutClient() -> Bool {
+        let before = (clientReceived.count, connections.map(\.received.count), records.count)
+        pumpIO()
+        if closed { return false }
+        if (clientReceived.count, connections.map(\.received.count), records.count) != before { return true }
+        if machine.wantsClientRead { return true }
+        // Only time can help now (a stalled upstream, a pending timeout).
+        now += 1_000_000_000
+        send(.timer)
+        return !closed
+    }
+
+    /// Sends one event and carries out its actions.
+    func send(_ event: Event) {
+        guard !closed else { return }
+        batch.removeAll(keepingCapacity: true)
+        machine.handle(event, now: now, into: &batch)
+        for action in batch { apply(action) }
+    }
+
+    private func apply(_ action: Action) {
+        if closed { actionAfterClose = true }
+        actions.append(action)
+        switch action {
+        case .connectUpstream, .reconnectUpstream:
+            let first = connections.isEmpty
+            var log = UpstreamConnectionLog()
+            log.pooled = first && script.firstIsPooled
+            log.stale = log.pooled && script.firstIsStale
+            connections.append(log)
+            current = connections.count - 1
+            switch script.connect {
+            case .accept: queue.append(.upstreamConnected(reused: log.pooled))
+            case .refuse: queue.append(.upstreamConnectFailed)
+            case .ignore: break
+            }
+        case .releaseUpstream(let reuse):
+            released.append(reuse)
+            current = nil
+        case .shutdownClientWrite:
+            shutdownSent = true
+        case .closeClient:
+            closed = true
+        case .requestEnded(let record):
+            records.append(record)
+        }
+    }
+
+    /// Moves bytes both ways until nothing moves.
+    private func pumpIO() {
+        var rounds = 0
+        while !closed && rounds < 100_000 {
+            rounds += 1
+            var moved = false
+            if let event = queue.first {
+                queue.removeFirst()
+                send(event)
+                moved = true
+            }
+            let out = machine.clientOut
+            if out.readableBytes > 0 {
+                let n = out.readableBytes
+                out.withUnsafeReadableBytes { clientReceived.append(contentsOf: $0) }
+                out.moveReaderIndex(forwardBy: n)
+                out.clear()
+                send(.clientWrote(n))
+                moved = true
+            }
+            if let index = current, !closed { moved = upstreamStep(index) || moved }
+            if !moved && queue.isEmpty { break }
+        }
+    }
+
+    /// One step of the fake upstream: read request bytes, answer, end.
+    private func upstreamStep(_ index: Int) -> Bool {
+        var conn = connections[index]
+        defer { connections[index] = conn }
+        var moved = false
+        if machine.wantsUpstreamWrite && !conn.readFailed {
+            let out = machine.upstreamOut
+            var n = out.readableBytes
+            if let limit = script.readLimit { n = min(n, max(0, limit - conn.received.count)) }
+            if n > 0 {
+                out.withUnsafeReadableBytes { conn.received.append(contentsOf: $0.prefix(n)) }
+                connections[index] = conn
+                send(.upstreamWrote(n))
+                moved = true
+            } else if script.readLimit != nil {
+                // The upstream stopped reading and reset: the write fails.
+                conn.readFailed = true
+                connections[index] = conn
+                send(.upstreamWriteFailed)
+                return true
+            }
+        }
+        if closed || current != index { return moved }
+        if conn.stale && !conn.ended {
+            // A pooled connection the upstream had closed: the request goes out, EOF comes back.
+            if !conn.received.isEmpty {
+                conn.ended = true
+                connections[index] = conn
+                send(.upstreamEOF)
+                return true
+            }
+            return moved
+        }
+        if !conn.answered && shouldAnswer(conn) { conn.answered = true }
+        if conn.answered && conn.responseOffset < script.response.count && machine.wantsUpstreamRead {
+            let input = machine.upstreamIn
+            let room = input.maxCapacity - input.readableBytes
+            let n = min(room, script.response.count - conn.responseOffset)
+            if n > 0 {
+                _ = try? input.writeBytes(script.response[conn.responseOffset..<(conn.responseOffset + n)])
+                conn.responseOffset += n
+                connections[index] = conn
+                send(.upstreamData)
+                moved = true
+            }
+        }
+        if closed || current != index { return moved }
+        if conn.answered && conn.responseOffset == script.response.count && !conn.ended {
+            switch script.then {
+            case .stayOpen, .stall: break
+            case .close:
+                conn.ended = true
+                connections[index] = conn
+                send(.upstreamEOF)
+                moved = true
+            case .reset:
+                conn.ended = true
+                connections[index] = conn
+                send(.upstreamReadFailed)
+                moved = true
+            }
+        }
+        return moved
+    }
+
+    private func shouldAnswer(_ conn: UpstreamConnectionLog) -> Bool {
+        guard let headEnd = Self.find([13, 10, 13, 10], in: conn.received) else { return false }
+        switch script.answer {
+        case .never: return false
+        case .atHead: return true
+        case .afterBodyBytes(let n): return conn.received.count - (headEnd + 4) >= n
+        case .atEnd:
+            guard case .exchanging(let ex) = machine.state else { return false }
+            return ex.requestComplete && machine.upstreamOut.readableBytes == 0 && ex.body?.sink.sending == nil
+        }
+    }
+
+    // MARK: Invariants
+
+    /// A description of every invariant the run broke; empty when all held.
+    func violations() -> [String] {
+        var problems: [String] = []
+        if actionAfterClose { problems.append("an action after .closeClient") }
+        if !closed {
+            if case .awaitingHead = machine.state {} else {
+                problems.append("not closed and not awaiting a head after every deadline: \(machine.state)")
+            }
+        }
+        // Every final status line the client got belongs to a request that ended with one record; at most one
+        // request (the last, cut or aborted) ended without one.
+        let finals = Self.finalStatusLines(in: clientReceived)
+        if records.count < finals || records.count > finals + 1 {
+            problems.append("\(records.count) request records for \(finals) final responses")
+        }
+        // Pooling only after a clean keep-alive exchange.
+        // (The machine cannot know the upstream closes after a keep-alive response; the pool's peek does.)
+        let keepAliveScript = !Self.contains(Array("onnection: close".utf8), in: script.response)
+            && Self.startsWith(Array("HTTP/1.1".utf8), script.response)
+            && (Self.contains(Array("Content-Length".utf8), in: script.response)
+                || Self.contains(Array("chunked".utf8), in: script.response)
+                || Self.contains(Array(" 204 ".utf8), in: script.response))
+        if released.contains(true) && !keepAliveScript {
+            problems.append("a connection was pooled after a response that ends it")
+        }
+        // A rejected request never reaches the upstream complete (chunked bodies: no last chunk).
+        if records.count == 1, let record = records[0], record.decision == .reject,
+           connections.contains(where: { Self.endsWith(Array("\r\n0\r\n\r\n".utf8), $0.received) }) {
+            problems.append("a rejected request reached the upstream with its last chunk")
+        }
+        return problems
+    }
+
+    /// Final (non-1xx) response status lines at the start of the client's stream or after a response's end,
+    /// counted by their "HTTP/1.x NNN " prefix (the rig's upstream bodies never contain one).
+    static func finalStatusLines(in bytes: [UInt8]) -> Int {
+        var count = 0
+        var i = 0
+        let prefix = Array("HTTP/1.".utf8)
+        while let at = find(prefix, in: bytes, from: i) {
+            let status = at + 9
+            if status < bytes.count && bytes[status] != UInt8(ascii: "1") { count += 1 }
+            i = at + prefix.count
+        }
+        return count
+    }
+
+    static func find(_ needle: [UInt8], in hay: [UInt8], from start: Int = 0) -> Int? {
+        guard needle.count <= hay.count, start <= hay.count - needle.count else { return nil }
+        var i = start
+        while i <= hay.count - needle.count {
+            if hay[i] == needle[0] && Array(hay[i..<(i + needle.count)]) == needle { return i }
+            i += 1
+        }
+        return nil
+    }
+
+    static func contains(_ needle: [UInt8], in hay: [UInt8]) -> Bool { find(needle, in: hay) != nil }
+    static func startsWith(_ prefix: [UInt8], _ bytes: [UInt8]) -> Bool { bytes.starts(with: prefix) }
+    static func endsWith(_ suffix: [UInt8], _ bytes: [UInt8]) -> Bool {
+        bytes.count >= suffix.count && Array(bytes.suffix(suffix.count)) == suffix
+    }
+}
