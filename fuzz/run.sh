@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets — the multipart codec (FUZZ_SECONDS, default 60), the content sniffer
-# (SNIFF_FUZZ_SECONDS, default 30) and the request body path (REQUEST_FUZZ_SECONDS, default 30) — and runs them.
+# (SNIFF_FUZZ_SECONDS, default 30), the request body path (REQUEST_FUZZ_SECONDS, default 30) and the whole
+# exchange of one connection (EXCHANGE_FUZZ_SECONDS, default 30) — and runs them.
 # Usage: fuzz/run.sh              (FUZZ_SECONDS=600 fuzz/run.sh for a longer run; see docs/fuzzing.md)
 # Exits non-zero on any crash, trap, sanitizer report or leak; the reproducer is left in fuzz/build/.
 set -euo pipefail
@@ -106,3 +107,35 @@ cd fuzz/build
 ./request-fuzz -max_total_time="$REQUEST_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 ../corpus-request 2>&1 | tail -6
 echo "fuzz: request body path ran ${REQUEST_SECONDS}s without findings"
+
+# The whole request path of one connection: ConnectionMachine driven by ExchangeRig (a scripted upstream, a fake
+# clock), over every library module plus the machine's files. Policies: rules/*.rules and generated ones.
+EXCHANGE_SECONDS="${EXCHANGE_FUZZ_SECONDS:-30}"
+cd ../..
+B=fuzz/build/request
+swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -emit-library -static -emit-module -module-name Audit \
+    -emit-module-path "$B/Audit.swiftmodule" -o "$B/libAudit.a" Sources/Audit/*.swift 2>&1 \
+    | grep -v "warning:" || true
+test -f "$B/libAudit.a"
+swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name ExchangeFuzz \
+    fuzz/ExchangeFuzz.swift Sources/Proxy/ConnectionMachine.swift Sources/Proxy/ConnectionMachine+Audit.swift \
+    Sources/Proxy/ConnectionMachine+Rules.swift Sources/Proxy/Exchange.swift Sources/Proxy/ExchangeRig.swift \
+    Sources/Proxy/RequestBodyStage.swift Sources/Proxy/FormStage.swift Sources/Proxy/UrlencodedStage.swift \
+    Sources/Proxy/ProxyConfiguration.swift \
+    -L "$B" -lAudit -lRules -lQuarantine -lInspect -lMultipart -lHTTP1 -lReactor "$B/shim.o" -lcrypto -lz \
+    -o fuzz/build/exchange-fuzz 2>&1 | grep -v "warning:" || true
+test -x fuzz/build/exchange-fuzz
+mkdir -p fuzz/corpus-exchange
+# Seeds: the request-path seeds (policy byte, read size) with an upstream script byte in between.
+for f in fuzz/corpus-request/seed-*; do
+    out="fuzz/corpus-exchange/$(basename "$f")"
+    [ -f "$out" ] || { head -c 1 "$f"; printf '\x00'; tail -c +2 "$f"; } > "$out"
+done
+printf '\x21\x04\x00POST /up HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=B\r\nContent-Length: 52\r\n\r\n--B\r\nContent-Disposition: form-data; name="title"\r\n\r\nx\r\n--B--\r\nepilogue' \
+    > fuzz/corpus-exchange/seed-early-head
+printf '\x20\x41\x01GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n' \
+    > fuzz/corpus-exchange/seed-pipelined-stale
+cd fuzz/build
+FORMWALL_RULES_DIR=../../rules ./exchange-fuzz -max_total_time="$EXCHANGE_SECONDS" -max_len=4096 -timeout=20 \
+    -rss_limit_mb=2048 -print_final_stats=1 ../corpus-exchange 2>&1 | tail -6
+echo "fuzz: whole exchange path ran ${EXCHANGE_SECONDS}s without findings"

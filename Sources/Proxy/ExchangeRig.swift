@@ -332,16 +332,38 @@ final class ExchangeRig {
         return problems
     }
 
-    /// Final (non-1xx) response status lines at the start of the client's stream or after a response's end,
-    /// counted by their "HTTP/1.x NNN " prefix (the rig's upstream bodies never contain one).
+    /// The final (non-1xx) responses in the client's stream, parsed one after the other with their framing;
+    /// a truncated last response still counts once its head is complete.
     static func finalStatusLines(in bytes: [UInt8]) -> Int {
         var count = 0
-        var i = 0
-        let prefix = Array("HTTP/1.".utf8)
-        while let at = find(prefix, in: bytes, from: i) {
-            let status = at + 9
-            if status < bytes.count && bytes[status] != UInt8(ascii: "1") { count += 1 }
-            i = at + prefix.count
+        var at = 0
+        while at < bytes.count {
+            var parser = HTTPResponseHeadParser()
+            let rest = Array(bytes[at...])
+            let parsed = rest.withUnsafeBytes { raw in
+                Result { () throws(HTTPParseError) in try parser.parse(raw, requestMethod: "POST") }
+            }
+            guard case .success(.complete(let head, let consumed)) = parsed else { return count }
+            at += consumed
+            if head.isInformational { continue }
+            count += 1
+            switch head.framing {
+            case .none: break
+            case .contentLength(let n): at += Int(clamping: n)
+            case .closeDelimited: return count
+            case .chunked:
+                var decoder = ChunkedDecoder()
+                var offset = 0
+                var ended = false
+                let body = Array(bytes[min(at, bytes.count)...])
+                body.withUnsafeBytes { raw in
+                    while !ended, let event = try? decoder.decode(raw, from: &offset) {
+                        if case .end = event { ended = true }
+                    }
+                }
+                guard ended else { return count }
+                at += offset
+            }
         }
         return count
     }
