@@ -77,6 +77,17 @@ class ProcessSampler:
                 pass
         return n
 
+    def baseline(self) -> tuple[int, int]:
+        return self.fds(), self.rss_kib()
+
+    def assert_released(self, before: tuple[int, int], what: str, rss_slack_kib: int = 16 * 1024) -> None:
+        """After the fault: every descriptor it took is closed again (waited on with a deadline) and RSS did not
+        grow by more than the slack (buffers are per connection and freed with it)."""
+        fds_before, rss_before = before
+        wait_until(lambda: self.fds() <= fds_before, IO_TIMEOUT, what=f"{what}: descriptors released")
+        grown = self.rss_kib() - rss_before
+        assert grown < rss_slack_kib, f"{what}: RSS grew by {grown} KiB"
+
     def assert_no_spin(self, what: str) -> float:
         start = self.cpu()
         end_at = time.monotonic() + SPIN_WINDOW
@@ -206,13 +217,13 @@ def test_client_reset_while_upstream_stalls_costs_no_cpu(upstream_factory, formw
     up = upstream_factory("slow", delay=20)
     fw = formwall_factory(up.url, "--workers", "1")
     sampler = ProcessSampler(fw.proc.pid)
-    fds_before = sampler.fds()
+    before = sampler.baseline()
     s = connect(fw.port)
     s.sendall(b"GET /stall?x=1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: stall-reset-1\r\n\r\n")
     up.wait_for_request_id("stall-reset-1", event="request_start")
     rst_close(s)
     sampler.assert_no_spin("client reset while the upstream stalls")
-    wait_until(lambda: sampler.fds() <= fds_before, IO_TIMEOUT, what="client and upstream fds to be released")
+    sampler.assert_released(before, "client reset while the upstream stalls")
 
 
 def test_client_reset_while_upload_is_held_back_costs_no_cpu(raw_upstream, formwall_factory):
@@ -222,6 +233,7 @@ def test_client_reset_while_upload_is_held_back_costs_no_cpu(raw_upstream, formw
     up = raw_upstream(never_read)
     fw = formwall_factory(up.url, "--workers", "1")
     sampler = ProcessSampler(fw.proc.pid)
+    before = sampler.baseline()
     s = connect(fw.port)
     s.sendall(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
               b"Content-Length: 268435456\r\n\r\n")
@@ -240,6 +252,8 @@ def test_client_reset_while_upload_is_held_back_costs_no_cpu(raw_upstream, formw
     assert sent > 0
     rst_close(s)
     sampler.assert_no_spin("client reset while its upload is held back")
+    up.stop()  # the upstream side closes too: nothing of the exchange may stay open
+    sampler.assert_released(before, "client reset while its upload is held back")
 
 
 def test_upstream_reset_while_client_not_reading_costs_no_cpu(raw_upstream, formwall_factory):
@@ -261,6 +275,7 @@ def test_upstream_reset_while_client_not_reading_costs_no_cpu(raw_upstream, form
     up = raw_upstream(flood_then_reset)
     fw = formwall_factory(up.url, "--workers", "1")
     sampler = ProcessSampler(fw.proc.pid)
+    before = sampler.baseline()
     s = connect(fw.port)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -268,6 +283,7 @@ def test_upstream_reset_while_client_not_reading_costs_no_cpu(raw_upstream, form
                what="the upstream to flood and reset")
     sampler.assert_no_spin("upstream reset while the client is not reading")
     s.close()
+    sampler.assert_released(before, "upstream reset while the client is not reading")
 
 
 def test_trickling_body_is_cut_at_the_minimum_rate(upstream, formwall_factory):
