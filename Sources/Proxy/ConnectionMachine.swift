@@ -536,7 +536,10 @@ struct ConnectionMachine {
             var headBytes: [UInt8] = []
             HTTPHeadSerializer.writeRequestHead(head, framing: .contentLength(file.size), context: forwarding,
                                                 into: &headBytes)
-            _ = try? upstreamOut.writeBytes(headBytes)
+            do { try upstreamOut.writeBytes(headBytes) } catch {
+                abort(status: 500, kind: "internal_buffer", into: &out)
+                return
+            }
             body.sink.sending = (file, 0)
             refillFromFile(ex)
             if ex.upstream == .none {

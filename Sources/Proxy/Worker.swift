@@ -197,7 +197,7 @@ final class Worker {
         let interval = Int(min(1000, max(50, config.pool.idleTimeout * 250)))
         poolTimer = loop.schedule(after: .milliseconds(interval)) { [weak self] loop in
             guard let self else { return }
-            let limit = UInt64(max(0, self.config.pool.idleTimeout) * 1e9)
+            let limit = UInt64(max(0, min(self.config.pool.idleTimeout, 86_400)) * 1e9)
             let now = loop.now()
             if !self.idle.isEmpty {
                 let expired = self.idle.filter { now &- $0.idleSince > limit }
