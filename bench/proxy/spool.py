@@ -96,6 +96,14 @@ def free_bytes(path):
     return st.f_bavail * st.f_frsize
 
 
+def cpu_user_sys(pid):
+    """(utime, stime) of a process in seconds."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    fields = data[data.rindex(b")") + 2:].split()
+    return int(fields[11]) / proxybench.TICK, int(fields[12]) / proxybench.TICK
+
+
 def spool_fds(pid, spool_dir):
     """[(fd, link, stat)] of the process's descriptors that are spool files in spool_dir."""
     out = []
@@ -232,11 +240,12 @@ def one_run(args, mode, rep, sink_port, sink_log, boundary, block, workdir):
         leftovers_before = [n for n in os.listdir(args.spool_dir) if n.startswith(SPOOL_PREFIX)]
         free_before = free_bytes(args.spool_dir)
         sink_off = os.path.getsize(sink_log)
-        ticks0 = proxybench.cpu_ticks(p.pid)
+        user0, sys0 = cpu_user_sys(p.pid)
         data_len = args.size_mib * MIB
         with Sampler(p.pid, args.spool_dir, args.interval) as smp:
             up = upload(port, boundary, block, data_len, args.timeout)
-        cpu_s = (proxybench.cpu_ticks(p.pid) - ticks0) / proxybench.TICK
+        user1, sys1 = cpu_user_sys(p.pid)
+        cpu_s = (user1 - user0) + (sys1 - sys0)
         vmhwm = proxybench.proc_status(p.pid, "VmHWM") or 0
         time.sleep(0.2)
         fds_after = spool_fds(p.pid, args.spool_dir)
@@ -252,7 +261,7 @@ def one_run(args, mode, rep, sink_port, sink_log, boundary, block, workdir):
             mib_s=up["body_len"] / MIB / (up["t_resp"] - up["t0"]),
             send_mib_s=up["body_len"] / MIB / (up["t_sent"] - up["t0"]),
             vmhwm_mib=vmhwm / 1024, peak_vmrss_mib=smp.max_rss_kib / 1024, rss_samples=smp.samples,
-            cpu_s=cpu_s,
+            cpu_s=cpu_s, cpu_user_s=user1 - user0, cpu_sys_s=sys1 - sys0,
             spool_samples=smp.spool_seen, spool_modes=sorted(smp.spool_modes), spool_links=sorted(smp.spool_links),
             spool_peak_size=smp.spool_max_size, spool_peak_alloc=smp.spool_max_alloc,
             spool_open_s=(smp.last_spool_t - smp.first_spool_t) if smp.first_spool_t else None,
@@ -387,6 +396,9 @@ def main():
             "ttfb_upstream_s": [r["ttfb_upstream_s"] for r in good],
             "ttfb_after_last_client_byte_s": [r["ttfb_after_last_client_byte_s"] for r in good],
             "vmhwm_mib": [r["vmhwm_mib"] for r in good], "cpu_s": [r["cpu_s"] for r in good],
+            "cpu_sys_s": [r["cpu_sys_s"] for r in good],
+            "upstream_transfer_s": [r["upstream_transfer_s"] for r in good],
+            "max_dirty_mib": [r["max_dirty_mib"] for r in good],
         }
         sm = summary[mode]
         print(f"{mode}:")
@@ -395,7 +407,11 @@ def main():
         print(f"  upstream first byte (head)   {fmt_range(sm['ttfb_upstream_s'], '.2f')} s after the request started")
         print(f"    relative to last client byte {fmt_range(sm['ttfb_after_last_client_byte_s'], '+.2f')} s")
         print(f"  peak RSS (VmHWM)             {fmt_range(sm['vmhwm_mib'], '.1f')} MiB")
-        print(f"  formwall CPU                 {fmt_range(sm['cpu_s'], '.2f')} s")
+        print(f"  formwall CPU (user+sys)      {fmt_range(sm['cpu_s'], '.2f')} s, of it system "
+              f"{fmt_range(sm['cpu_sys_s'], '.2f')} s")
+        print(f"  upstream transfer (head to last byte) {fmt_range(sm['upstream_transfer_s'], '.2f')} s")
+        print(f"  system-wide Dirty peak       {fmt_range(sm['max_dirty_mib'], '.0f')} MiB (page cache not yet "
+              f"written back; not in formwall's RSS)")
         print(f"  upstream bytes               {sorted(set(r['upstream_bytes'] for r in good))} "
               f"(expected {good[0]['expected_upstream_bytes']})")
         if mode == "spool":
