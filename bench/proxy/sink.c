@@ -16,6 +16,11 @@
  *     in decimal followed by a newline. Keep-alive is the default; `Connection: close`
  *     closes after the response. Pipelined requests are handled in order.
  *   - `Expect: 100-continue` gets an interim `100 Continue`.
+ *   - With SINK_LOG_TIMES=1 in the environment, one line per completed request goes to stdout
+ *     (used by bench/proxy/spool.py to time when the upstream starts receiving):
+ *       request head=<t> first_body=<t> done=<t> bytes=<decoded count> framing=cl|chunked|none cl=<n>
+ *     times are CLOCK_MONOTONIC seconds (Python's time.monotonic()); first_body is 0 without a body.
+ *     Off by default, so bench/proxy/run.py measures the same sink as before.
  *
  * Malformed input (bad chunk size, head too large, conflicting framing) gets a 400 and
  * the connection is closed. This is a benchmark tool, not a general server: no request
@@ -37,6 +42,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HEAD_MAX (64 * 1024)
@@ -67,6 +73,10 @@ struct conn {
     uint64_t chunk_size; /* chunk size being parsed */
     int size_digits;
     uint64_t count;      /* decoded body bytes of the current request */
+    uint64_t cl;         /* Content-Length of the current request (SINK_LOG_TIMES only) */
+    int framing;         /* 0 none, 1 Content-Length, 2 chunked (SINK_LOG_TIMES only) */
+    double t_head;       /* when the head was complete (SINK_LOG_TIMES only) */
+    double t_first;      /* when the first body byte arrived, 0 before (SINK_LOG_TIMES only) */
     size_t head_len;
     size_t out_len, out_off;
     char head[HEAD_MAX];
@@ -74,6 +84,13 @@ struct conn {
 };
 
 static int g_port;
+static int g_log_times;
+
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void die(const char *what) {
     perror(what);
@@ -110,6 +127,13 @@ static void respond(struct conn *c, int status) {
 }
 
 static void request_done(struct conn *c) {
+    if (g_log_times) {
+        static const char *fr[] = {"none", "cl", "chunked"};
+        printf("request head=%.6f first_body=%.6f done=%.6f bytes=%llu framing=%s cl=%llu\n", c->t_head,
+               c->t_first, now_mono(), (unsigned long long)c->count, fr[c->framing],
+               (unsigned long long)c->cl);
+        fflush(stdout);
+    }
     respond(c, 200);
     c->st = S_HEAD;
     c->head_len = 0;
@@ -185,6 +209,12 @@ static int parse_head(struct conn *c) {
         out_append(c, cont, sizeof cont - 1);
     }
     c->count = 0;
+    if (g_log_times) {
+        c->t_head = now_mono();
+        c->t_first = 0;
+        c->cl = cl;
+        c->framing = chunked ? 2 : have_cl ? 1 : 0;
+    }
     if (chunked) {
         c->st = S_CHUNK_SIZE;
         c->chunk_size = 0;
@@ -235,6 +265,7 @@ static void feed(struct conn *c, const char *p, size_t n) {
         case S_CL_BODY: {
             size_t avail = (size_t)(end - p);
             size_t take = avail < c->remaining ? avail : (size_t)c->remaining;
+            if (g_log_times && c->t_first == 0 && take > 0) c->t_first = now_mono();
             c->count += take;
             c->remaining -= take;
             p += take;
@@ -283,6 +314,7 @@ static void feed(struct conn *c, const char *p, size_t n) {
         case S_CHUNK_DATA: {
             size_t avail = (size_t)(end - p);
             size_t take = avail < c->remaining ? avail : (size_t)c->remaining;
+            if (g_log_times && c->t_first == 0 && take > 0) c->t_first = now_mono();
             c->count += take;
             c->remaining -= take;
             p += take;
@@ -428,6 +460,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     g_port = atoi(argv[1]);
+    const char *lt = getenv("SINK_LOG_TIMES");
+    g_log_times = lt != NULL && strcmp(lt, "1") == 0;
     int threads = argc > 2 ? atoi(argv[2]) : 2;
     if (threads < 1) threads = 1;
     signal(SIGPIPE, SIG_IGN);
