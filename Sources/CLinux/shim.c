@@ -114,3 +114,16 @@ int cl_set_parent_death_signal(int signal) {
 const char *cl_signal_abbreviation(int signal) {
     return sigabbrev_np(signal);
 }
+
+int cl_open_tmpfile(const char *directory) {
+#ifdef O_TMPFILE
+    return open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#else
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+int cl_mkostemp_cloexec(char *template_path) {
+    return mkostemp(template_path, O_CLOEXEC);
+}

@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// An anonymous temporary file: created 0600 in a directory, unlinked at once, so it disappears when closed
@@ -8,16 +9,25 @@ public final class TemporaryFile {
     /// Bytes written so far.
     public private(set) var size: UInt64 = 0
 
-    /// Creates the file in `directory` (mode 0600) and unlinks its name immediately.
+    /// Creates the file in `directory` (mode 0600, close-on-exec). It never has a name where the file system
+    /// supports O_TMPFILE; elsewhere it is created with a random name that is unlinked at once.
     public init(directory: String) throws {
+        let unnamed = cl_open_tmpfile(directory)
+        if unnamed >= 0 {
+            fd = unnamed
+            return
+        }
         var template = Array((directory + "/formwall-spool-XXXXXX").utf8CString)
-        let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard fd >= 0 else { throw IOError(errno: errno, reason: "mkostemp(\(directory))") }
-        _ = fchmod(fd, 0o600)
-        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-        let path = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        unlink(path)
-        self.fd = fd
+        let named = template.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            guard let base = buffer.baseAddress else { return -1 }   // never nil: the array is not empty
+            return cl_mkostemp_cloexec(base)
+        }
+        guard named >= 0 else { throw IOError(errno: errno, reason: "mkostemp(\(directory))") }
+        _ = fchmod(named, 0o600)
+        template.withUnsafeBufferPointer { buffer in
+            if let base = buffer.baseAddress { _ = unlink(base) }
+        }
+        fd = named
     }
 
     deinit { close() }

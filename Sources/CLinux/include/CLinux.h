@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -188,5 +189,12 @@ int cl_set_parent_death_signal(int signal);
 
 /// The abbreviated name of a signal ("KILL" for SIGKILL), or NULL when it has none.
 const char *cl_signal_abbreviation(int signal);
+
+/// A file in `directory` that never has a name (O_TMPFILE), read-write, close-on-exec, mode 0600; -1 with errno
+/// set when the file system cannot do that (the caller then falls back to a named file it unlinks).
+int cl_open_tmpfile(const char *directory);
+
+/// mkostemp with O_CLOEXEC: a named 0600 file, close-on-exec from the start.
+int cl_mkostemp_cloexec(char *template_path);
 
 #endif
