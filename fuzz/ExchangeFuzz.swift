@@ -148,7 +148,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 
     // A complete forwarded body parses back to the parts recorded as forwarded.
     if whole.records.count == 1, let record = whole.records[0], record.decision == .allow || record.decision == .modified,
-       let conn = whole.connections.last, ExchangeRig.endsWith(Array("\r\n0\r\n\r\n".utf8), conn.received),
+       let conn = whole.connections.last, ExchangeRig.isCompleteRequest(conn.received),
        let parts = reparsedPartCount(conn.received) {
         let forwarded = record.parts.filter { $0.action == "forward" || $0.action == "sanitize" }.count
         if parts != forwarded { fatalError("forwarded \(parts) parts, recorded \(forwarded) as forwarded") }

@@ -326,7 +326,7 @@ final class ExchangeRig {
         }
         // A rejected request never reaches the upstream complete (chunked bodies: no last chunk).
         if records.count == 1, let record = records[0], record.decision == .reject,
-           connections.contains(where: { Self.endsWith(Array("\r\n0\r\n\r\n".utf8), $0.received) }) {
+           connections.contains(where: { Self.isCompleteRequest($0.received) }) {
             problems.append("a rejected request reached the upstream with its last chunk")
         }
         return problems
@@ -366,6 +366,28 @@ final class ExchangeRig {
             }
         }
         return count
+    }
+
+    /// Whether `bytes` hold a whole request: a head, then a chunked body up to its last chunk, or exactly the
+    /// Content-Length's bytes (parsed, not guessed from a suffix: a chunk's data may end in "0\r\n\r\n").
+    static func isCompleteRequest(_ bytes: [UInt8]) -> Bool {
+        var parser = HTTPRequestHeadParser()
+        let parsed = bytes.withUnsafeBytes { raw in Result { () throws(HTTPParseError) in try parser.parse(raw) } }
+        guard case .success(.complete(let head, let consumed)) = parsed else { return false }
+        switch head.framing {
+        case .none, .closeDelimited: return true
+        case .contentLength(let n): return UInt64(bytes.count - consumed) >= n
+        case .chunked:
+            var decoder = ChunkedDecoder()
+            var offset = 0
+            let body = Array(bytes[consumed...])
+            return body.withUnsafeBytes { raw in
+                while let event = try? decoder.decode(raw, from: &offset) {
+                    if case .end = event { return true }
+                }
+                return false
+            }
+        }
     }
 
     static func find(_ needle: [UInt8], in hay: [UInt8], from start: Int = 0) -> Int? {
