@@ -10,7 +10,8 @@
 /// | `application/xml`, `text/xml` | any `*+xml` (`image/svg+xml`) |
 /// | `application/zip` | `*+zip`, OOXML and OpenDocument types, `application/java-archive` |
 ///
-/// A declared `application/octet-stream`, or no declared type, never mismatches.
+/// A declared `application/octet-stream`, or no declared type, never mismatches. An empty part is never
+/// compared: it has no sniffed type (`PolicyEvaluator.partSniffed` ignores the sniffer's `application/x-empty`).
 public enum MediaTypeCompatibility {
     static let aliases: [String: String] = [
         "image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "image/x-png": "image/png",

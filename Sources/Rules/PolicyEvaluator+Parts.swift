@@ -49,9 +49,15 @@ extension PolicyEvaluator {
     }
 
     /// Reports the type sniffed from the part's first bytes: checks `types` and the declared type.
+    ///
+    /// A type reported while the part has no data byte (`partData` not yet called, the sniffer's
+    /// `application/x-empty` for an empty part) describes no content and is ignored: an empty file has
+    /// nothing to match `types` against and nothing to contradict its declared type. The part stays
+    /// unsniffed, so `partEnd` lets it pass only if it is still empty (see docs/rules.md, "Empty file parts").
     public mutating func partSniffed(type sniffed: String) -> Action {
         guard let route else { return outOfOrder("partSniffed before begin") }
         return withPart("partSniffed") { evaluator, part in
+            guard part.size > 0 else { return .forward }
             part.sniffed = true
             guard part.isFile else { return .forward }
             let rule = part.rule
@@ -86,7 +92,8 @@ extension PolicyEvaluator {
     }
 
     /// Ends the current part and returns its final action. Checks that could not run (no sniffed
-    /// type for a typed file, no value for a patterned field) fail closed.
+    /// type for a typed file with data, no value for a patterned field) fail closed. An empty file part
+    /// has no type to check; an empty filename ("no file chosen") never satisfies `required`.
     public mutating func partEnd() -> Action {
         switch state {
         case .idle, .finished, .receiving: return outOfOrder("partEnd outside a part")
@@ -249,8 +256,8 @@ extension PolicyEvaluator {
     private mutating func checkPartEnd(_ part: inout Part) -> Action {
         guard let rule = part.rule else { return .forward }
         let outcome = Finding.Outcome(rule.action)
-        let noFileChosen = part.isFile && part.filename?.isEmpty == true && part.size == 0
-        if part.isFile, !rule.types.isEmpty, !part.sniffed, !noFileChosen {
+        // An empty file ("no file chosen" or a named 0-byte file) has no content to sniff.
+        if part.isFile, !rule.types.isEmpty, !part.sniffed, part.size > 0 {
             let violation = partViolation(.typeNotAllowed, part, detail: "content type was not sniffed")
             return violate(violation, outcome)
         }

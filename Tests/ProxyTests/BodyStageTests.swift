@@ -159,6 +159,48 @@ let sample = b("--B\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhel
     }
 }
 
+/// What Chromium sends for a typed file input left empty ("no file chosen") and an empty chosen file.
+let emptyFiles = b("--B\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"\"\r\n"
+    + "Content-Type: application/octet-stream\r\n\r\n\r\n"
+    + "--B\r\nContent-Disposition: form-data; name=\"attachments\"; filename=\"leer.txt\"\r\n"
+    + "Content-Type: text/plain\r\n\r\n\r\n--B--\r\n")
+
+@Suite struct EmptyFileStageTests {
+    @Test(arguments: ["reject", "strip"])
+    func emptyFilePartsAreForwardedAtEverySplit(action: String) throws {
+        let policy = try Policy.parse("""
+            route /up {
+                file photo { max 1MiB; types image/png; action \(action); }
+                file attachments { max 1MiB; repeat 5; }
+            }
+            """)
+        let whole = runStage(emptyFiles, cuts: [], policy: policy)
+        #expect(whole.error == nil)
+        #expect(whole.records.map(\.action) == ["forward", "forward"])
+        #expect(whole.records.map(\.sniffedType) == ["application/x-empty", "application/x-empty"])
+        let text = String(decoding: whole.out, as: UTF8.self)
+        #expect(text.contains("name=\"photo\"; filename=\"\"") && text.contains("filename=\"leer.txt\""))
+        for cut in 1..<emptyFiles.count {
+            #expect(runStage(emptyFiles, cuts: [cut], policy: policy).out == whole.out, "split at \(cut)")
+        }
+    }
+
+    @Test func aRequiredInputLeftEmptyIsMissing() throws {
+        let policy = try Policy.parse("""
+            route /up {
+                file photo { types image/png; required; }
+                file attachments { repeat 5; }
+            }
+            """)
+        let r = runStage(emptyFiles, cuts: [], policy: policy)
+        guard case .rejected(let v)? = r.error else {
+            Issue.record("expected a rejection, got \(String(describing: r.error))")
+            return
+        }
+        #expect(v.kind == .missingRequired && v.part == "photo")
+    }
+}
+
 @Suite struct UrlencodedStageTests {
     func run(_ body: String, policy: Policy, cuts: [Int] = []) -> (String, FormStageError?) {
         var ev = PolicyEvaluator(policy: policy)

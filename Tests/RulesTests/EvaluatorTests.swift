@@ -415,6 +415,7 @@ extension PolicyEvaluator {
         let decision = driver.evaluator.partBegin(index: 0, name: "doc", filename: "a.pdf",
                                                   declaredType: "application/pdf", anomalies: MultipartAnomalies())
         #expect(decision.mustHold && decision.pending == [.type])
+        #expect(driver.evaluator.partData(count: 8) == .forward)  // a sniffed type describes data already counted
         guard case .quarantine(let violation) = driver.evaluator.partSniffed(type: "image/png") else {
             Issue.record("not quarantined")
             return
@@ -501,6 +502,160 @@ extension PolicyEvaluator {
         _ = driver.begin()
         let part = driver.part("avatar", filename: "", type: "application/octet-stream")
         #expect(part.end == .forward)
+    }
+}
+
+/// Empty file parts (0 bytes of data), as browsers send them. "No file chosen" is `filename=""`; a named empty
+/// file is `filename="leer.txt"`. Both are sniffed as `application/x-empty` by the proxy, which has no content
+/// to judge: `types` and the declared type are not checked against it (docs/rules.md, "Empty file parts").
+@Suite struct EvaluatorEmptyFileTests {
+    static let rules = """
+        route /up {
+            file photo { max 1MiB; types image/png; }
+            file need { types image/png; required; }
+            file plain { }
+            file tolerant { types image/png; allow-type-mismatch; }
+            file picky { types image/png; extensions .png; action strip; }
+        }
+        route /loose { unknown allow; }
+        """
+    static let empty = "application/x-empty"
+
+    /// One empty part, sniffed at its end the way the proxy does it.
+    private func emptyPart(_ name: String, filename: String, type: String?, path: String = "/up",
+                           sniff: Bool = true) throws -> (part: (begin: PolicyEvaluator.PartDecision,
+                                                                 end: PolicyEvaluator.Action), driver: Driver) {
+        var driver = try Driver(Self.rules)
+        _ = driver.begin("POST", path)
+        let part = driver.part(name, filename: filename, type: type, sniffed: sniff ? Self.empty : nil)
+        return (part, driver)
+    }
+
+    @Test(arguments: ["photo", "plain", "tolerant", "picky"])
+    func noFileChosenIsForwardedWithoutFindings(name: String) throws {
+        let (part, driver) = try emptyPart(name, filename: "", type: "application/octet-stream")
+        #expect(part.begin.action == .forward)
+        #expect(part.end == .forward)
+        #expect(driver.kinds == [])
+    }
+
+    @Test func noFileChosenWithoutAnySniffIsForwarded() throws {
+        let (part, driver) = try emptyPart("photo", filename: "", type: "application/octet-stream", sniff: false)
+        #expect(part.end == .forward)
+        #expect(driver.kinds == [])
+    }
+
+    @Test func namedEmptyFileIsNeverATypeMismatch() throws {
+        // The Chromium case: `leer.txt`, 0 bytes, declared text/plain.
+        let (plain, plainDriver) = try emptyPart("plain", filename: "leer.txt", type: "text/plain")
+        #expect(plain.end == .forward)
+        #expect(plainDriver.kinds == [])
+        let (unknown, unknownDriver) = try emptyPart("x", filename: "leer.pdf", type: "application/pdf",
+                                                     path: "/loose")
+        #expect(unknown.end == .forward)
+        #expect(unknownDriver.kinds == [])
+    }
+
+    @Test(arguments: ["photo", "tolerant", "picky"])
+    func namedEmptyFileIsNotRejectedByTypes(name: String) throws {
+        for type in ["image/png", "application/octet-stream", nil] as [String?] {
+            let (part, driver) = try emptyPart(name, filename: "leer.png", type: type)
+            #expect(part.begin.action == .forward, "declared \(type ?? "nothing")")
+            #expect(part.end == .forward, "declared \(type ?? "nothing")")
+            #expect(driver.kinds == [], "declared \(type ?? "nothing")")
+        }
+        let (unsniffed, _) = try emptyPart(name, filename: "leer.png", type: "image/png", sniff: false)
+        #expect(unsniffed.end == .forward)
+    }
+
+    @Test func emptyFileKeepsItsNameAndDeclaredTypeChecks() throws {
+        // The declared type and the filename are claims that exist without content: still checked.
+        let (declared, _) = try emptyPart("photo", filename: "leer.txt", type: "text/plain")
+        #expect(rejected(declared.begin.action) == .typeNotAllowed)
+        #expect(declared.begin.action.violation?.detail == "declared text/plain not in image/png")
+        let (noFile, _) = try emptyPart("photo", filename: "", type: "text/html")
+        #expect(rejected(noFile.begin.action) == .typeNotAllowed)
+        let (ext, extDriver) = try emptyPart("picky", filename: "leer.gif", type: "application/octet-stream")
+        guard case .strip(let violation) = ext.end else { Issue.record("not stripped: \(ext.end)"); return }
+        #expect(violation.kind == .extensionNotAllowed)
+        #expect(extDriver.kinds == ["extension_not_allowed"])
+        let (exe, _) = try emptyPart("plain", filename: "run.exe", type: "application/octet-stream")
+        #expect(rejected(exe.begin.action) == .filename(.dangerousExtension))
+    }
+
+    @Test func requiredInputLeftEmptyIsMissingButAnEmptyChosenFileIsNot() throws {
+        var noFile = try Driver(Self.rules)
+        _ = noFile.begin()
+        #expect(noFile.part("need", filename: "", type: "application/octet-stream", sniffed: Self.empty).end
+            == .forward)
+        let missing = noFile.evaluator.end()
+        #expect(rejected(missing) == .missingRequired)
+        #expect(missing.violation?.part == "need" && missing.violation?.status == 422)
+
+        var chosen = try Driver(Self.rules)
+        _ = chosen.begin()
+        #expect(chosen.part("need", filename: "leer.png", type: "image/png", sniffed: Self.empty).end == .forward)
+        #expect(chosen.evaluator.end() == .forward)
+        #expect(chosen.kinds == [])
+    }
+
+    @Test func nonEmptyPartsAreCheckedAsBefore() throws {
+        var mismatch = try Driver(Self.rules)
+        _ = mismatch.begin()
+        let text = mismatch.part("plain", filename: "a.txt", type: "text/plain", bytes: 3, sniffed: "image/png")
+        #expect(rejected(text.end) == .typeMismatch)
+        #expect(text.end.violation?.detail == "declared text/plain, sniffed image/png")
+
+        var notAllowed = try Driver(Self.rules)
+        _ = notAllowed.begin()
+        let gif = notAllowed.part("photo", filename: "a.png", type: "application/octet-stream", bytes: 3,
+                                  sniffed: "image/gif")
+        #expect(gif.end.violation?.detail == "sniffed image/gif not in image/png")
+
+        var tolerated = try Driver(Self.rules)
+        _ = tolerated.begin()
+        let html = tolerated.part("tolerant", filename: "a.png", type: "image/png", bytes: 3, sniffed: "text/html")
+        #expect(rejected(html.end) == .typeNotAllowed)
+        #expect(tolerated.kinds == ["type_not_allowed"])
+
+        // An empty filename with data is a file, not "no file chosen": typed, and it satisfies no `required`.
+        var nameless = try Driver(Self.rules)
+        _ = nameless.begin()
+        #expect(rejected(nameless.part("photo", filename: "", type: "application/octet-stream", bytes: 3,
+                                       sniffed: "text/plain").end) == .typeNotAllowed)
+        var namelessPNG = try Driver(Self.rules)
+        _ = namelessPNG.begin()
+        #expect(namelessPNG.part("need", filename: "", bytes: 3, sniffed: "image/png").end == .forward)
+        #expect(rejected(namelessPNG.evaluator.end()) == .missingRequired)
+
+        // A non-empty typed file whose content was never sniffed still fails closed.
+        var unsniffed = try Driver(Self.rules)
+        _ = unsniffed.begin()
+        #expect(unsniffed.part("photo", filename: "", bytes: 3).end.violation?.detail
+            == "content type was not sniffed")
+    }
+
+    @Test func aSniffReportedBeforeAnyDataIsNotTrusted() throws {
+        // A caller that reports an (empty) sniff and then feeds data: the data was never sniffed, so it fails closed.
+        var driver = try Driver(Self.rules)
+        _ = driver.begin()
+        _ = driver.evaluator.partBegin(index: 0, name: "photo", filename: "a.png", declaredType: "image/png",
+                                       anomalies: MultipartAnomalies())
+        #expect(driver.evaluator.partSniffed(type: Self.empty) == .forward)
+        _ = driver.evaluator.partData(count: 3)
+        let end = driver.evaluator.partEnd()
+        #expect(rejected(end) == .typeNotAllowed)
+        #expect(end.violation?.detail == "content type was not sniffed")
+    }
+
+    @Test func monitorModeRecordsNoTypeFindingsForEmptyParts() throws {
+        var driver = try Driver("mode monitor;\n" + Self.rules)
+        _ = driver.begin()
+        _ = driver.part("photo", filename: "", type: "application/octet-stream", sniffed: Self.empty)
+        _ = driver.part("plain", filename: "leer.txt", type: "text/plain", sniffed: Self.empty)
+        _ = driver.part("need", filename: "", type: "application/octet-stream", sniffed: Self.empty)
+        #expect(driver.evaluator.end() == .forward)
+        #expect(driver.kinds == ["missing_required"])
     }
 }
 

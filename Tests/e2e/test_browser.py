@@ -10,6 +10,7 @@ arrived. The browser fills the file inputs with files from tmp_path, with non-AS
 
 * allowed: several files (one input with `multiple`), a PNG and a non-ASCII text field arrive intact
   (names, sizes, sha256, field value);
+* empty file inputs: a typed input left empty ("no file chosen") and a chosen 0-byte file are forwarded;
 * rejected for its type: the browser shows Formwall's HTML error page (status, reason, part, request id);
 * rejected for its size (64 MiB and a sparse 1 GiB file against a 1 MiB rule): the same page, not a network
   error, which needs Formwall to read (drain) the rest of the body before it closes.
@@ -244,24 +245,25 @@ def test_too_large_file_shows_the_html_error_page(chromium, site, tmp_path, size
     assert_error_page(chromium, audit, status=413, reason="file_too_large", part="big", limit=1 << 20)
 
 
-@pytest.mark.xfail(reason="an empty file with a name (declared text/plain, sniffed application/x-empty) is refused "
-                          "as type_mismatch", strict=False)
 def test_empty_named_file_is_allowed(chromium, site, tmp_path):
+    """A chosen 0-byte file (declared text/plain) has no content to contradict its type (docs/rules.md,
+    "Empty file parts"); the typed `photo` input is left empty at the same time."""
     fw, upstream, audit, page = site
     empty = tmp_path / "leer.txt"
     empty.write_bytes(b"")
     submit(chromium, page, comment="leer", files={"attachments": [empty]})
     rec = forwarded(upstream, chromium)
     assert [(f["filename"], f["size"]) for f in rec["files"]["attachments"]] == [("leer.txt", 0)]
+    assert wait_audit(audit, lambda r: r.get("path") == "/upload")["decision"] == "allow"
 
 
-@pytest.mark.xfail(reason="an optional typed file input left empty (\"no file chosen\") is sniffed as "
-                          "application/x-empty and refused as type_not_allowed", strict=False)
 def test_empty_optional_typed_input_is_allowed(chromium, site, tmp_path):
+    """An optional `types image/png` input left empty ("no file chosen") is not checked against `types`."""
     fw, upstream, audit, page = site
     submit(chromium, page, comment="no photo", files={})
     rec = forwarded(upstream, chromium)
     assert [(f["filename"], f["size"]) for f in rec["files"]["photo"]] == [("", 0)]
+    assert wait_audit(audit, lambda r: r.get("path") == "/upload")["decision"] == "allow"
 
 
 @pytest.mark.timeout(180)
