@@ -118,7 +118,7 @@ swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -emit-library -static -emit-module -module
     | grep -v "warning:" || true
 test -f "$B/libAudit.a"
 swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name ExchangeFuzz \
-    fuzz/ExchangeFuzz.swift Sources/Proxy/ConnectionMachine.swift Sources/Proxy/ConnectionMachine+Audit.swift \
+    fuzz/ExchangeFuzz.swift fuzz/ExchangeMutator.swift Sources/Proxy/ConnectionMachine.swift Sources/Proxy/ConnectionMachine+Audit.swift \
     Sources/Proxy/ConnectionMachine+Rules.swift Sources/Proxy/Exchange.swift Sources/Proxy/ExchangeRig.swift \
     Sources/Proxy/RequestBodyStage.swift Sources/Proxy/FormStage.swift Sources/Proxy/UrlencodedStage.swift \
     Sources/Proxy/ProxyConfiguration.swift \
