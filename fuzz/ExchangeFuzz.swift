@@ -76,10 +76,14 @@ func summary(_ r: ExchangeRig) -> [String] {
     r.records.map { "\($0?.decision.rawValue ?? "-") \($0?.status ?? 0) \($0?.reason ?? "-")" }
 }
 
-/// The parts of a complete chunked request body re-parsed with the rig's boundary; nil if it is not multipart.
+/// The parts of a complete chunked request body re-parsed with the rig's boundary; nil if it was not re-encoded.
+/// Re-encoded means the forwarded head names the re-encode boundary: a head that merely contains
+/// "multipart/form-data" may be a passthrough (e.g. a first `Content-Type: text/plain` and a second multipart one,
+/// which the proxy judges by the first), whose body was never re-encoded and need not parse with that boundary.
 func reparsedPartCount(_ received: [UInt8]) -> Int? {
     guard let headEnd = ExchangeRig.find([13, 10, 13, 10], in: received),
           ExchangeRig.contains(Array("multipart/form-data".utf8), in: Array(received[..<headEnd])),
+          ExchangeRig.contains(Array("boundary=RigBoundary0123456789abcdefXYZ".utf8), in: Array(received[..<headEnd])),
           ExchangeRig.contains(Array("chunked".utf8), in: Array(received[..<headEnd])) else { return nil }
     var body: [UInt8] = []
     var i = headEnd + 4
