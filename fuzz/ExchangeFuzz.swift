@@ -14,6 +14,9 @@
 //   - split invariance: the same answers and records whole and in reads of the chosen size;
 //   - every complete forwarded multipart body parses back, with the re-encode boundary, to exactly as many
 //     parts as the record lists as forwarded.
+//
+// Mutations: fuzz/ExchangeMutator.swift's structure-aware LLVMFuzzerCustomMutator for half of them, libFuzzer's own
+// for the rest (FORMWALL_FUZZ_NO_MUTATOR=1: libFuzzer's only); see docs/fuzzing.md.
 
 import Foundation
 import HTTP1
