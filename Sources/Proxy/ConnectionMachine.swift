@@ -902,6 +902,8 @@ struct ConnectionMachine {
         json.key("request_id"); json.string(requestID)
         json.endObject()
         var bytes: [UInt8] = []
+        // A 405 from a route's `methods` lists them (RFC 9110 §15.5.6).
+        let allow = violation?.kind == .methodNotAllowed ? ex?.evaluator?.route?.methods : nil
         // A browser's form submission (Accept names text/html, not application/json) gets the same facts as a
         // page; JSON stays the default, and the only form when no head was parsed.
         let accept = ex.map { HTTPAccept(value: $0.head.headers.values(named: "accept").joined(separator: ",").utf8) }
@@ -909,10 +911,10 @@ struct ConnectionMachine {
             let page = HTTPErrorPage.render(status: status, kind: kind, part: violation?.part,
                                             limit: violation?.limit, detail: detail, requestID: requestID)
             HTTPErrorResponse.write(status: status, body: page, contentType: HTTPErrorPage.contentType,
-                                    requestID: requestID, varyAccept: true, into: &bytes)
+                                    requestID: requestID, varyAccept: true, allow: allow, into: &bytes)
         } else {
             HTTPErrorResponse.write(status: status, body: json.bytes, contentType: "application/json",
-                                    requestID: requestID, varyAccept: accept != nil, into: &bytes)
+                                    requestID: requestID, varyAccept: accept != nil, allow: allow, into: &bytes)
         }
         _ = try? clientOut.writeBytes(bytes)
         if let ex {

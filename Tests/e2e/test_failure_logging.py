@@ -2,12 +2,15 @@
 
 Upstream refusals (502), spool and staging failures (500) and quarantine failures (503) each print one line on
 stderr, at most one per kind of failure per second per worker (the next line says how many were left out). The
-client's JSON `detail` never carries errno text or paths.
+client's JSON `detail` never carries errno text or paths. Also: a 405 from a route's `methods` lists them in
+`Allow` (RFC 9110 §15.5.6).
 """
 
 from __future__ import annotations
 
 import re
+
+import pytest
 
 from e2e_helpers import IO_TIMEOUT, free_port, wait_until
 from policy_helpers import PDF, RULES, Formwall, Part, multipart, new_id, post_form, request
@@ -97,3 +100,14 @@ def test_quarantine_failure_is_logged_not_told_to_the_client(tmp_path, policy_up
     finally:
         fw.stop()
 
+
+# ---------------------------------------------------------------------------------------------- 405 Allow
+
+@pytest.mark.parametrize("accept", ["application/json", "text/html"])
+def test_405_lists_the_route_methods_in_allow(tmp_path, upstream, formwall_factory, accept):
+    rules = tmp_path / "methods.rules"
+    rules.write_text("route /m {\n    methods POST PUT;\n    field a;\n}\n")
+    fw = formwall_factory(upstream.url, "--rules", str(rules))
+    resp = request(fw.port, "DELETE", "/m", [("Accept", accept)])
+    assert resp.status == 405, resp
+    assert resp.header("allow") == "POST, PUT", resp.headers
