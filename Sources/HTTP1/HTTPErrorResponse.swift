@@ -35,9 +35,9 @@ public enum HTTPErrorResponse {
 
     /// Appends a complete response around `body` of `contentType` (`application/json`, or
     /// `HTTPErrorPage.contentType` for the HTML page). `varyAccept` adds `Vary: Accept`, for a body chosen by
-    /// content negotiation.
+    /// content negotiation. `allow` adds `Allow: A, B`, which a 405 must carry (RFC 9110 §15.5.6).
     public static func write(status: Int, body: [UInt8], contentType: String, requestID: String,
-                             varyAccept: Bool = false, into buffer: inout [UInt8]) {
+                             varyAccept: Bool = false, allow: [String]? = nil, into buffer: inout [UInt8]) {
         // Unreachable from input: statuses are Formwall's own constants and ViolationKind statuses.
         precondition((100...999).contains(status), "status must have three digits")
         buffer.append(contentsOf: "HTTP/1.1 ".utf8)
@@ -51,6 +51,9 @@ public enum HTTPErrorResponse {
         buffer.append(contentsOf: "\r\nConnection: close\r\n".utf8)
         if varyAccept {
             buffer.append(contentsOf: "Vary: Accept\r\n".utf8)
+        }
+        if let allow {
+            buffer.append(contentsOf: "Allow: \(allow.joined(separator: ", "))\r\n".utf8)
         }
         if RequestID.isValid(requestID) {
             buffer.append(contentsOf: "X-Request-Id: \(requestID)\r\n".utf8)

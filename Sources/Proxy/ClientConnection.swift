@@ -148,6 +148,8 @@ final class ClientConnection: EventHandler {
             case .requestEnded(let record):
                 worker.stats.completedRequests.add(1, ordering: .relaxed)
                 if let record { worker.writeAudit(record) }
+            case .log(let kind, let message):
+                worker.logFailure(kind: kind, message)
             }
         }
     }
@@ -159,7 +161,7 @@ final class ClientConnection: EventHandler {
             up.attach(to: self)
             if up.isConnected { queue.append(.upstreamConnected(reused: up.reused)) }
         } catch {
-            queue.append(.upstreamConnectFailed)
+            queue.append(.upstreamConnectFailed("\(error)"))
         }
     }
 

@@ -12,7 +12,7 @@ import Rules
 //   clientData, clientEOF, clientReset, ──►┌────────────────────┐──► connectUpstream, reconnectUpstream,
 //   clientWrote(n), upstreamConnected,     │ ConnectionMachine  │    releaseUpstream(reuse:),
 //   upstreamConnectFailed, upstreamData,   │  head parser       │    shutdownClientWrite, closeClient,
-//   upstreamEOF, upstreamReadFailed,       │  body stages       │    requestEnded(audit record)
+//   upstreamEOF, upstreamReadFailed,       │  body stages       │    requestEnded(audit record), log
 //   upstreamWriteFailed, upstreamWrote(n), │  one evaluator     │
 //   timer, drain                        ──►│  deadlines, ledger │◄─► clientIn  clientOut
 //                                          └────────────────────┘◄─► upstreamIn upstreamOut
@@ -69,7 +69,7 @@ struct ConnectionMachine {
         /// The upstream connection is ready (`reused`: taken from the pool).
         case upstreamConnected(reused: Bool)
         /// Dialling the upstream failed.
-        case upstreamConnectFailed
+        case upstreamConnectFailed(String)
         /// New bytes in `upstreamIn`.
         case upstreamData
         /// The upstream's sending side ended (read returned 0).
@@ -100,6 +100,9 @@ struct ConnectionMachine {
         case closeClient
         /// A request ended: count it, and write its audit record when there is one (audit log configured).
         case requestEnded(AuditRecord?)
+        /// A failure the operator must hear of (upstream, spool, staging, quarantine): one line for stderr, which
+        /// the driver rate-limits per `kind`. The client's answer carries only a generic detail.
+        case log(kind: String, message: String)
     }
 
     enum State {
@@ -251,9 +254,10 @@ struct ConnectionMachine {
             ex.reused = reused
             ex.replayLog = reused ? [] : nil
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
-        case .upstreamConnectFailed:
+        case .upstreamConnectFailed(let why):
             guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
             ex.upstream = .none
+            out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(config.upstream) unreachable: \(why)"))
             abort(status: 502, kind: "upstream_unreachable", into: &out)
             return
         case .upstreamData:
@@ -438,6 +442,7 @@ struct ConnectionMachine {
         ex.spooling = bodyMode == .spool && (ex.form != nil || ex.urlencoded != nil)
         if ex.spooling {
             do { sinkKind = .spool(try TemporaryFile(directory: config.spoolDirectory)) } catch {
+                out.append(.log(kind: "spool", message: "request \(requestID): cannot spool the body: \(error)"))
                 respond(status: 500, kind: "spool_unavailable", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
                 return
@@ -508,7 +513,8 @@ struct ConnectionMachine {
                 fail(body: error, into: &out)
                 return true
             case .success(let n):
-                if body.sink.failure != nil {
+                if let failure = body.sink.failure {
+                    log(kind: "spool", "cannot write the spooled body: \(failure)", into: &out)
                     abort(status: 500, kind: "body_sink_failed", into: &out)
                     return true
                 }
@@ -620,7 +626,9 @@ struct ConnectionMachine {
                     }
                 }
                 switch result {
-                case .failure:
+                case .failure(let error):
+                    log(kind: "upstream", "malformed response head from upstream \(config.upstream): \(error)",
+                        into: &out)
                     abort(status: 502, kind: "bad_upstream_response", into: &out)
                     return true
                 case .success(.needMore(let consumed)):
@@ -710,6 +718,7 @@ struct ConnectionMachine {
                     }
                 }
                 if failed {
+                    log(kind: "upstream", "malformed response body from upstream \(config.upstream)", into: &out)
                     abort(status: 502, kind: "bad_upstream_response", into: &out)
                     return true
                 }
@@ -759,6 +768,7 @@ struct ConnectionMachine {
                 try upstreamOut.writeBytes(log)
                 try upstreamOut.writeBytes(unsent)
             } catch {
+                out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(config.upstream) closed a reused connection; the request could not be replayed"))
                 abort(status: 502, kind: "upstream_closed", into: &out)
                 return
             }
@@ -782,6 +792,7 @@ struct ConnectionMachine {
             state = .closing(discard: false)
             if clientOut.readableBytes == 0 { finishClosing(into: &out) }
         } else {
+            out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(config.upstream) closed the connection before answering"))
             abort(status: 502, kind: "upstream_closed", into: &out)
         }
     }
@@ -820,11 +831,21 @@ struct ConnectionMachine {
             abort(violation: violation, into: &out)
         case .form(.malformed(let error)):
             abort(status: 400, kind: "malformed_body", detail: error.kind.rawValue, into: &out)
+        // The reason (errno text, paths) goes to stderr; the client only learns what failed.
         case .form(.quarantineFailed(let why)):
-            abort(status: 503, kind: "quarantine_unavailable", detail: why, into: &out)
+            log(kind: "quarantine", "quarantine failed: \(why)", into: &out)
+            abort(status: 503, kind: "quarantine_unavailable", detail: "the quarantine store cannot take the part",
+                  into: &out)
         case .form(.holdFailed(let why)):
-            abort(status: 500, kind: "staging_failed", detail: why, into: &out)
+            log(kind: "spool", "cannot hold a part in --spool-dir: \(why)", into: &out)
+            abort(status: 500, kind: "staging_failed", detail: "a part could not be staged", into: &out)
         }
+    }
+
+    /// Queues a `.log` line naming the current request.
+    private func log(kind: String, _ message: String, into out: inout [Action]) {
+        guard case .exchanging(let ex) = state else { return }
+        out.append(.log(kind: kind, message: "request \(ex.requestID): " + message))
     }
 
     private mutating func abort(violation: Violation, into out: inout [Action]) {
@@ -881,6 +902,8 @@ struct ConnectionMachine {
         json.key("request_id"); json.string(requestID)
         json.endObject()
         var bytes: [UInt8] = []
+        // A 405 from a route's `methods` lists them (RFC 9110 §15.5.6).
+        let allow = violation?.kind == .methodNotAllowed ? ex?.evaluator?.route?.methods : nil
         // A browser's form submission (Accept names text/html, not application/json) gets the same facts as a
         // page; JSON stays the default, and the only form when no head was parsed.
         let accept = ex.map { HTTPAccept(value: $0.head.headers.values(named: "accept").joined(separator: ",").utf8) }
@@ -888,10 +911,10 @@ struct ConnectionMachine {
             let page = HTTPErrorPage.render(status: status, kind: kind, part: violation?.part,
                                             limit: violation?.limit, detail: detail, requestID: requestID)
             HTTPErrorResponse.write(status: status, body: page, contentType: HTTPErrorPage.contentType,
-                                    requestID: requestID, varyAccept: true, into: &bytes)
+                                    requestID: requestID, varyAccept: true, allow: allow, into: &bytes)
         } else {
             HTTPErrorResponse.write(status: status, body: json.bytes, contentType: "application/json",
-                                    requestID: requestID, varyAccept: accept != nil, into: &bytes)
+                                    requestID: requestID, varyAccept: accept != nil, allow: allow, into: &bytes)
         }
         _ = try? clientOut.writeBytes(bytes)
         if let ex {

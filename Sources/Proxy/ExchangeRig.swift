@@ -75,6 +75,8 @@ final class ExchangeRig {
     private(set) var clientReceived: [UInt8] = []
     private(set) var connections: [UpstreamConnectionLog] = []
     private(set) var records: [AuditRecord?] = []
+    /// The `.log` lines, as the driver would print them.
+    private(set) var logs: [String] = []
     private(set) var shutdownSent = false
     private(set) var closed = false
     private(set) var released: [Bool] = []
@@ -180,7 +182,7 @@ final class ExchangeRig {
             current = connections.count - 1
             switch script.connect {
             case .accept: queue.append(.upstreamConnected(reused: log.pooled))
-            case .refuse: queue.append(.upstreamConnectFailed)
+            case .refuse: queue.append(.upstreamConnectFailed("connection refused"))
             case .ignore: break
             }
         case .releaseUpstream(let reuse):
@@ -192,6 +194,8 @@ final class ExchangeRig {
             closed = true
         case .requestEnded(let record):
             records.append(record)
+        case .log(_, let message):
+            logs.append(message)
         }
     }
 

@@ -29,7 +29,8 @@ public final class ProxyServer {
     public init(configuration: ProxyConfiguration, inheritedListeners: [Int32] = []) throws {
         self.configuration = configuration
         Self.blockSignals()
-        let policy = try Self.loadPolicy(configuration.rules)
+        try Self.checkSpoolDirectory(configuration.spoolDirectory)
+        let policy = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil)
         if let q = configuration.quarantine {
             do {
                 let store = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),
@@ -89,13 +90,36 @@ public final class ProxyServer {
         signal(SIGPIPE, SIG_IGN)
     }
 
-    /// Loads and compiles rule files; nil when there are none. Throws the diagnostics as one error.
-    public static func loadPolicy(_ paths: [String]) throws -> Policy? {
+    /// Loads and compiles rule files; nil when there are none. Throws the diagnostics as one error, and refuses a
+    /// policy that uses `action quarantine` when no quarantine store is configured (`quarantine` false): every
+    /// such part would otherwise fail with 503.
+    public static func loadPolicy(_ paths: [String], quarantine: Bool) throws -> Policy? {
         guard !paths.isEmpty else { return nil }
+        let policy: Policy
         do {
-            return try Policy.load(paths: paths)
+            policy = try Policy.load(paths: paths)
         } catch {
             throw ConfigurationError("invalid rules:\n" + error.diagnostics.map(\.description).joined(separator: "\n"))
+        }
+        if !quarantine {
+            let rules = (policy.routes + [policy.fallback]).flatMap {
+                $0.fields + $0.files + [$0.otherFields, $0.otherFiles].compactMap { $0 }
+            }
+            if let rule = rules.first(where: { $0.action == .quarantine }) {
+                throw ConfigurationError("\(rule.location): `action quarantine` needs --quarantine-dir")
+            }
+        }
+        return policy
+    }
+
+    /// Refuses a spool directory (`--spool-dir`) where no temporary file can be created: missing, not a
+    /// directory, not writable. Creates one (unnamed, or unlinked at once) and closes it.
+    public static func checkSpoolDirectory(_ directory: String) throws {
+        do {
+            let probe = try TemporaryFile(directory: directory)
+            probe.close()
+        } catch {
+            throw ConfigurationError("--spool-dir \(directory) is not a writable directory: \(error)")
         }
     }
 
@@ -104,7 +128,7 @@ public final class ProxyServer {
     public func reloadRules() {
         guard !configuration.rules.isEmpty else { return }
         do {
-            let fresh = try Self.loadPolicy(configuration.rules)
+            let fresh = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil)
             // The message is printed once every worker has switched, so "reloaded" means in force everywhere.
             let pending = Countdown(registry.count)
             let message = "formwall: rules reloaded from \(configuration.rules.joined(separator: " "))"

@@ -150,7 +150,7 @@ final class UpstreamConnection: EventHandler {
             } catch {
                 let client = self.client
                 close()
-                client?.upstreamEvent(self, .upstreamConnectFailed)
+                client?.upstreamEvent(self, .upstreamConnectFailed("\(error)"))
                 return
             }
             phase = .attached

@@ -74,6 +74,23 @@ final class Worker {
         }
     }
 
+    /// Per kind of failure: when its last line was printed, and how many were suppressed since.
+    private var failureLines: [String: (at: UInt64, suppressed: Int)] = [:]
+
+    /// Prints a failure line on stderr: at most one per `kind` (upstream, spool, quarantine) per second in this
+    /// worker; the next printed line says how many were left out meanwhile.
+    func logFailure(kind: String, _ message: String) {
+        let now = loop.now()
+        if let last = failureLines[kind], now &- last.at < 1_000_000_000 {
+            failureLines[kind] = (last.at, last.suppressed + 1)
+            return
+        }
+        let suppressed = failureLines[kind]?.suppressed ?? 0
+        failureLines[kind] = (now, 0)
+        let note = suppressed > 0 ? " (\(suppressed) more \(kind) failures not shown)" : ""
+        FileOutput.stderr("formwall: \(message)\(note)")
+    }
+
     /// Reopens the audit log (SIGUSR1/SIGHUP, for logrotate).
     func reopenAudit() {
         try? audit?.reopen()

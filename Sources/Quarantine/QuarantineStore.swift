@@ -139,11 +139,17 @@ public final class QuarantineStore: Sendable {
         throw QuarantineError(.notFound, operation: "locate", path: id)
     }
 
+    /// Creates the store directory itself (0700) if it is missing, but never its parents: a missing parent is
+    /// most likely a typo, and a silently created tree would hide it.
     private static func makeDirectories(_ path: String) throws {
-        var prefix = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            prefix += "/\(component)"
-            try FileOps.mkdir(prefix)
+        if Glibc.mkdir(path, 0o700) != 0 && errno != EEXIST {
+            let code = errno
+            if code == ENOENT {
+                let parent = (path as NSString).deletingLastPathComponent
+                throw QuarantineError(.notFound, operation: "parent directory \(parent.isEmpty ? "." : parent) does "
+                                      + "not exist (only the store directory itself is created)")
+            }
+            throw QuarantineError(errno: code, operation: "mkdir", path: path)
         }
         guard let st = try FileOps.lstat(path), FileOps.isDirectory(st) else {
             throw QuarantineError(.io, operation: "store directory is not a directory", path: path, errno: ENOTDIR)

@@ -70,7 +70,13 @@ struct RuleLoader {
                 continue
             }
             if isDirectory.boolValue {
-                for file in Self.ruleFiles(in: path) { statements += loadFile(file, from: nil) }
+                let files = Self.ruleFiles(in: path)
+                if files.isEmpty {
+                    // Most likely a wrong path: a policy of nothing would forward everything without a word.
+                    diagnostics.append(Diagnostic(file: path, line: 1, column: 1, severity: .error,
+                                                  message: "directory '\(path)' has no *.rules files"))
+                }
+                for file in files { statements += loadFile(file, from: nil) }
             } else {
                 statements += loadFile(path, from: nil)
             }

@@ -74,7 +74,7 @@ enum InspectCommand: Command {
             }
         }
         var policy: Policy?
-        do { policy = try ProxyServer.loadPolicy(parsed.values("rules")) } catch {
+        do { policy = try ProxyServer.loadPolicy(parsed.values("rules"), quarantine: true) } catch {
             printError("\(error)")
             return 2
         }

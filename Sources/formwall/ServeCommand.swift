@@ -37,7 +37,8 @@ enum ServeCommand: Command {
                                       file and sent with Content-Length, for Django, PHP-FPM and others
                                       that read chunked bodies as empty). A route's `upstream-body`
                                       setting overrides it.
-      --spool-dir DIR                 where spooled bodies go (default /tmp; files are unlinked at once)
+      --spool-dir DIR                 where spooled bodies and held parts go (default /tmp; files are
+                                      unlinked at once); must be a writable directory at start-up
       --max-head-bytes N              request head limit (default 16384; 431 beyond)
       --max-headers N                 request header count limit (default 100; 431 beyond)
       --client-header-timeout SEC     whole request head must arrive within (default 10; 408 after)
@@ -56,10 +57,12 @@ enum ServeCommand: Command {
       --linger-timeout SEC            ... or until the client is silent this long (default 5)
       --linger-bytes SIZE             ... or until this much was discarded (default 64MiB)
       --rules FILE|DIR                rule files to enforce (repeatable; a DIR means its *.rules files).
-                                      Without --rules every well-formed request is forwarded.
-                                      SIGHUP reloads them; an invalid new file keeps the old policy.
-      --quarantine-dir DIR            store for parts whose rule says `action quarantine` (created 0700);
-                                      without it such parts fail closed with 503
+                                      Without --rules every well-formed request is forwarded; a DIR
+                                      without *.rules files is an error. SIGHUP reloads them; an invalid
+                                      new file keeps the old policy.
+      --quarantine-dir DIR            store for parts whose rule says `action quarantine` (created 0700 if
+                                      missing; its parent must exist). Rules that use `action quarantine`
+                                      without it are refused at start-up
       --quarantine-max SIZE           store size cap, e.g. 10GiB (default 10GiB); full store: 503
       --quarantine-retention DAYS     items older than this are pruned (default 30)
       --audit-log FILE|-              one JSON line per request (O_APPEND; `-` for stdout)
@@ -69,7 +72,13 @@ enum ServeCommand: Command {
                                       off by default because field values can be secrets)
       --single-process                no supervisor: one process that binds and serves itself (for
                                       debugging, or under an init that restarts it)
+      --pid-file FILE                 write the pid to signal (the supervisor's, or with --single-process
+                                      the one process's) to FILE (0644) once started; removed at exit
       --help                          show this help
+
+    Exit status: 0 after SIGTERM/SIGINT; 1 when start-up fails (address in use, invalid rules, a spool,
+    quarantine or audit path that cannot be used) or the proxy fails later; 2 for a usage error (unknown
+    option, missing or invalid value, an option that needs another one).
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -80,7 +89,7 @@ enum ServeCommand: Command {
                 "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
                 "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
                 "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir", "quarantine-max",
-                "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field",
+                "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file",
             ], flags: ["single-process"])
         } catch {
             printError("\(error). Run `formwall serve --help`.")
@@ -129,11 +138,19 @@ enum ServeCommand: Command {
             if let v = parsed.value("linger-timeout") { config.linger.timeout = try seconds(v, "--linger-timeout") }
             if let v = parsed.value("linger-bytes") { config.linger.bytes = Int(clamping: try size(v, "--linger-bytes")) }
             config.rules = parsed.values("rules")
+            // Options that only mean something with another one: a missing partner is a mistake, not a no-op.
+            for (option, needs) in [("quarantine-max", "quarantine-dir"), ("quarantine-retention", "quarantine-dir"),
+                                    ("audit-rotate", "audit-log"), ("audit-keep", "audit-log"),
+                                    ("audit-field", "audit-log")]
+                where parsed.value(option) != nil && parsed.value(needs) == nil {
+                throw ConfigurationError("--\(option) needs --\(needs)")
+            }
+            if let path = parsed.value("pid-file"), path.isEmpty { throw ConfigurationError("--pid-file needs a path") }
             if let dir = parsed.value("quarantine-dir") {
                 var q = ProxyConfiguration.QuarantineSettings(directory: dir)
                 if let v = parsed.value("quarantine-max") { q.maxBytes = try size(v, "--quarantine-max") }
                 if let v = parsed.value("quarantine-retention") {
-                    q.retentionSeconds = try seconds(v, "--quarantine-retention") * 86_400
+                    q.retentionSeconds = try days(v, "--quarantine-retention") * 86_400
                 }
                 config.quarantine = q
             }
@@ -153,8 +170,10 @@ enum ServeCommand: Command {
             printError("\(error)")
             return 2
         }
+        // The supervised proxy process runs with the same arguments; only the top process writes the pid file.
+        let pidFile = inherited == nil ? parsed.value("pid-file") : nil
         if inherited == nil && !parsed.flags.contains("single-process") {
-            return supervise(config)
+            return supervise(config, pidFile: pidFile)
         }
         if let supervisor = inherited?.supervisor {
             // Drain (SIGTERM) if the supervisor dies; it may already have, just before this call.
@@ -171,6 +190,13 @@ enum ServeCommand: Command {
             printError("cannot start: \(error)")
             return 1
         }
+        if let pidFile {
+            do { try PIDFile.write(pidFile) } catch {
+                printError("cannot start: \(error)")
+                return 1
+            }
+        }
+        defer { if let pidFile { PIDFile.remove(pidFile) } }
         printError("listening on \(config.listen), upstream \(config.upstream), \(config.workers) workers")
         do {
             try server.run()
@@ -183,15 +209,17 @@ enum ServeCommand: Command {
     }
 
     /// Runs the supervisor (the default): validates, binds, then keeps a proxy process running.
-    static func supervise(_ config: ProxyConfiguration) -> Int32 {
+    static func supervise(_ config: ProxyConfiguration, pidFile: String?) -> Int32 {
         let supervisor = Supervisor(configuration: config, arguments: CommandLine.arguments)
         do {
             try Supervisor.validate(config)
             try supervisor.bind()
+            if let pidFile { try PIDFile.write(pidFile) }
         } catch {
             printError("cannot start: \(error)")
             return 1
         }
+        defer { if let pidFile { PIDFile.remove(pidFile) } }
         do {
             return try supervisor.run()
         } catch {
@@ -212,10 +240,37 @@ enum ServeCommand: Command {
         return n
     }
 
+    static func days(_ text: String, _ option: String) throws -> Double {
+        guard let n = Double(text), n > 0, n <= 36_500 else {
+            throw ConfigurationError("\(option) needs a number of days, got '\(text)'")
+        }
+        return n
+    }
+
     static func seconds(_ text: String, _ option: String) throws -> Double {
         guard let n = Double(text), n > 0, n < 86_400 * 30 else {
             throw ConfigurationError("\(option) needs a number of seconds, got '\(text)'")
         }
         return n
+    }
+}
+
+/// `--pid-file`: the pid of the process to signal, written once start-up succeeded and removed at exit.
+enum PIDFile {
+    /// Writes `getpid()` and a newline to `path`, mode 0644 whatever the umask.
+    static func write(_ path: String) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw ConfigurationError("--pid-file \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let text = Array("\(getpid())\n".utf8)
+        guard fchmod(fd, 0o644) == 0, text.withUnsafeBytes({ Glibc.write(fd, $0.baseAddress, $0.count) }) == text.count
+        else { throw ConfigurationError("--pid-file \(path): \(String(cString: strerror(errno)))") }
+    }
+
+    /// Removes the file if it still holds this process's pid (a newer instance may have replaced it).
+    static func remove(_ path: String) {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+              text.trimmingCharacters(in: .whitespacesAndNewlines) == String(getpid()) else { return }
+        unlink(path)
     }
 }

@@ -90,7 +90,8 @@ final class Supervisor {
     /// Checks what the proxy process would check at start-up, so a mistake is one error and exit status 1
     /// here rather than a proxy process that fails over and over.
     static func validate(_ config: ProxyConfiguration) throws {
-        _ = try ProxyServer.loadPolicy(config.rules)
+        try ProxyServer.checkSpoolDirectory(config.spoolDirectory)
+        _ = try ProxyServer.loadPolicy(config.rules, quarantine: config.quarantine != nil)
         if let q = config.quarantine {
             do {
                 _ = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),
