@@ -23,6 +23,8 @@ extension AuditRecord {
         writer.int(status)
         writer.key("reason")
         writer.string(reason)
+        writer.key("would_status")
+        writer.int(wouldStatus)
         writer.key("bytes_in")
         writer.int(bytesIn)
         writer.key("bytes_upstream")
@@ -110,6 +112,10 @@ extension AuditRecord.Violation {
         writer.string(rule)
         writer.key("detail")
         writer.string(detail)
+        writer.key("outcome")
+        writer.string(outcome)
+        writer.key("enforced")
+        writer.bool(enforced)
         writer.endObject()
     }
 }

@@ -100,13 +100,20 @@ public struct AuditRecord: Sendable {
         public var rule: String?
         /// Human detail, e.g. `7.2 MiB > 5 MiB`.
         public var detail: String
+        /// What the rule decided: `reject`, `strip`, `quarantine`, `log` or `sanitize`.
+        public var outcome: String
+        /// False in monitor mode: the outcome was recorded, not carried out.
+        public var enforced: Bool
 
         /// Creates a violation entry.
-        public init(kind: String, part: Int? = nil, rule: String? = nil, detail: String) {
+        public init(kind: String, part: Int? = nil, rule: String? = nil, detail: String, outcome: String = "reject",
+                    enforced: Bool = true) {
             self.kind = kind
             self.part = part
             self.rule = rule
             self.detail = detail
+            self.outcome = outcome
+            self.enforced = enforced
         }
     }
 
@@ -158,6 +165,8 @@ public struct AuditRecord: Sendable {
     public var status: Int
     /// The kind of the deciding violation, or nil.
     public var reason: String?
+    /// Monitor mode: the status enforce mode would have answered with (nil when it would have forwarded).
+    public var wouldStatus: Int?
     /// Body bytes received from the client.
     public var bytesIn: Int
     /// Body bytes sent upstream.
@@ -180,7 +189,7 @@ public struct AuditRecord: Sendable {
     /// Creates a record; collections default to empty.
     public init(
         timestamp: AuditTimestamp, requestID: String, client: String, method: String, path: AuditText,
-        route: String?, decision: Decision, status: Int, reason: String? = nil,
+        route: String?, decision: Decision, status: Int, reason: String? = nil, wouldStatus: Int? = nil,
         bytesIn: Int = 0, bytesUpstream: Int = 0, durationMs: Double = 0, upstreamMs: Double? = nil,
         parts: [Part] = [], violations: [Violation] = [], anomalies: [String] = [],
         fields: [Field]? = nil, error: String? = nil
@@ -194,6 +203,7 @@ public struct AuditRecord: Sendable {
         self.decision = decision
         self.status = status
         self.reason = reason
+        self.wouldStatus = wouldStatus
         self.bytesIn = bytesIn
         self.bytesUpstream = bytesUpstream
         self.durationMs = durationMs

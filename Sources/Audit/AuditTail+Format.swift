@@ -1,6 +1,8 @@
 // Human formatting and duration parsing for `formwall tail`.
 //
 //   12:01:02.345 REJECT 413 POST /api/avatar file_too_large avatar (7.2 MiB > 5 MiB) req=abc123
+//   12:01:03.000 MODIFIED 200 POST /docs type_mismatch doc quarantine=3f…9a (declared …) req=abc124
+//   12:01:04.000 MONITOR 200 POST /m extension_not_allowed would=415 f (.gif not in .png) +3 more req=abc125
 
 extension AuditTail {
     /// Parses a look-back duration: a positive integer with unit `s`, `m`, `h` or `d`, or several
@@ -66,21 +68,32 @@ extension AuditTail {
         words.append(safe(object["method"] as? String ?? "?"))
         words.append(safe(object["path"] as? String ?? "?"))
         if let reason = object["reason"] as? String { words.append(safe(reason)) }
+        if let status = object["would_status"] as? Int { words.append("would=\(status)") }
         let violations = object["violations"] as? [[String: Any]] ?? []
+        let parts = object["parts"] as? [[String: Any]] ?? []
+        var shownPart: Int? = nil
         if let first = violations.first {
-            var partName: String? = nil
-            if let index = first["part"] as? Int, let parts = object["parts"] as? [[String: Any]],
-               let part = parts.first(where: { ($0["index"] as? Int) == index })
-            {
-                partName = part["name"] as? String
+            if let index = first["part"] as? Int, let part = parts.first(where: { ($0["index"] as? Int) == index }) {
+                shownPart = index
+                words.append(partWords(part))
             }
-            if let partName { words.append(safe(partName)) }
             if let detail = first["detail"] as? String, !detail.isEmpty { words.append("(\(safe(detail)))") }
             if violations.count > 1 { words.append("+\(violations.count - 1) more") }
+        }
+        // Every quarantined part with its item id, so the operator can go straight to `formwall quarantine show`.
+        for part in parts where part["quarantine_id"] is String && (part["index"] as? Int) != shownPart {
+            words.append(partWords(part))
         }
         if let error = object["error"] as? String { words.append("error=\"\(safe(error))\"") }
         words.append("req=\(safe(object["request_id"] as? String ?? "?"))")
         return words.joined(separator: " ")
+    }
+
+    /// A part's name, followed by `quarantine=<id>` when it was stored in quarantine.
+    private static func partWords(_ part: [String: Any]) -> String {
+        var text = safe(part["name"] as? String ?? "?")
+        if let id = part["quarantine_id"] as? String { text += " quarantine=\(safe(id))" }
+        return text
     }
 
     /// A line for a non-request record, e.g. `12:01:02.345 WORKER_EXIT pid=4242 signal=SIGKILL restarts=1`.

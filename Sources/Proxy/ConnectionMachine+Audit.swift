@@ -36,8 +36,13 @@ extension ConnectionMachine {
         }
         let violations = (evaluator?.findings ?? []).map { f in
             AuditRecord.Violation(kind: f.violation.kind.name, part: f.violation.partIndex,
-                                  rule: f.violation.rule.map { "\($0.file):\($0.line)" }, detail: f.violation.detail)
+                                  rule: f.violation.rule.map { "\($0.file):\($0.line)" }, detail: f.violation.detail,
+                                  outcome: f.outcome.rawValue, enforced: f.enforced)
         }
+        // `monitor`: what enforce mode would have refused the request for, and with which status; `modified`:
+        // the first change made. (docs/operations.md, `reason` and `would_status`)
+        let wouldReject = decision == .monitor ? evaluator?.wouldReject : nil
+        let decidedBy = decision == .monitor || decision == .modified ? wouldReject ?? evaluator?.firstModification : nil
         let matched = evaluator.flatMap { $0.policy.route(for: ex.head.target) }?.prefix
         var fields: [AuditRecord.Field]?
         if let wanted = config.audit?.fields, !wanted.isEmpty {
@@ -57,7 +62,7 @@ extension ConnectionMachine {
         return AuditRecord(
             timestamp: context.timestamp(), requestID: ex.requestID, client: peer, method: ex.head.method,
             path: AuditText(ex.head.target), route: matched, decision: decision, status: status,
-            reason: violation?.kind.name ?? reason, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
+            reason: violation?.kind.name ?? reason ?? decidedBy?.kind.name, wouldStatus: wouldReject?.status, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
             bytesUpstream: Int(clamping: sent), durationMs: Double(now &- ex.startedAt) / 1e6,
             upstreamMs: ex.upstreamStartedAt.map { Double(now &- $0) / 1e6 },
             parts: parts, violations: violations, anomalies: anomalies.names, fields: fields, error: error)

@@ -291,7 +291,11 @@ public final class FormStage {
             }
             if pending.contains(.value) { valueLimit = Int(min(rule?.max ?? 65_536, 16 << 20)) }
             switch decision.action {
-            case .reject(let v): throw .rejected(v)
+            case .reject(let v):
+                // Refused at its header (extension, unknown part, counts): still listed, with its action.
+                record.action = "reject"
+                records.append(record)
+                throw .rejected(v)
             case .strip:
                 mode = .drop
             case .quarantine(let v):
@@ -332,11 +336,13 @@ public final class FormStage {
         var action = PolicyEvaluator.Action.forward
         if var ev = evaluator {
             action = ev.partData(count: span.count)
-            if action == .forward, var sniffer = cur.sniffer, !sniffer.isDecided {
+            // The sniffer sees the part's first bytes whatever its action so far (a stripped or quarantined
+            // part too), so the type recorded and judged is the content's, never an unfed sniffer's.
+            if var sniffer = cur.sniffer, !sniffer.isDecided {
                 sniffer.feed(span)
                 if let result = sniffer.result {
                     cur.record.sniffedType = result.mimeType
-                    action = ev.partSniffed(type: result.mimeType)
+                    if case .reject = action {} else { action = ev.partSniffed(type: result.mimeType) }
                 }
                 cur.sniffer = sniffer
             }

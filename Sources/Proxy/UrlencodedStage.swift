@@ -20,6 +20,8 @@ public final class UrlencodedStage {
     private var wroteAny = false
     private var sawBytes = false
     private var finished = false
+    /// Raw body bytes fed so far (the offset reported for a bad escape).
+    private var offset: UInt64 = 0
 
     public init(evaluator: PolicyEvaluator, maxFieldBytes: Int = 1 << 20) {
         self.evaluator = evaluator
@@ -36,8 +38,12 @@ public final class UrlencodedStage {
         guard !finished else { throw .internalError("urlencoded feed after finish") }
         for c in chunk {
             sawBytes = true
+            offset += 1
             if percent.count > 0 {
-                guard let h = Self.hex(c) else { throw .malformed(.init(.malformedPartHeader)) }
+                guard let h = Self.hex(c) else {
+                    let shown = c >= 0x21 && c < 0x7F ? "'\(Character(Unicode.Scalar(c)))'" : ("byte 0x" + String(c, radix: 16, uppercase: true))
+                    throw malformed("invalid percent escape: \(shown) is not a hex digit (body byte \(offset))")
+                }
                 if percent.count == 1 { percent = (2, h) } else {
                     try append(percent.high << 4 | h)
                     percent = (0, 0)
@@ -63,9 +69,16 @@ public final class UrlencodedStage {
     public func finish(out: FormOutput) throws(FormStageError) {
         guard !finished else { throw .internalError("urlencoded finish called twice") }
         finished = true
-        guard percent.count == 0 else { throw .malformed(.init(.truncated)) }
+        guard percent.count == 0 else { throw malformed("truncated percent escape at the end of the body") }
         try endField(out: out)
         if case .reject(let v) = evaluator.end() { throw .rejected(v) }
+    }
+
+    /// A malformed body: 400 `malformed_body`, the same kind and detail for the client and the audit log.
+    private func malformed(_ detail: String) -> FormStageError {
+        if case .reject(let v) = evaluator.malformed(detail: detail) { return .rejected(v) }
+        // Unreachable in enforce mode; in monitor mode a body that cannot be decoded still cannot be forwarded.
+        return .rejected(Violation(kind: .malformedBody, detail: detail))
     }
 
     private func append(_ byte: UInt8) throws(FormStageError) {

@@ -40,6 +40,7 @@ extension PolicyEvaluator {
     public mutating func partData(count: Int) -> Action {
         withPart("partData") { evaluator, part in
             part.size = part.size.addingSaturating(UInt64(clamping: count))
+            guard !evaluator.isStripped(part) else { return .forward }
             guard let rule = part.rule, let max = rule.max, part.size > max, !part.sizeExceeded else { return .forward }
             part.sizeExceeded = true
             let violation = evaluator.partViolation(rule.kind == .file ? .fileTooLarge : .fieldTooLarge, part,
@@ -54,12 +55,15 @@ extension PolicyEvaluator {
     /// `application/x-empty` for an empty part) describes no content and is ignored: an empty file has
     /// nothing to match `types` against and nothing to contradict its declared type. The part stays
     /// unsniffed, so `partEnd` lets it pass only if it is still empty (see docs/rules.md, "Empty file parts").
+    ///
+    /// A stripped part (an `unknown strip` part, or one an earlier check stripped) goes nowhere, so its type
+    /// is not checked: the type is recorded as sniffed and nothing else happens.
     public mutating func partSniffed(type sniffed: String) -> Action {
         guard let route else { return outOfOrder("partSniffed before begin") }
         return withPart("partSniffed") { evaluator, part in
             guard part.size > 0 else { return .forward }
             part.sniffed = true
-            guard part.isFile else { return .forward }
+            guard part.isFile, !evaluator.isStripped(part) else { return .forward }
             let rule = part.rule
             let outcome = rule.map { Finding.Outcome($0.action) } ?? .reject
             var action = Action.forward
@@ -74,7 +78,8 @@ extension PolicyEvaluator {
             if !tolerated, let declared = part.declaredType,
                !MediaTypeCompatibility.compatible(declared: declared, sniffed: sniffed) {
                 let violation = evaluator.partViolation(
-                    .typeMismatch, part, detail: "declared \(Self.display(declared)), sniffed \(Self.display(sniffed))")
+                    .typeMismatch, part, rule: rule == nil ? route.location : nil,
+                    detail: "declared \(Self.display(declared)), sniffed \(Self.display(sniffed))")
                 let next = evaluator.violate(violation, outcome)
                 if next.rank > action.rank { action = next }
             }
@@ -86,6 +91,7 @@ extension PolicyEvaluator {
     public mutating func fieldValue(_ value: some Collection<UInt8>) -> Action {
         withPart("fieldValue") { evaluator, part in
             part.valueChecked = true
+            guard !evaluator.isStripped(part) else { return .forward }
             guard let rule = part.rule, let pattern = rule.pattern else { return .forward }
             return evaluator.checkPattern(pattern, value: Array(value), part: part, rule: rule)
         }
@@ -254,7 +260,7 @@ extension PolicyEvaluator {
     }
 
     private mutating func checkPartEnd(_ part: inout Part) -> Action {
-        guard let rule = part.rule else { return .forward }
+        guard let rule = part.rule, !isStripped(part) else { return .forward }
         let outcome = Finding.Outcome(rule.action)
         // An empty file ("no file chosen" or a named 0-byte file) has no content to sniff.
         if part.isFile, !rule.types.isEmpty, !part.sniffed, part.size > 0 {
@@ -320,6 +326,14 @@ extension PolicyEvaluator {
             state = .inPart(body, part)
             return part.action
         }
+    }
+
+    /// Whether the part is (or, in monitor mode, would be) stripped: it goes nowhere, so later checks on its
+    /// size, type and value do not apply.
+    func isStripped(_ part: Part) -> Bool {
+        if case .strip = part.action { return true }
+        return isMonitoring
+            && findings.contains { $0.outcome == .strip && $0.violation.partIndex == part.index }
     }
 
     private func partViolation(_ kind: ViolationKind, _ part: Part, rule: SourceLocation? = nil, detail: String,

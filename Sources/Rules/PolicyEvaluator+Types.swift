@@ -104,3 +104,18 @@ extension PolicyEvaluator {
         public var enforced: Bool
     }
 }
+
+extension PolicyEvaluator {
+    /// In monitor mode, the first violation enforce mode would have refused the request for (its kind is the
+    /// audit record's `reason`, its status the `would_status`); nil in enforce mode.
+    public var wouldReject: Violation? {
+        findings.first { !$0.enforced && $0.outcome == .reject }?.violation
+    }
+
+    /// The first violation that changed (or, in monitor mode, would have changed) a part: strip, quarantine or
+    /// a sanitised filename. The audit record's `reason` for `modified`, and for `monitor` when nothing would
+    /// have been refused.
+    public var firstModification: Violation? {
+        findings.first { $0.outcome == .strip || $0.outcome == .quarantine || $0.outcome == .sanitize }?.violation
+    }
+}

@@ -9,7 +9,7 @@ import Rules
 /// `formwall inspect`: parse a captured multipart body offline and print what Formwall sees.
 enum InspectCommand: Command {
     static let name = "inspect"
-    static let summary = "parse a captured multipart body and print its parts as JSON"
+    static let summary = "parse a captured request body and print its parts (and a policy's verdict) as JSON"
     static let help = """
     Usage: formwall inspect --content-type 'multipart/form-data; boundary=…' [FILE|-] [options]
 
@@ -30,7 +30,12 @@ enum InspectCommand: Command {
       --max-part-header-bytes N   limit on one part's header block (default 16384)
       --rules FILE|DIR       also apply a policy (repeatable) and print what it decides: "decision"
                              (allow|modified|reject|monitor), "status", "route", "violations" (kind, part,
-                             rule file:line, detail, outcome), and each part's "action" and "sniffed_type"
+                             rule file:line, detail, outcome, enforced), and each part's "action" and
+                             "sniffed_type"; in monitor mode "reason" and "would_status" too. The route's
+                             body stage runs as in `serve`: multipart, urlencoded ("body": "urlencoded", each
+                             field a part) or any other type streamed through against body-max ("body":
+                             "opaque"); "body_bytes" counts what was read. A regular FILE's size is the
+                             Content-Length.
       --path PATH            the request path the policy routes on (default /)
       --method METHOD        the request method (default POST)
       --batch FILE           differential-testing mode: FILE holds records "<content-type>\\n<length>\\n<body>";
@@ -78,9 +83,14 @@ enum InspectCommand: Command {
             printError("\(error)")
             return 2
         }
+        // A regular file's size is the body's Content-Length (checked against body-max before any byte, as the
+        // proxy does); a pipe is read like a chunked body.
+        var info = stat()
+        let length: UInt64? = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
+            ? UInt64(info.st_size) : nil
         var result = inspect(contentType: Array(contentType.utf8), limits: limits,
                              reencode: out != nil, policy: policy, method: parsed.value("method") ?? "POST",
-                             path: parsed.value("path") ?? "/", readChunk: { buf in
+                             path: parsed.value("path") ?? "/", contentLength: length, readChunk: { buf in
             let n = read(fd, buf.baseAddress, buf.count)
             return n < 0 ? -1 : n
         }, sink: { out?.write($0) })
@@ -105,28 +115,29 @@ enum InspectCommand: Command {
     /// Parses one body read through `readChunk` (returns bytes read, 0 at EOF, -1 on error).
     static func inspect(contentType: [UInt8], limits: MultipartLimits, reencode: Bool,
                         policy: Policy? = nil, method: String = "POST", path: String = "/",
-                        chunkSize: () -> Int = { 256 * 1024 },
+                        contentLength: UInt64? = nil, chunkSize: () -> Int = { 256 * 1024 },
                         readChunk: (UnsafeMutableRawBufferPointer) -> Int,
                         sink: @escaping (UnsafeRawBufferPointer) -> Void) -> Result {
         var json: [String: Any] = ["parts": [Any](), "anomalies": [String](), "error": NSNull(), "error_offset": NSNull()]
         var evaluator = policy.map { PolicyEvaluator(policy: $0) }
         func decide(_ status: Int, _ decision: String) {
             guard let ev = evaluator else { return }
-            json["decision"] = decision
-            json["status"] = status
-            json["route"] = ev.route?.prefix ?? NSNull()
-            json["violations"] = ev.findings.map { f -> [String: Any] in
-                ["kind": f.violation.kind.name, "part": f.violation.part ?? NSNull(),
-                 "rule": f.violation.rule.map { "\($0.file):\($0.line)" } ?? NSNull(),
-                 "detail": f.violation.detail, "outcome": f.outcome.rawValue, "enforced": f.enforced]
-            }
+            record(status, decision, ev, into: &json)
         }
         if evaluator != nil {
             let ct = String(decoding: contentType, as: UTF8.self)
-            if case .reject(let v) = evaluator!.begin(method: method, path: path, contentType: ct, contentLength: nil) {
+            switch evaluator!.begin(method: method, path: path, contentType: ct, contentLength: contentLength) {
+            case .reject(let v):
                 json["error"] = v.kind.name
                 decide(v.status, "reject")
                 return Result(json: json)
+            case .proceed(.multipart):
+                break
+            case .proceed(let kind):
+                // The same stages as the proxy: urlencoded fields decoded and checked, anything else streamed
+                // through against body-max.
+                return inspectOther(kind, evaluator: evaluator!, json: json, reencode: reencode, chunkSize: chunkSize,
+                                    readChunk: readChunk, sink: sink)
             }
         }
         let boundary: MultipartBoundary.Parsed
@@ -194,6 +205,87 @@ enum InspectCommand: Command {
             decide(503, "reject")
         }
         return Result(json: json, boundary: fresh.map { String(decoding: $0, as: UTF8.self) }, ioError: ioError)
+    }
+
+    /// A urlencoded or opaque body under a policy (`begin` chose `kind`), read to its end as the proxy reads it.
+    static func inspectOther(_ kind: PolicyEvaluator.BodyKind, evaluator: PolicyEvaluator, json: [String: Any],
+                             reencode: Bool, chunkSize: () -> Int,
+                             readChunk: (UnsafeMutableRawBufferPointer) -> Int,
+                             sink: @escaping (UnsafeRawBufferPointer) -> Void) -> Result {
+        var json = json
+        var evaluator = evaluator
+        let urlencoded = kind == .urlencoded ? UrlencodedStage(evaluator: evaluator) : nil
+        let out = SyncOutput(reencode ? sink : { _ in })
+        let buf = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+        defer { buf.deallocate() }
+        var failure: FormStageError?
+        var ioError = false
+        var bodyBytes: UInt64 = 0
+        while failure == nil {
+            let want = min(max(chunkSize(), 1), buf.count)
+            let n = readChunk(UnsafeMutableRawBufferPointer(rebasing: buf[0..<want]))
+            if n < 0 { ioError = true; break }
+            do throws(FormStageError) {
+                if n == 0 {
+                    if let urlencoded {
+                        try urlencoded.finish(out: out)
+                    } else if case .reject(let v) = evaluator.end() {
+                        throw .rejected(v)
+                    }
+                    break
+                }
+                bodyBytes += UInt64(n)
+                let chunk = UnsafeRawBufferPointer(rebasing: buf[0..<n])
+                if let urlencoded {
+                    try urlencoded.bodyData(count: n)
+                    try urlencoded.feed(chunk, out: out)
+                } else {
+                    if case .reject(let v) = evaluator.bodyData(count: n) { throw .rejected(v) }
+                    out.write(chunk)
+                }
+            } catch { failure = error }
+        }
+        if let urlencoded { evaluator = urlencoded.evaluator }
+        json["body"] = kind == .urlencoded ? "urlencoded" : "opaque"
+        json["body_bytes"] = bodyBytes
+        json["parts"] = (urlencoded?.records ?? []).map { p -> [String: Any] in
+            ["name": p.part.nameString.map { $0 as Any } ?? NSNull(), "filename": NSNull(),
+             "content_type": NSNull(), "size": p.size, "sha256": NSNull(), "anomalies": [String](),
+             "action": p.action, "sniffed_type": NSNull()]
+        }
+        switch failure {
+        case nil:
+            let modified = urlencoded?.modified ?? false
+            let monitored = evaluator.policy.mode == .monitor && !evaluator.findings.isEmpty
+            record(200, modified ? "modified" : monitored ? "monitor" : "allow", evaluator, into: &json)
+        case .malformed(let error):
+            json["error"] = error.kind.rawValue
+            record(400, "reject", evaluator, into: &json)
+        case .rejected(let v):
+            json["error"] = v.kind.name
+            record(v.status, "reject", evaluator, into: &json)
+        case .quarantineFailed(let why), .holdFailed(let why):
+            json["error"] = why
+            record(503, "reject", evaluator, into: &json)
+        }
+        return Result(json: json, ioError: ioError)
+    }
+
+    /// The policy's verdict in the JSON: decision, status, route, violations; in monitor mode also the
+    /// `reason` and `would_status` enforce mode would have answered with (as in the audit log).
+    static func record(_ status: Int, _ decision: String, _ ev: PolicyEvaluator, into json: inout [String: Any]) {
+        json["decision"] = decision
+        json["status"] = status
+        json["route"] = ev.route?.prefix ?? NSNull()
+        json["violations"] = ev.findings.map { f -> [String: Any] in
+            ["kind": f.violation.kind.name, "part": f.violation.part ?? NSNull(),
+             "rule": f.violation.rule.map { "\($0.file):\($0.line)" } ?? NSNull(),
+             "detail": f.violation.detail, "outcome": f.outcome.rawValue, "enforced": f.enforced]
+        }
+        if decision == "monitor", let would = ev.wouldReject {
+            json["reason"] = would.kind.name
+            json["would_status"] = would.status
+        }
     }
 
     /// Output for the offline inspector: held parts are copied in place at once.

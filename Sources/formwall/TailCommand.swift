@@ -33,7 +33,8 @@ enum TailCommand: Command {
       --follow               keep reading as records are appended, following the file across rotation
                              (rename and re-create, or truncation) like `tail -F`; a FILE that does not
                              exist yet is waited for. Stops with exit status 0 on SIGINT or SIGTERM
-      --decision D           show only requests with decision D: reject, modified, allow or monitor;
+      --decision D           show only requests with decision D: reject, modified, allow, monitor, error
+                             or aborted;
                              repeat the option (or separate with commas) to show several
       --route PREFIX         show only requests whose matched route starts with PREFIX
                              (requests that matched no route are never shown)

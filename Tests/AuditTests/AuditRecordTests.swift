@@ -12,7 +12,8 @@ import Testing
         #expect(line.filter { $0 == 0x0A }.count == 1)
         let object = try #require(parseObject(String(decoding: line, as: UTF8.self)))
         let expectedKeys: Set = [
-            "ts", "request_id", "client", "method", "path", "route", "decision", "status", "reason", "bytes_in",
+            "ts", "request_id", "client", "method", "path", "route", "decision", "status", "reason", "would_status",
+            "bytes_in",
             "bytes_upstream", "duration_ms", "upstream_ms", "parts", "violations", "anomalies", "error",
         ]
         #expect(Set(object.keys) == expectedKeys)
@@ -41,7 +42,10 @@ import Testing
 
         let violations = try #require(object["violations"] as? [[String: Any]])
         #expect(violations.count == 1)
-        #expect(Set(violations[0].keys) == ["kind", "part", "rule", "detail"])
+        #expect(Set(violations[0].keys) == ["kind", "part", "rule", "detail", "outcome", "enforced"])
+        #expect(violations[0]["outcome"] as? String == "reject")
+        #expect(violations[0]["enforced"] as? Bool == true)
+        #expect(object["would_status"] is NSNull)
         #expect(violations[0]["part"] as? Int == 1)
         #expect(violations[0]["rule"] as? String == "rules.fw:12")
     }

@@ -256,7 +256,15 @@ let emptyFiles = b("--B\r\nContent-Disposition: form-data; name=\"photo\"; filen
         if case .rejected(let v)? = run("", policy: policy).1 { #expect(v.kind == .missingRequired) } else {
             Issue.record("missing required not rejected")
         }
-        if case .malformed? = run("id=%G1", policy: policy).1 {} else { Issue.record("bad escape accepted") }
+        // A bad escape is a malformed body, rejected through the policy so the client and the log share its detail.
+        for (body, detail) in [("id=%G1", "invalid percent escape: 'G' is not a hex digit (body byte 5)"),
+                               ("id=1%", "truncated percent escape at the end of the body")] {
+            if case .rejected(let v)? = run(body, policy: policy).1 {
+                #expect(v.kind == .malformedBody && v.status == 400 && v.detail == detail)
+            } else {
+                Issue.record("bad escape \(body) accepted")
+            }
+        }
     }
 }
 

@@ -162,6 +162,70 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         #expect(r.records.first??.bytesUpstream == 0)
     }
 
+    /// The upstream down: the record says `error` 502, and none of the queued body counts as sent.
+    @Test func upstreamDownIsRecordedAsAnErrorWithNothingSent() throws {
+        var script = ExchangeRig.UpstreamScript()
+        script.connect = .refuse
+        let r = try rig(script)
+        r.run(client: post("/up", body: form([("title", nil, "a"), ("doc", "a.txt", String(repeating: "d", count: 900))])))
+        let record = try #require(r.records.first ?? nil)
+        #expect(record.decision == .error)
+        #expect(record.status == 502)
+        #expect(record.bytesIn > 900)
+        #expect(record.bytesUpstream == 0)
+        #expect(r.violations() == [])
+    }
+
+    /// A spooled rejection never dials the upstream: 0 bytes upstream and no upstream time.
+    @Test func rejectedSpooledRequestIsLoggedWithNothingUpstream() throws {
+        let r = try rig()
+        let body = form([("title", nil, "t"), ("doc", "a.txt", String(repeating: "q", count: 4000))])
+        r.run(client: post("/spool", body: body))
+        let record = try #require(r.records.first ?? nil)
+        #expect(record.decision == .reject)
+        #expect(record.status == 413)
+        #expect(record.reason == "file_too_large")
+        #expect(record.bytesUpstream == 0)
+        #expect(record.upstreamMs == nil)
+    }
+
+    /// A request rejected mid-stream counts only the body bytes the upstream took, never what was still queued.
+    @Test(arguments: [nil, 120, 400])
+    func rejectedStreamedRequestCountsOnlyWhatTheUpstreamTook(readLimit: Int?) throws {
+        var script = ExchangeRig.UpstreamScript()
+        script.readLimit = readLimit
+        let r = try rig(script)
+        let body = form([("title", nil, "t"), ("doc", "a.txt", String(repeating: "q", count: 3000))])
+        r.run(client: post("/up", body: body))
+        let record = try #require(r.records.first ?? nil)
+        #expect(record.decision == .reject || record.decision == .error)
+        let received = r.connections.map { conn -> Int in
+            let head = (ExchangeRig.find([13, 10, 13, 10], in: conn.received) ?? -4) + 4
+            return dechunk(conn.received).count - head
+        }.reduce(0, +)
+        #expect(record.bytesUpstream <= received)
+        if let readLimit { #expect(record.bytesUpstream < readLimit) }
+        #expect(record.upstreamMs != nil)
+        #expect(r.violations() == [])
+    }
+
+    /// The upstream closes in the middle of its response body: `aborted` (the response had started), never
+    /// `reject`, so `formwall tail --decision reject` does not list it.
+    @Test func responseCutShortIsAbortedNotRejected() throws {
+        var script = ExchangeRig.UpstreamScript()
+        script.response = Array("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part of it".utf8)
+        script.then = .close
+        let r = try rig(script)
+        r.run(client: post("/up", body: form([("title", nil, "a")])), clientEOF: false)
+        #expect(text(r.clientReceived).hasPrefix("HTTP/1.1 200"))
+        #expect(r.closed)
+        let record = try #require(r.records.first ?? nil)
+        #expect(record.decision == .aborted)
+        #expect(record.status == 200)
+        #expect(record.upstreamMs != nil)
+        #expect(r.violations() == [])
+    }
+
     @Test func connectThatNeverCompletesTimesOutWith504() throws {
         var script = ExchangeRig.UpstreamScript()
         script.connect = .ignore

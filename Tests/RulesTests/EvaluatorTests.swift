@@ -741,6 +741,50 @@ extension PolicyEvaluator {
     }
 }
 
+/// A stripped part goes nowhere: no later check (sniffed type, declared-versus-sniffed, max) applies to it, in
+/// enforce mode and, following enforce's logic, in monitor mode.
+@Suite struct EvaluatorStrippedPartTests {
+    static let rules = """
+        route /up {
+            unknown strip;
+            field title;
+            file doc { types image/png; max 10; action strip; }
+        }
+        """
+
+    @Test(arguments: ["", "mode monitor;\n"])
+    func unknownStrippedFileIsNotTypeChecked(prefix: String) throws {
+        var driver = try Driver(prefix + Self.rules)
+        _ = driver.begin()
+        _ = driver.part("title", bytes: 3)
+        let extra = driver.part("extra", filename: "x.png", type: "image/png", bytes: 20, sniffed: "text/plain")
+        #expect(driver.evaluator.end() == .forward)
+        #expect(driver.kinds == ["unknown_part"])
+        #expect(driver.evaluator.findings.map(\.outcome) == [.strip])
+        #expect(driver.evaluator.rejection == nil)
+        if prefix.isEmpty {
+            guard case .strip = extra.end else { Issue.record("not stripped: \(extra.end)"); return }
+        }
+    }
+
+    @Test func fileStrippedForItsDeclaredTypeIsNotCheckedAgain() throws {
+        var driver = try Driver(Self.rules)
+        _ = driver.begin()
+        let doc = driver.part("doc", filename: "r.pdf", type: "application/pdf", bytes: 50,
+                              sniffed: "application/pdf")
+        guard case .strip = doc.end else { Issue.record("not stripped: \(doc.end)"); return }
+        #expect(driver.kinds == ["type_not_allowed"])
+    }
+
+    @Test func unknownAllowedFileMismatchNamesTheRoute() throws {
+        var driver = try Driver("route /up { unknown allow; }")
+        _ = driver.begin()
+        let extra = driver.part("extra", filename: "x.png", type: "image/png", bytes: 20, sniffed: "application/pdf")
+        #expect(rejected(extra.end) == .typeMismatch)
+        #expect(driver.evaluator.findings.first?.violation.rule != nil)
+    }
+}
+
 @Suite struct ViolationKindTests {
     @Test func namesAndStatuses() {
         let table: [(ViolationKind, String, Int)] = [

@@ -28,7 +28,8 @@ RULES = """route /u {
 }
 """
 
-RECORD_KEYS = ["ts", "request_id", "client", "method", "path", "route", "decision", "status", "reason", "bytes_in",
+RECORD_KEYS = ["ts", "request_id", "client", "method", "path", "route", "decision", "status", "reason", "would_status",
+               "bytes_in",
                "bytes_upstream", "duration_ms", "upstream_ms", "parts", "violations", "anomalies", "error"]
 
 
