@@ -21,6 +21,7 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
         case invalidHeaderValue
         case missingHost
         case duplicateHost
+        case duplicateContentType
         case contentLengthWithTransferEncoding
         case duplicateContentLength
         case contentLengthList
@@ -61,6 +62,7 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
         case .invalidHeaderValue: return "invalid_header_value"
         case .missingHost: return "missing_host"
         case .duplicateHost: return "duplicate_host"
+        case .duplicateContentType: return "duplicate_content_type"
         case .contentLengthWithTransferEncoding: return "content_length_with_transfer_encoding"
         case .duplicateContentLength: return "duplicate_content_length"
         case .contentLengthList: return "content_length_list"
@@ -93,6 +95,7 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
             return 417
         case .invalidRequestLine, .invalidStatusLine, .bareLF, .bareCR, .obsFold, .invalidHeaderName,
             .whitespaceBeforeColon, .invalidHeaderValue, .missingHost, .duplicateHost,
+            .duplicateContentType,
             .contentLengthWithTransferEncoding, .duplicateContentLength, .contentLengthList,
             .invalidContentLength, .invalidTransferEncoding, .chunkedNotFinal, .transferEncodingInHTTP10,
             .invalidChunkSize, .chunkSizeOverflow, .invalidChunkExtension, .chunkExtensionTooLong,
@@ -132,6 +135,10 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
     public static let missingHost = HTTPParseError(.missingHost)
     /// More than one Host field (400).
     public static let duplicateHost = HTTPParseError(.duplicateHost)
+    /// More than one Content-Type field in a request: a singleton field (RFC 9110 §8.3). Which one a server
+    /// reads differs (the first, the last, or both joined), so a body could be inspected as one type and
+    /// parsed as another: refused.
+    public static let duplicateContentType = HTTPParseError(.duplicateContentType)
     /// Both Content-Length and Transfer-Encoding present (400).
     public static let contentLengthWithTransferEncoding = HTTPParseError(.contentLengthWithTransferEncoding)
     /// More than one Content-Length field, even with equal values (400).

@@ -140,6 +140,11 @@ public struct HTTPRequestHeadParser: Sendable {
         default:
             throw .duplicateHost
         }
+        var contentTypeCount = 0
+        for field in self.headers where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "content-type") {
+            contentTypeCount += 1
+        }
+        guard contentTypeCount <= 1 else { throw .duplicateContentType }
         let framing: BodyFraming
         switch try headers.declaredFraming(version: self.version) {
         case .none: framing = .none

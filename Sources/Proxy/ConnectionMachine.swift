@@ -560,7 +560,9 @@ struct ConnectionMachine {
     private func refillFromFile(_ ex: Exchange) {
         guard let sink = ex.body?.sink, let (file, offset) = sink.sending else { return }
         guard upstreamOut.readableBytes < config.buffers.outputHighWater else { return }
-        let want = 128 * 1024
+        // What fits under the buffer's hard cap (a reservation past it would fail the whole exchange).
+        let want = min(128 * 1024, upstreamOut.maxCapacity - upstreamOut.readableBytes)
+        guard want > 0 else { return }
         var n = 0
         do {
             try upstreamOut.reserveWritable(want)

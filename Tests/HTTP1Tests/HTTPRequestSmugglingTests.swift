@@ -27,6 +27,19 @@ import Testing
         )
     }
 
+    /// Found by the whole-path fuzzer's structural mutator: `text/plain` first and `multipart/form-data` second
+    /// was judged by the first and parsed by an upstream that reads the last (WAFFLED's second Content-Type).
+    @Test(arguments: ["text/plain", "multipart/form-data; boundary=B"])
+    func duplicateContentTypeEvenIfEqual(second: String) {
+        expectRejected(
+            "POST / HTTP/1.1\r\nHost: a\r\ncontent-type: multipart/form-data; boundary=B\r\nContent-Type: \(second)\r\n"
+                + "Content-Length: 0\r\n\r\n",
+            .duplicateContentType,
+            kind: "duplicate_content_type",
+            status: 400
+        )
+    }
+
     @Test func duplicateContentLengthEvenIfEqual() {
         expectRejected(
             "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\ncontent-length: 5\r\n\r\n",

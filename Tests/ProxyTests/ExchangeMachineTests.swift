@@ -318,6 +318,28 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         }
     }
 
+    /// Found by the fuzzer's structural mutator: with small buffers, replaying a held part reserved 128 KiB in
+    /// an output buffer capped lower, and the exchange failed with 500 instead of the policy's 415.
+    @Test(arguments: [0, 1, 5, 64])
+    func heldPartReplaysWithinASmallOutputBuffer(piece: Int) throws {
+        let rules = """
+        route / {
+            unknown strip;
+            field note { max 8; action strip; pattern "^[0-9]+$"; }
+            file photo { types image/png; }
+        }
+        """
+        let policy = try #require(RuleChecker.compile(source: rules, file: "small.rules").policy)
+        var config = ExchangeRig.configuration()
+        config.buffers.outputHighWater = 2048
+        let body = form([("note", nil, "12"), ("photo", "a.png", "%PDF-1.4\n%")])
+        let r = ExchangeRig(config: config, policy: policy)
+        r.run(client: post("/up", body: body), pieces: piece == 0 ? [] : [piece])
+        #expect(text(r.clientReceived).hasPrefix("HTTP/1.1 415"), "piece \(piece)")
+        #expect(r.records.first??.reason == "type_not_allowed")
+        #expect(r.violations() == [])
+    }
+
     /// Random scripts and random cuts: the invariants hold for every combination.
     @Test func invariantsHoldForRandomScripts() throws {
         var generator = SplitMix(seed: 0x5eed)
