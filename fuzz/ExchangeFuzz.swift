@@ -88,14 +88,7 @@ func reparsedPartCount(_ received: [UInt8]) -> Int? {
           ExchangeRig.contains(Array("multipart/form-data".utf8), in: Array(received[..<headEnd])),
           ExchangeRig.contains(Array("boundary=RigBoundary0123456789abcdefXYZ".utf8), in: Array(received[..<headEnd])),
           ExchangeRig.contains(Array("chunked".utf8), in: Array(received[..<headEnd])) else { return nil }
-    var body: [UInt8] = []
-    var i = headEnd + 4
-    while i < received.count, let lineEnd = ExchangeRig.find([13, 10], in: received, from: i) {
-        let size = Int(String(decoding: received[i..<lineEnd], as: UTF8.self), radix: 16) ?? 0
-        if size == 0 { break }
-        body += received[(lineEnd + 2)..<min(received.count, lineEnd + 2 + size)]
-        i = lineEnd + 2 + size + 2
-    }
+    let body = Array(ExchangeRig.dechunked(received)[(headEnd + 4)...])
     let parser = MultipartParser(boundary: Array("RigBoundary0123456789abcdefXYZ".utf8))
     var parts = 0
     let failure: MultipartError? = body.withUnsafeBytes { bytes in

@@ -861,11 +861,7 @@ struct ConnectionMachine {
     private mutating func abort(status: Int?, kind: String, detail: String? = nil, violation: Violation? = nil,
                                 into out: inout [Action]) {
         guard case .exchanging(let ex) = state else { return }
-        if ex.upstream != .none {
-            out.append(.releaseUpstream(reuse: false))
-            ex.upstream = .none
-        }
-        ex.body?.sink.releaseFiles()
+        drop(ex, into: &out)
         upstreamOut.clear()
         upstreamIn.clear()
         if let status, !ex.responseStarted {
@@ -937,11 +933,7 @@ struct ConnectionMachine {
     /// The client can no longer receive anything: an exchange in progress is recorded as cut by the client.
     private mutating func peerGone(into out: inout [Action]) {
         if case .exchanging(let ex) = state {
-            if ex.upstream != .none {
-                out.append(.releaseUpstream(reuse: false))
-                ex.upstream = .none
-            }
-            ex.body?.sink.releaseFiles()
+            drop(ex, into: &out)
             out.append(.requestEnded(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status,
                                                  reason: "client_closed", error: "client_closed")))
         }
@@ -983,13 +975,20 @@ struct ConnectionMachine {
         out.append(.shutdownClientWrite)
     }
 
+    /// Gives up an exchange's upstream connection (never pooled: its request did not end cleanly) and its files.
+    private func drop(_ ex: Exchange, into out: inout [Action]) {
+        if ex.upstream != .none {
+            out.append(.releaseUpstream(reuse: false))
+            ex.upstream = .none
+        }
+        ex.body?.sink.releaseFiles()
+    }
+
     private mutating func close(into out: inout [Action]) {
         guard !isClosed else { return }
         if case .exchanging(let ex) = state {
             // Only reachable through `peerGone`/`abort`, which record first; kept total for safety.
-            if ex.upstream != .none { out.append(.releaseUpstream(reuse: false)) }
-            ex.upstream = .none
-            ex.body?.sink.releaseFiles()
+            drop(ex, into: &out)
         }
         state = .closed
         out.append(.closeClient)
@@ -1043,9 +1042,7 @@ struct ConnectionMachine {
     /// The worker's drain timeout: close now; a request in flight is recorded as cut short.
     mutating func forceClose(into out: inout [Action]) {
         if case .exchanging(let ex) = state {
-            if ex.upstream != .none { out.append(.releaseUpstream(reuse: false)) }
-            ex.upstream = .none
-            ex.body?.sink.releaseFiles()
+            drop(ex, into: &out)
             out.append(.requestEnded(auditRecord(ex, status: ex.status == 0 ? 503 : ex.status, reason: "shutdown",
                                                  error: "drain_timeout")))
         }

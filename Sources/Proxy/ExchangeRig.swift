@@ -394,6 +394,27 @@ final class ExchangeRig {
         }
     }
 
+    /// A request's head followed by its de-chunked body (chunk sizes follow the reads, so tests compare this);
+    /// a body that is not chunked is returned as it is.
+    static func dechunked(_ bytes: [UInt8]) -> [UInt8] {
+        var parser = HTTPRequestHeadParser()
+        let parsed = bytes.withUnsafeBytes { raw in Result { () throws(HTTPParseError) in try parser.parse(raw) } }
+        guard case .success(.complete(let head, let consumed)) = parsed, head.framing == .chunked else { return bytes }
+        var out = Array(bytes[..<consumed])
+        var decoder = ChunkedDecoder()
+        var offset = 0
+        let body = Array(bytes[consumed...])
+        body.withUnsafeBytes { raw in
+            while let event = try? decoder.decode(raw, from: &offset) {
+                switch event {
+                case .data(let span): out.append(contentsOf: span)
+                case .end: return
+                }
+            }
+        }
+        return out
+    }
+
     static func find(_ needle: [UInt8], in hay: [UInt8], from start: Int = 0) -> Int? {
         guard needle.count <= hay.count, start <= hay.count - needle.count else { return nil }
         var i = start

@@ -201,7 +201,7 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         #expect(record.decision == .reject || record.decision == .error)
         let received = r.connections.map { conn -> Int in
             let head = (ExchangeRig.find([13, 10, 13, 10], in: conn.received) ?? -4) + 4
-            return dechunk(conn.received).count - head
+            return ExchangeRig.dechunked(conn.received).count - head
         }.reduce(0, +)
         #expect(record.bytesUpstream <= received)
         if let readLimit { #expect(record.bytesUpstream < readLimit) }
@@ -313,7 +313,7 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
             #expect(split.clientReceived.prefix(80) == whole.clientReceived.prefix(80), "piece \(piece)")
             #expect(summary(split) == summary(whole), "piece \(piece)")
             let completed = { (r: ExchangeRig) in r.connections.filter { ExchangeRig.endsWith(Array("\r\n0\r\n\r\n".utf8), $0.received) } }
-            #expect(completed(split).map { dechunk($0.received) } == completed(whole).map { dechunk($0.received) },
+            #expect(completed(split).map { ExchangeRig.dechunked($0.received) } == completed(whole).map { ExchangeRig.dechunked($0.received) },
                     "piece \(piece)")
         }
     }
@@ -383,20 +383,6 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
             if !problems.isEmpty { return }
         }
     }
-}
-
-/// The head and de-chunked payload of one upstream connection's bytes (requests with chunked bodies only).
-func dechunk(_ bytes: [UInt8]) -> [UInt8] {
-    guard let headEnd = ExchangeRig.find([13, 10, 13, 10], in: bytes) else { return bytes }
-    var out = Array(bytes[..<(headEnd + 4)])
-    var i = headEnd + 4
-    while i < bytes.count, let lineEnd = ExchangeRig.find([13, 10], in: bytes, from: i) {
-        let size = Int(String(decoding: bytes[i..<lineEnd], as: UTF8.self), radix: 16) ?? 0
-        if size == 0 { break }
-        out += bytes[(lineEnd + 2)..<min(bytes.count, lineEnd + 2 + size)]
-        i = lineEnd + 2 + size + 2
-    }
-    return out
 }
 
 /// A small deterministic generator for the property test.
