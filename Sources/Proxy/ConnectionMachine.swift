@@ -150,10 +150,12 @@ struct ConnectionMachine {
         config = context.config
         self.peer = peer
         peerIP = Self.address(of: peer)
+        // Only the client's input starts with room (for a request head); the others grow when first used, so an
+        // idle keep-alive connection holds one small buffer, not four.
         clientIn = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.clientRead)
-        clientOut = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.outputHighWater * 4)
-        upstreamIn = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024))
-        upstreamOut = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.outputHighWater * 4)
+        clientOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4)
+        upstreamIn = ByteBuffer(initialCapacity: 0, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024))
+        upstreamOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4)
         headParser = HTTPRequestHeadParser(limits: config.http)
         self.now = now
         lastActivity = now
