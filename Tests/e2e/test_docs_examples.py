@@ -62,7 +62,7 @@ def audit_records(path) -> list[dict]:
 
 
 def test_audit_request_example_matches_a_real_record(tmp_path, upstream):
-    example = doc_example(lambda e: "request_id" in e)
+    example = doc_example(lambda e: "request_id" in e and e.get("decision") == "reject")
     audit = tmp_path / "audit.log"
     # The example's own rule file (rules/avatar.rules in the repository).
     fw = Formwall(tmp_path, upstream.url, ["--rules", str(REPO / "rules" / "avatar.rules"), "--audit-log", str(audit)])
