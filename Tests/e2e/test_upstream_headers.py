@@ -1,0 +1,71 @@
+"""The header set docs/configuration.md ("Headers sent upstream") promises, checked on the upstream's own
+record of a request that exercises every row: forwarded, dropped, replaced and extended fields."""
+
+from __future__ import annotations
+
+import uuid
+
+from e2e_helpers import RawConn
+
+
+def test_documented_upstream_header_set(proxy, upstream):
+    request_id = "hdr-" + uuid.uuid4().hex[:12]
+    body = (b"--XyZ\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhello\r\n--XyZ--\r\n")
+    head = (
+        "POST /form?x=1 HTTP/1.1\r\n"
+        "Host: shop.example:8443\r\n"
+        f"X-Request-Id: {request_id}\r\n"
+        "Content-Type: multipart/form-data; charset=utf-8; boundary=XyZ\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "Connection: keep-alive, X-Hop\r\n"
+        "X-Hop: secret\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nTE: trailers\r\n"
+        "Trailer: X-Checksum\r\n"
+        "X-Forwarded-For: 203.0.113.9\r\n"
+        "X-Forwarded-Proto: https\r\n"
+        "X-Forwarded-Host: evil.example\r\n"
+        "Via: 1.0 edge\r\n"
+        "X-End-To-End: kept\r\n"
+        "\r\n"
+    ).encode()
+    with RawConn(proxy.port) as conn:
+        conn.send(head + body)
+        resp = conn.read_response()
+    assert resp.status == 200, resp.body[:300]
+    rec = upstream.wait_for_request_id(request_id)
+    h = rec["headers"]
+    assert rec["method"] == "POST" and rec["path"] == "/form?x=1"
+    # Forwarded as sent.
+    assert h["host"] == "shop.example:8443"
+    assert h["x-end-to-end"] == "kept"
+    # Hop-by-hop, and what Connection names: dropped.
+    for name in ("x-hop", "keep-alive", "proxy-connection", "te", "trailer", "upgrade", "expect"):
+        assert name not in h, f"{name} forwarded: {h}"
+    assert "x-hop" not in h.get("connection", "").lower()
+    # Replaced.
+    assert h["x-forwarded-proto"] == "http"
+    assert h["x-forwarded-host"] == "shop.example:8443"
+    assert h["x-request-id"] == request_id, "a valid client X-Request-Id is kept"
+    # Extended: the client's chain, then Formwall's own observation last.
+    assert h["x-forwarded-for"] == "203.0.113.9, 127.0.0.1"
+    assert h["via"] == "1.0 edge, 1.1 formwall"
+    # The re-encoded form: Formwall's boundary, no charset, its own framing.
+    content_type = h["content-type"]
+    assert content_type.startswith("multipart/form-data; boundary=")
+    assert "XyZ" not in content_type and "charset" not in content_type
+    assert h["transfer-encoding"] == "chunked" and "content-length" not in h
+    assert rec["body_complete"] is True
+    assert [p["name"] for p in rec["parts"]] == ["title"]
+    # Each field once: nothing Formwall sets is duplicated from the client's copy.
+    names = [k.lower() for k, _ in rec["header_list"]]
+    for name in ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "via", "x-request-id",
+                 "content-type", "transfer-encoding"):
+        assert names.count(name) == 1, (name, rec["header_list"])
+
+
+def test_invalid_client_request_id_is_replaced(proxy, upstream):
+    with RawConn(proxy.port) as conn:
+        conn.send(b"GET /rid HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: has space\r\n\r\n")
+        resp = conn.read_response()
+    assert resp.status == 200
+    got = resp.json()["headers"]["x-request-id"]
+    assert got != "has space" and " " not in got
