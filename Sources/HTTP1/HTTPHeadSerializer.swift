@@ -8,6 +8,9 @@ public struct HTTPForwardingContext: Hashable, Sendable {
     public var requestID: String
     /// A Host to send when the client sent none (HTTP/1.0), since the upstream request is HTTP/1.1.
     public var defaultHost: String?
+    /// Fields the proxy adds after its own (`X-Formwall-Modified`): written whatever the peer's Connection
+    /// names, so a client cannot suppress them; the caller removes the client's fields of the same names.
+    public var added: [HTTPHeaderField] = []
 
     /// Creates a forwarding context.
     public init(clientAddress: String, scheme: String, requestID: String, defaultHost: String? = nil) {
@@ -96,6 +99,9 @@ public enum HTTPHeadSerializer {
         }
         appendVia(headers, to: &buffer)
         writeField("X-Request-Id", context.requestID, into: &buffer)
+        for field in context.added {
+            writeField(field.name, field.value, into: &buffer)
+        }
         appendCRLF(to: &buffer)
     }
 

