@@ -369,7 +369,8 @@ struct ConnectionMachine {
                 }
             }()
             let decision = ev.begin(method: head.method, path: head.target,
-                                    contentType: head.header(named: "content-type"), contentLength: length)
+                                    contentType: head.header(named: "content-type"), contentLength: length,
+                                    preflight: Self.isPreflight(head))
             evaluator = ev
             ex.evaluator = ev
             switch decision {
@@ -484,6 +485,16 @@ struct ConnectionMachine {
         if head.expectsContinue && !ex.requestComplete {
             // Formwall has accepted the request: tell the client to send the body.
             _ = try? clientOut.writeBytes(Self.continueResponse)
+        }
+    }
+
+    /// A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method`, and no body.
+    static func isPreflight(_ head: HTTPRequestHead) -> Bool {
+        guard head.method == "OPTIONS", head.header(named: "origin") != nil,
+              head.header(named: "access-control-request-method") != nil else { return false }
+        switch head.framing {
+        case .none, .contentLength(0): return true
+        default: return false
         }
     }
 

@@ -65,6 +65,8 @@ public struct Route: Sendable, Hashable {
     /// The field that tells the upstream which parts were stripped or quarantined (`modified-header`); nil: off.
     /// Sent only with `upstream-body spool`, the one mode whose head is written after the body.
     public var modifiedHeader: String?
+    /// Whether a CORS preflight passes whatever `methods` says (`preflight`).
+    public var preflight: PreflightMode
 
     /// Creates a route with every default.
     public init(prefix: String, location: SourceLocation?) {
@@ -84,6 +86,7 @@ public struct Route: Sendable, Hashable {
         allowTypeMismatch = false
         upstreamBody = nil
         modifiedHeader = Self.defaultModifiedHeader
+        preflight = .pass
     }
 
     /// The rule for a part: the named rule of the part's kind, else the kind's wildcard rule.

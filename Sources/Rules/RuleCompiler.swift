@@ -123,6 +123,8 @@ struct RuleCompiler {
             } else if let name = headerName(arguments[0]) {
                 route.modifiedHeader = name
             }
+        case "preflight":
+            if let mode: PreflightMode = keyword(arguments[0], what: "preflight mode") { route.preflight = mode }
         case "filename":
             if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
                 route.filename = handling

@@ -25,6 +25,13 @@ route /spool-named {
 route /chunked {
     file doc { max 4; action strip; }
 }
+route /cors {
+    methods POST;
+}
+route /cors-strict {
+    methods POST;
+    preflight reject;
+}
 """
 
 private func rig() throws -> ExchangeRig {
@@ -110,5 +117,40 @@ private func upstreamHead(_ r: ExchangeRig) -> String {
     func managedOrInvalidNamesAreRefused(name: String) {
         let (policy, diagnostics) = RuleChecker.compile(source: "modified-header \"\(name)\";", file: "t.rules")
         #expect(policy == nil, "\(diagnostics)")
+    }
+}
+
+@Suite struct PreflightTests {
+    private func options(_ path: String, extra: String) -> [UInt8] {
+        Array("OPTIONS \(path) HTTP/1.1\r\nHost: a\r\n\(extra)\r\n".utf8)
+    }
+
+    private let cors = "Origin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n"
+
+    @Test func preflightPassesARouteWithMethodsByDefault() throws {
+        let r = try rig()
+        r.run(client: options("/cors", extra: cors), clientEOF: false)
+        #expect(text(r.clientReceived).hasPrefix("HTTP/1.1 200"))
+        #expect(upstreamHead(r).hasPrefix("OPTIONS /cors HTTP/1.1\r\n"))
+        #expect(r.violations() == [])
+    }
+
+    @Test(arguments: [
+        ("/cors-strict", "Origin: https://app.example\r\nAccess-Control-Request-Method: POST\r\n"),
+        ("/cors", "Origin: https://app.example\r\n"),
+        ("/cors", "Access-Control-Request-Method: POST\r\n"),
+        ("/cors", "Origin: https://app.example\r\nAccess-Control-Request-Method: POST\r\nContent-Length: 2\r\n"
+            + "Content-Type: multipart/form-data; boundary=B\r\n"),
+    ])
+    func otherOptionsRequestsStill405(path: String, extra: String) throws {
+        let r = try rig()
+        r.run(client: options(path, extra: extra) + Array((extra.contains("Length") ? "xx" : "").utf8))
+        #expect(text(r.clientReceived).hasPrefix("HTTP/1.1 405"))
+        #expect(r.connections.isEmpty)
+    }
+
+    @Test func unknownModeIsAnError() {
+        let (policy, _) = RuleChecker.compile(source: "route / { preflight maybe; }", file: "t.rules")
+        #expect(policy == nil)
     }
 }

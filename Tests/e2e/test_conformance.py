@@ -69,3 +69,29 @@ def test_modified_header_renamed(fw):
     assert resp.status == 200, resp
     h = forwarded(fw, rid)["headers"]
     assert h["x-stripped"] == "stripped=doc" and "x-formwall-modified" not in h
+
+
+# ------------------------------------------------------------------------------- CORS preflight
+
+CORS = [("Origin", "https://app.example"), ("Access-Control-Request-Method", "POST"),
+        ("Access-Control-Request-Headers", "content-type")]
+
+
+def test_preflight_reaches_the_upstream_on_a_post_only_route(fw):
+    rid = new_id("cors")
+    resp = request(fw.port, "OPTIONS", "/c/cors", [*CORS, ("X-Request-Id", rid)])
+    assert resp.status == 200, resp
+    seen = forwarded(fw, rid)
+    assert seen["method"] == "OPTIONS" and seen["headers"]["origin"] == "https://app.example"
+
+
+@pytest.mark.parametrize("path,headers", [
+    ("/c/cors-strict", CORS),
+    ("/c/cors", CORS[:1]),
+])
+def test_other_options_requests_are_405(fw, path, headers):
+    rid = new_id("cors")
+    resp = request(fw.port, "OPTIONS", path, [*headers, ("X-Request-Id", rid)])
+    assert resp.status == 405, resp
+    assert resp.header("Allow") == "POST"
+    assert fw.upstream.records(rid) == []
