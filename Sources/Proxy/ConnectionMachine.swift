@@ -355,6 +355,13 @@ struct ConnectionMachine {
                     exchange: ex, into: &out)
             return
         }
+        // Formwall is no tunnel: a protocol switch (WebSocket) is refused rather than silently downgraded to a
+        // plain request. `h2c` alone is dropped like any hop-by-hop field (RFC 9110 §7.8 lets a server ignore it).
+        if let refused = Self.refusedUpgrade(head) {
+            respond(status: 501, kind: "upgrade_not_supported", requestID: requestID, detail: "Upgrade: \(refused)",
+                    violation: nil, exchange: ex, into: &out)
+            return
+        }
 
         // The policy decides first, from the head alone: 405, 415 and 413 (Content-Length) are answered
         // before a body byte is read, and before any 100 Continue.
@@ -486,6 +493,16 @@ struct ConnectionMachine {
             // Formwall has accepted the request: tell the client to send the body.
             _ = try? clientOut.writeBytes(Self.continueResponse)
         }
+    }
+
+    /// The protocols of an `Upgrade` field Formwall refuses (all but `h2c`), as sent; nil when there are none.
+    static func refusedUpgrade(_ head: HTTPRequestHead) -> String? {
+        let values = head.headers.values(named: "upgrade")
+        guard !values.isEmpty else { return nil }
+        let protocols = values.joined(separator: ",").split(separator: ",")
+            .map { String($0.filter { !$0.isWhitespace }) }.filter { !$0.isEmpty }
+        guard protocols.contains(where: { $0.lowercased() != "h2c" }) else { return nil }
+        return protocols.joined(separator: ", ")
     }
 
     /// A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method`, and no body.

@@ -154,3 +154,25 @@ private func upstreamHead(_ r: ExchangeRig) -> String {
         #expect(policy == nil)
     }
 }
+
+@Suite struct UpgradeTests {
+    @Test(arguments: ["websocket", "WebSocket", "h2c, websocket", "TLS/1.2"])
+    func upgradeIsRefusedWith501(proto: String) throws {
+        let r = ExchangeRig(config: ExchangeRig.configuration(), policy: nil)
+        r.run(client: Array(("GET /chat HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: \(proto)\r\n"
+            + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
+        let answer = text(r.clientReceived)
+        #expect(answer.hasPrefix("HTTP/1.1 501 Not Implemented\r\n"))
+        #expect(answer.contains("\"error\":\"upgrade_not_supported\""))
+        #expect(r.connections.isEmpty)
+        #expect(r.records.first??.reason == "upgrade_not_supported")
+        #expect(r.violations() == [])
+    }
+
+    @Test func h2cIsIgnoredAndDropped() throws {
+        let r = ExchangeRig(config: ExchangeRig.configuration(), policy: nil)
+        r.run(client: Array("GET /x HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n".utf8), clientEOF: false)
+        #expect(text(r.clientReceived).hasPrefix("HTTP/1.1 200"))
+        #expect(!upstreamHead(r).lowercased().contains("upgrade"))
+    }
+}

@@ -4,6 +4,9 @@ handshakes (refused with 501). Rules: Tests/e2e/rules/conformance.rules."""
 
 from __future__ import annotations
 
+import base64
+import os
+import socket
 
 import pytest
 
@@ -95,3 +98,30 @@ def test_other_options_requests_are_405(fw, path, headers):
     assert resp.status == 405, resp
     assert resp.header("Allow") == "POST"
     assert fw.upstream.records(rid) == []
+
+
+# ------------------------------------------------------------------------------- Upgrade
+
+
+def test_websocket_handshake_is_refused_with_501(fw):
+    rid = new_id("ws")
+    key = base64.b64encode(os.urandom(16)).decode()
+    handshake = (f"GET /c/ws HTTP/1.1\r\nHost: {HOST}:{fw.port}\r\nUpgrade: websocket\r\n"
+                 f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+                 f"Origin: https://app.example\r\nX-Request-Id: {rid}\r\n\r\n").encode()
+    resp = request(fw.port, raw_head=handshake, method="GET")
+    assert resp.status == 501, resp
+    doc = resp.json()
+    assert doc["error"] == "upgrade_not_supported" and doc["detail"] == "Upgrade: websocket"
+    assert resp.header("Upgrade") is None and resp.header("Sec-WebSocket-Accept") is None
+    assert fw.upstream.records(rid) == []
+
+
+def test_h2c_upgrade_is_ignored(fw):
+    rid = new_id("h2c")
+    resp = request(fw.port, "GET", "/c/any", [("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"),
+                                               ("HTTP2-Settings", "AAMAAABkAAQAoAAAAAIAAAAA"),
+                                               ("X-Request-Id", rid)])
+    assert resp.status == 200, resp
+    h = forwarded(fw, rid)["headers"]
+    assert "upgrade" not in h and "http2-settings" not in h
