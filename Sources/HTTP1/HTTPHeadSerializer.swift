@@ -11,6 +11,9 @@ public struct HTTPForwardingContext: Hashable, Sendable {
     /// Fields the proxy adds after its own (`X-Formwall-Modified`): written whatever the peer's Connection
     /// names, so a client cannot suppress them; the caller removes the client's fields of the same names.
     public var added: [HTTPHeaderField] = []
+    /// Whether the client's X-Forwarded-For values are kept before `clientAddress` (a trusted proxy sent
+    /// them); false: X-Forwarded-For is `clientAddress` alone.
+    public var keepForwardedFor = true
 
     /// Creates a forwarding context.
     public init(clientAddress: String, scheme: String, requestID: String, defaultHost: String? = nil) {
@@ -90,7 +93,9 @@ public enum HTTPHeadSerializer {
             preconditionFailure("a request body cannot be close-delimited")
         }
         appendName("X-Forwarded-For", to: &buffer)
-        appendValues(of: headers, lowercaseName: "x-forwarded-for", to: &buffer)
+        if context.keepForwardedFor {
+            appendValues(of: headers, lowercaseName: "x-forwarded-for", to: &buffer)
+        }
         appendValue(context.clientAddress, to: &buffer)
         appendCRLF(to: &buffer)
         writeField("X-Forwarded-Proto", context.scheme, into: &buffer)

@@ -350,6 +350,10 @@ struct ConnectionMachine {
         let requestID = newRequestID(head)
         let ex = Exchange(head: head, requestID: requestID, startedAt: now, limits: config.http)
         state = .exchanging(ex)
+        // `--trusted-proxies`: who the client is (audit, quarantine), and whether its X-Forwarded-For is kept.
+        let resolution = config.trustedProxies.resolve(peer: peerIP,
+                                                       forwardedFor: head.headers.values(named: "x-forwarded-for"))
+        if resolution.client != peerIP { ex.forwardedClient = resolution.client }
         if head.method == "CONNECT" {
             respond(status: 405, kind: "method_not_allowed", requestID: requestID, detail: nil, violation: nil,
                     exchange: ex, into: &out)
@@ -414,7 +418,8 @@ struct ConnectionMachine {
                 return
             }
             let quarantine = context.quarantine.map {
-                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.route?.prefix, client: peerIP)
+                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.route?.prefix,
+                                  client: ex.forwardedClient ?? peerIP)
             }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
                                   reencodeBoundary: context.newBoundary(), evaluator: evaluator,
@@ -459,7 +464,8 @@ struct ConnectionMachine {
                 return
             }
         }
-        let forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: "http", requestID: requestID)
+        var forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: "http", requestID: requestID)
+        forwarding.keepForwardedFor = resolution.keepChain
         if ex.spooling {
             // Written once the body is complete and its length known; the upstream is dialled only then, so a
             // rejected spooled request never opens an upstream connection.

@@ -32,6 +32,9 @@ public struct ProxyConfiguration: Sendable {
     public var quarantine: QuarantineSettings?
     /// Audit log (`--audit-log FILE|-`); nil: no audit log.
     public var audit: AuditSettings?
+    /// Peers whose X-Forwarded-For is believed (`--trusted-proxies`); empty: none, every incoming
+    /// X-Forwarded-For is replaced by the peer's address.
+    public var trustedProxies = TrustedProxies()
 
     /// Where quarantined parts go.
     public struct QuarantineSettings: Sendable {

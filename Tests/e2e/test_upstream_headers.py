@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import uuid
 
-from e2e_helpers import RawConn
+import json
+
+from e2e_helpers import IO_TIMEOUT, RawConn, wait_until
 
 
 def test_documented_upstream_header_set(proxy, upstream):
@@ -45,8 +47,9 @@ def test_documented_upstream_header_set(proxy, upstream):
     assert h["x-forwarded-proto"] == "http"
     assert h["x-forwarded-host"] == "shop.example:8443"
     assert h["x-request-id"] == request_id, "a valid client X-Request-Id is kept"
-    # Extended: the client's chain, then Formwall's own observation last.
-    assert h["x-forwarded-for"] == "203.0.113.9, 127.0.0.1"
+    # Without --trusted-proxies the client's chain is not believed: replaced by the peer's address.
+    assert h["x-forwarded-for"] == "127.0.0.1"
+    # Extended: the client's Via, then Formwall's.
     assert h["via"] == "1.0 edge, 1.1 formwall"
     # The re-encoded form: Formwall's boundary, no charset, its own framing.
     content_type = h["content-type"]
@@ -69,3 +72,39 @@ def test_invalid_client_request_id_is_replaced(proxy, upstream):
     assert resp.status == 200
     got = resp.json()["headers"]["x-request-id"]
     assert got != "has space" and " " not in got
+
+
+def audit_client(path, request_id):
+    def find():
+        if not path.exists():
+            return None
+        for line in path.read_text().splitlines():
+            if line.endswith("}"):
+                record = json.loads(line)
+                if record.get("request_id") == request_id:
+                    return record["client"]
+        return None
+    return wait_until(find, IO_TIMEOUT, what="the audit record")
+
+
+def test_trusted_proxy_chain_is_kept_and_names_the_client(tmp_path, upstream, formwall_factory):
+    audit = tmp_path / "audit.log"
+    fw = formwall_factory(upstream.url, "--trusted-proxies", "10.0.0.0/8,127.0.0.1/32", "--audit-log", str(audit))
+    with RawConn(fw.port) as conn:
+        conn.send(b"GET /t HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: trusted-1\r\n"
+                  b"X-Forwarded-For: 6.6.6.6, 198.51.100.9\r\nX-Forwarded-For: 10.1.2.3\r\n\r\n")
+        resp = conn.read_response()
+    assert resp.status == 200
+    assert resp.json()["headers"]["x-forwarded-for"] == "6.6.6.6, 198.51.100.9, 10.1.2.3, 127.0.0.1"
+    assert audit_client(audit, "trusted-1") == "198.51.100.9"
+
+
+def test_untrusted_peer_chain_is_replaced(tmp_path, upstream, formwall_factory):
+    audit = tmp_path / "audit.log"
+    fw = formwall_factory(upstream.url, "--trusted-proxies", "10.0.0.0/8", "--audit-log", str(audit))
+    with RawConn(fw.port) as conn:
+        conn.send(b"GET /t HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: untrusted-1\r\n"
+                  b"X-Forwarded-For: 198.51.100.9\r\n\r\n")
+        resp = conn.read_response()
+    assert resp.json()["headers"]["x-forwarded-for"] == "127.0.0.1"
+    assert audit_client(audit, "untrusted-1").startswith("127.0.0.1:")
