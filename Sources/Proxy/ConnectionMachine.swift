@@ -122,9 +122,12 @@ struct ConnectionMachine {
     let context: ExchangeContext
     let config: ProxyConfiguration
     /// `host:port` of the client, for the audit log.
-    let peer: String
+    /// (With `--proxy-protocol`, the source the PROXY header names.)
+    private(set) var peer: String
     /// The client's address alone, for forwarding headers and quarantine records.
-    let peerIP: String
+    private(set) var peerIP: String
+    /// `--proxy-protocol`: the connection's PROXY header has not been read yet.
+    private var awaitingProxyHeader: Bool
     /// Bytes from the client, not yet consumed.
     let clientIn: ByteBuffer
     /// Bytes for the client, not yet written.
@@ -150,6 +153,7 @@ struct ConnectionMachine {
         config = context.config
         self.peer = peer
         peerIP = Self.address(of: peer)
+        awaitingProxyHeader = context.config.proxyProtocol
         clientIn = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.clientRead)
         clientOut = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.outputHighWater * 4)
         upstreamIn = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024))
@@ -320,6 +324,27 @@ struct ConnectionMachine {
 
     private mutating func parseHead(into out: inout [Action]) -> Bool {
         guard clientIn.readableBytes > 0, !context.draining else { return false }
+        if awaitingProxyHeader {
+            let result = clientIn.withUnsafeReadableBytes {
+                ProxyProtocol.parse(Array($0.prefix(16 + ProxyProtocol.maxV2Length)))
+            }
+            switch result {
+            case .needMore:
+                return false
+            case .invalid(let why):
+                respond(status: 400, kind: "invalid_proxy_header", requestID: context.newRequestID(), detail: why,
+                        violation: nil, exchange: nil, into: &out)
+                return false
+            case .complete(let consumed, let source):
+                clientIn.moveReaderIndex(forwardBy: consumed)
+                awaitingProxyHeader = false
+                if let source {
+                    peer = source
+                    peerIP = Self.address(of: source)
+                }
+                return true
+            }
+        }
         let result = clientIn.withUnsafeReadableBytes { bytes in
             Result { () throws(HTTPParseError) in try headParser.parse(bytes) }
         }

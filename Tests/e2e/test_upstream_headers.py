@@ -1,11 +1,13 @@
 """The header set docs/configuration.md ("Headers sent upstream") promises, checked on the upstream's own
-record of a request that exercises every row: forwarded, dropped, replaced and extended fields."""
+record of a request that exercises every row: forwarded, dropped, replaced and extended fields; and who the
+client is with --trusted-proxies and --proxy-protocol."""
 
 from __future__ import annotations
 
+import json
 import uuid
 
-import json
+import pytest
 
 from e2e_helpers import IO_TIMEOUT, RawConn, wait_until
 
@@ -108,3 +110,29 @@ def test_untrusted_peer_chain_is_replaced(tmp_path, upstream, formwall_factory):
         resp = conn.read_response()
     assert resp.json()["headers"]["x-forwarded-for"] == "127.0.0.1"
     assert audit_client(audit, "untrusted-1").startswith("127.0.0.1:")
+
+
+V2_TCP4 = (b"\r\n\r\n\x00\r\nQUIT\n" + bytes([0x21, 0x11, 0x00, 0x0C])
+           + bytes([192, 0, 2, 1, 198, 51, 100, 2, 0xDC, 0x04, 0x01, 0xBB]))
+
+
+@pytest.mark.parametrize("header", [b"PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\n", V2_TCP4],
+                         ids=["v1", "v2"])
+def test_proxy_protocol_names_the_client(tmp_path, upstream, formwall_factory, header):
+    audit = tmp_path / "audit.log"
+    fw = formwall_factory(upstream.url, "--proxy-protocol", "--audit-log", str(audit))
+    with RawConn(fw.port) as conn:
+        conn.send(header + b"GET /p HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: proxy-1\r\n"
+                  b"X-Forwarded-For: 6.6.6.6\r\n\r\n")
+        resp = conn.read_response()
+    assert resp.status == 200
+    assert resp.json()["headers"]["x-forwarded-for"] == "192.0.2.1"
+    assert audit_client(audit, "proxy-1") == "192.0.2.1:56324"
+
+
+def test_proxy_protocol_missing_is_400(upstream, formwall_factory):
+    fw = formwall_factory(upstream.url, "--proxy-protocol")
+    with RawConn(fw.port) as conn:
+        conn.send(b"GET /p HTTP/1.1\r\nHost: app.test\r\n\r\n")
+        resp = conn.read_response()
+    assert resp.status == 400 and resp.json()["error"] == "invalid_proxy_header"
