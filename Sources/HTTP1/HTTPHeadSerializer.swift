@@ -8,6 +8,12 @@ public struct HTTPForwardingContext: Hashable, Sendable {
     public var requestID: String
     /// A Host to send when the client sent none (HTTP/1.0), since the upstream request is HTTP/1.1.
     public var defaultHost: String?
+    /// Fields the proxy adds after its own (`X-Formwall-Modified`): written whatever the peer's Connection
+    /// names, so a client cannot suppress them; the caller removes the client's fields of the same names.
+    public var added: [HTTPHeaderField] = []
+    /// Whether the client's X-Forwarded-For values are kept before `clientAddress` (a trusted proxy sent
+    /// them); false: X-Forwarded-For is `clientAddress` alone.
+    public var keepForwardedFor = true
 
     /// Creates a forwarding context.
     public init(clientAddress: String, scheme: String, requestID: String, defaultHost: String? = nil) {
@@ -87,7 +93,9 @@ public enum HTTPHeadSerializer {
             preconditionFailure("a request body cannot be close-delimited")
         }
         appendName("X-Forwarded-For", to: &buffer)
-        appendValues(of: headers, lowercaseName: "x-forwarded-for", to: &buffer)
+        if context.keepForwardedFor {
+            appendValues(of: headers, lowercaseName: "x-forwarded-for", to: &buffer)
+        }
         appendValue(context.clientAddress, to: &buffer)
         appendCRLF(to: &buffer)
         writeField("X-Forwarded-Proto", context.scheme, into: &buffer)
@@ -96,6 +104,9 @@ public enum HTTPHeadSerializer {
         }
         appendVia(headers, to: &buffer)
         writeField("X-Request-Id", context.requestID, into: &buffer)
+        for field in context.added {
+            writeField(field.name, field.value, into: &buffer)
+        }
         appendCRLF(to: &buffer)
     }
 

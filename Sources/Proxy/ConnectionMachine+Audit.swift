@@ -60,7 +60,8 @@ extension ConnectionMachine {
             && upstreamOut.readableBytes == 0 && ex.upstreamAccepted > 0
         let sent = allSent ? payload : min(payload, ex.upstreamAccepted)
         return AuditRecord(
-            timestamp: context.timestamp(), requestID: ex.requestID, client: peer, method: ex.head.method,
+            timestamp: context.timestamp(), requestID: ex.requestID, client: ex.forwardedClient ?? peer,
+            method: ex.head.method,
             path: AuditText(ex.head.target), route: matched, decision: decision, status: status,
             reason: violation?.kind.name ?? reason ?? decidedBy?.kind.name, wouldStatus: wouldReject?.status, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
             bytesUpstream: Int(clamping: sent), durationMs: Double(now &- ex.startedAt) / 1e6,

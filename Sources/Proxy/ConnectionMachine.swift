@@ -122,9 +122,12 @@ struct ConnectionMachine {
     let context: ExchangeContext
     let config: ProxyConfiguration
     /// `host:port` of the client, for the audit log.
-    let peer: String
+    /// (With `--proxy-protocol`, the source the PROXY header names.)
+    private(set) var peer: String
     /// The client's address alone, for forwarding headers and quarantine records.
-    let peerIP: String
+    private(set) var peerIP: String
+    /// `--proxy-protocol`: the connection's PROXY header has not been read yet.
+    private var awaitingProxyHeader: Bool
     /// Bytes from the client, not yet consumed.
     let clientIn: ByteBuffer
     /// Bytes for the client, not yet written.
@@ -150,6 +153,7 @@ struct ConnectionMachine {
         config = context.config
         self.peer = peer
         peerIP = Self.address(of: peer)
+        awaitingProxyHeader = context.config.proxyProtocol
         // Only the client's input starts with room (for a request head); the others grow when first used, so an
         // idle keep-alive connection holds one small buffer, not four.
         clientIn = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.clientRead)
@@ -322,6 +326,27 @@ struct ConnectionMachine {
 
     private mutating func parseHead(into out: inout [Action]) -> Bool {
         guard clientIn.readableBytes > 0, !context.draining else { return false }
+        if awaitingProxyHeader {
+            let result = clientIn.withUnsafeReadableBytes {
+                ProxyProtocol.parse(Array($0.prefix(16 + ProxyProtocol.maxV2Length)))
+            }
+            switch result {
+            case .needMore:
+                return false
+            case .invalid(let why):
+                respond(status: 400, kind: "invalid_proxy_header", requestID: context.newRequestID(), detail: why,
+                        violation: nil, exchange: nil, into: &out)
+                return false
+            case .complete(let consumed, let source):
+                clientIn.moveReaderIndex(forwardBy: consumed)
+                awaitingProxyHeader = false
+                if let source {
+                    peer = source
+                    peerIP = Self.address(of: source)
+                }
+                return true
+            }
+        }
         let result = clientIn.withUnsafeReadableBytes { bytes in
             Result { () throws(HTTPParseError) in try headParser.parse(bytes) }
         }
@@ -352,9 +377,20 @@ struct ConnectionMachine {
         let requestID = newRequestID(head)
         let ex = Exchange(head: head, requestID: requestID, startedAt: now, limits: config.http)
         state = .exchanging(ex)
+        // `--trusted-proxies`: who the client is (audit, quarantine), and whether its X-Forwarded-For is kept.
+        let resolution = config.trustedProxies.resolve(peer: peerIP,
+                                                       forwardedFor: head.headers.values(named: "x-forwarded-for"))
+        if resolution.client != peerIP { ex.forwardedClient = resolution.client }
         if head.method == "CONNECT" {
             respond(status: 405, kind: "method_not_allowed", requestID: requestID, detail: nil, violation: nil,
                     exchange: ex, into: &out)
+            return
+        }
+        // Formwall is no tunnel: a protocol switch (WebSocket) is refused rather than silently downgraded to a
+        // plain request. `h2c` alone is dropped like any hop-by-hop field (RFC 9110 §7.8 lets a server ignore it).
+        if let refused = Self.refusedUpgrade(head) {
+            respond(status: 501, kind: "upgrade_not_supported", requestID: requestID, detail: "Upgrade: \(refused)",
+                    violation: nil, exchange: ex, into: &out)
             return
         }
 
@@ -371,7 +407,8 @@ struct ConnectionMachine {
                 }
             }()
             let decision = ev.begin(method: head.method, path: head.target,
-                                    contentType: head.header(named: "content-type"), contentLength: length)
+                                    contentType: head.header(named: "content-type"), contentLength: length,
+                                    preflight: Self.isPreflight(head))
             evaluator = ev
             ex.evaluator = ev
             switch decision {
@@ -382,6 +419,9 @@ struct ConnectionMachine {
                 bodyKind = kind
             }
         }
+
+        // The field that tells the upstream what was stripped is Formwall's alone: the client's copy never passes.
+        if let name = evaluator?.route?.modifiedHeader { head.headers.removeAll(named: name) }
 
         // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
         // The route's `upstream-body` setting wins over the global option.
@@ -405,7 +445,8 @@ struct ConnectionMachine {
                 return
             }
             let quarantine = context.quarantine.map {
-                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.route?.prefix, client: peerIP)
+                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.route?.prefix,
+                                  client: ex.forwardedClient ?? peerIP)
             }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
                                   reencodeBoundary: context.newBoundary(), evaluator: evaluator,
@@ -450,7 +491,8 @@ struct ConnectionMachine {
                 return
             }
         }
-        let forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: "http", requestID: requestID)
+        var forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: "http", requestID: requestID)
+        forwarding.keepForwardedFor = resolution.keepChain
         if ex.spooling {
             // Written once the body is complete and its length known; the upstream is dialled only then, so a
             // rejected spooled request never opens an upstream connection.
@@ -484,6 +526,58 @@ struct ConnectionMachine {
             // Formwall has accepted the request: tell the client to send the body.
             _ = try? clientOut.writeBytes(Self.continueResponse)
         }
+    }
+
+    /// The protocols of an `Upgrade` field Formwall refuses (all but `h2c`), as sent; nil when there are none.
+    static func refusedUpgrade(_ head: HTTPRequestHead) -> String? {
+        let values = head.headers.values(named: "upgrade")
+        guard !values.isEmpty else { return nil }
+        let protocols = values.joined(separator: ",").split(separator: ",")
+            .map { String($0.filter { !$0.isWhitespace }) }.filter { !$0.isEmpty }
+        guard protocols.contains(where: { $0.lowercased() != "h2c" }) else { return nil }
+        return protocols.joined(separator: ", ")
+    }
+
+    /// A CORS preflight: `OPTIONS` with `Origin` and `Access-Control-Request-Method`, and no body.
+    static func isPreflight(_ head: HTTPRequestHead) -> Bool {
+        guard head.method == "OPTIONS", head.header(named: "origin") != nil,
+              head.header(named: "access-control-request-method") != nil else { return false }
+        switch head.framing {
+        case .none, .contentLength(0): return true
+        default: return false
+        }
+    }
+
+    /// `stripped=a,b; quarantined=c` from a form's part records; nil when nothing was stripped or quarantined.
+    /// Names are percent-encoded outside `A-Z a-z 0-9 - . _ ~`; an unnamed part is listed as an empty name.
+    static func modifiedValue(_ records: [PartRecord]) -> String? {
+        var groups: [(String, [String])] = [("stripped", []), ("quarantined", [])]
+        for record in records {
+            let group = record.action == "strip" ? 0 : record.action == "quarantine" ? 1 : nil
+            guard let group else { continue }
+            let name = percentEncoded(record.part.nameString ?? "")
+            if !groups[group].1.contains(name) { groups[group].1.append(name) }
+        }
+        let listed = groups.filter { !$0.1.isEmpty }.map { "\($0.0)=\($0.1.joined(separator: ","))" }
+        return listed.isEmpty ? nil : listed.joined(separator: "; ")
+    }
+
+    private static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
+                UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            default:
+                let hex = Array("0123456789ABCDEF".unicodeScalars)
+                out.unicodeScalars.append("%")
+                out.unicodeScalars.append(hex[Int(byte >> 4)])
+                out.unicodeScalars.append(hex[Int(byte & 15)])
+            }
+        }
+        return out
     }
 
     private static let continueResponse = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
@@ -539,8 +633,12 @@ struct ConnectionMachine {
     private mutating func requestDidComplete(_ ex: Exchange, into out: inout [Action]) {
         ex.requestCompletedAt = now
         guard let body = ex.body else { return }
-        if case .spool(let file) = body.sink.kind, let (head, forwarding) = ex.pendingHead {
+        if case .spool(let file) = body.sink.kind, var (head, forwarding) = ex.pendingHead {
             ex.pendingHead = nil
+            if let name = ex.evaluator?.route?.modifiedHeader,
+               let value = Self.modifiedValue(ex.form?.records ?? ex.urlencoded?.records ?? []) {
+                forwarding.added.append(HTTPHeaderField(name: name, value: value))
+            }
             var headBytes: [UInt8] = []
             HTTPHeadSerializer.writeRequestHead(head, framing: .contentLength(file.size), context: forwarding,
                                                 into: &headBytes)

@@ -36,6 +36,8 @@ final class Exchange {
     var urlencoded: UrlencodedStage?
     /// The spooled body's request head, written once the body is complete.
     var pendingHead: (HTTPRequestHead, HTTPForwardingContext)?
+    /// The client address `--trusted-proxies` found in X-Forwarded-For; nil: the peer.
+    var forwardedClient: String?
     /// The body is staged in a file and sent with a Content-Length once complete.
     var spooling = false
 

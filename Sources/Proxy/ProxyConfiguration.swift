@@ -32,6 +32,11 @@ public struct ProxyConfiguration: Sendable {
     public var quarantine: QuarantineSettings?
     /// Audit log (`--audit-log FILE|-`); nil: no audit log.
     public var audit: AuditSettings?
+    /// Peers whose X-Forwarded-For is believed (`--trusted-proxies`); empty: none, every incoming
+    /// X-Forwarded-For is replaced by the peer's address.
+    public var trustedProxies = TrustedProxies()
+    /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client (`--proxy-protocol`).
+    public var proxyProtocol = false
 
     /// Where quarantined parts go.
     public struct QuarantineSettings: Sendable {

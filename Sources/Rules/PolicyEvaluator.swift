@@ -86,8 +86,11 @@ public struct PolicyEvaluator {
     /// Starts the request: picks the route and checks method, Content-Type and Content-Length.
     ///
     /// `contentLength` is nil for a body of unknown length (chunked) and 0 for no body.
+    ///
+    /// `preflight` says the request is a CORS preflight (`OPTIONS` with `Origin` and
+    /// `Access-Control-Request-Method`, no body): under `preflight pass` (the default) `methods` does not apply.
     public mutating func begin(method: String, path: String, contentType: String?,
-                               contentLength: UInt64?) -> BeginDecision {
+                               contentLength: UInt64?, preflight: Bool = false) -> BeginDecision {
         guard case .idle = state else {
             if case .rejected(let violation) = state { return .reject(violation) }
             return .reject(outOfOrderViolation("begin called twice"))
@@ -96,7 +99,8 @@ public struct PolicyEvaluator {
         self.route = route
         var body = Body()
         state = .receiving(body)
-        if let methods = route.methods, !methods.contains(method) {
+        let exempt = preflight && route.preflight == .pass && contentLength == 0
+        if let methods = route.methods, !methods.contains(method), !exempt {
             let violation = Violation(kind: .methodNotAllowed, rule: route.location,
                                       detail: "\(method) not in \(methods.joined(separator: " "))")
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }

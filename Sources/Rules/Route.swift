@@ -29,6 +29,9 @@ public struct Route: Sendable, Hashable {
         MediaTypePattern("multipart/form-data")!, MediaTypePattern("application/x-www-form-urlencoded")!,
     ]
 
+    /// The default `modified-header`.
+    public static let defaultModifiedHeader = "X-Formwall-Modified"
+
     /// The normalised path prefix (`/`, `/api/avatar`; no trailing slash except for `/`).
     public var prefix: String
     /// Where the route is written; nil for the implicit fallback route.
@@ -59,6 +62,11 @@ public struct Route: Sendable, Hashable {
     public var allowTypeMismatch: Bool
     /// How the re-encoded body goes upstream (`upstream-body`); nil: the proxy's `--upstream-body`.
     public var upstreamBody: UpstreamBodyMode?
+    /// The field that tells the upstream which parts were stripped or quarantined (`modified-header`); nil: off.
+    /// Sent only with `upstream-body spool`, the one mode whose head is written after the body.
+    public var modifiedHeader: String?
+    /// Whether a CORS preflight passes whatever `methods` says (`preflight`).
+    public var preflight: PreflightMode
 
     /// Creates a route with every default.
     public init(prefix: String, location: SourceLocation?) {
@@ -77,6 +85,8 @@ public struct Route: Sendable, Hashable {
         allowedFilenameProblems = []
         allowTypeMismatch = false
         upstreamBody = nil
+        modifiedHeader = Self.defaultModifiedHeader
+        preflight = .pass
     }
 
     /// The rule for a part: the named rule of the part's kind, else the kind's wildcard rule.

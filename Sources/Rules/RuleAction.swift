@@ -44,6 +44,15 @@ public enum UpstreamBodyMode: String, Sendable, Hashable, CaseIterable {
     case spool
 }
 
+/// What a route does with a CORS preflight (`preflight …;`): an `OPTIONS` request with `Origin` and
+/// `Access-Control-Request-Method` and no body. The default is `pass`.
+public enum PreflightMode: String, Sendable, Hashable, CaseIterable {
+    /// Forwarded to the upstream whatever `methods` says: the application answers CORS.
+    case pass
+    /// Judged like any request: 405 unless `methods` lists `OPTIONS`.
+    case reject
+}
+
 /// How filename problems are handled (`filename …;`). The default is `reject`.
 public enum FilenameHandling: String, Sendable, Hashable, CaseIterable {
     /// A problematic filename is a violation, handled with the rule's action.

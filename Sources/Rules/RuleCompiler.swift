@@ -117,6 +117,14 @@ struct RuleCompiler {
             if let mode: UpstreamBodyMode = keyword(arguments[0], what: "upstream body mode") {
                 route.upstreamBody = mode
             }
+        case "modified-header":
+            if arguments[0].text == "off" {
+                route.modifiedHeader = nil
+            } else if let name = headerName(arguments[0]) {
+                route.modifiedHeader = name
+            }
+        case "preflight":
+            if let mode: PreflightMode = keyword(arguments[0], what: "preflight mode") { route.preflight = mode }
         case "filename":
             if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
                 route.filename = handling
@@ -303,6 +311,28 @@ struct RuleCompiler {
             return nil
         }
         return value
+    }
+
+    /// Fields Formwall sets or drops itself: a `modified-header` cannot be one of them.
+    static let managedFieldNames: Set<String> = [
+        "host", "content-length", "content-type", "transfer-encoding", "expect", "connection", "keep-alive",
+        "proxy-connection", "te", "trailer", "upgrade", "via", "x-forwarded-for", "x-forwarded-proto",
+        "x-forwarded-host", "x-request-id",
+    ]
+
+    /// A field name for `modified-header`: an HTTP token that Formwall does not manage itself.
+    private mutating func headerName(_ token: RuleToken) -> String? {
+        let name = token.text
+        let tokenChars = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.allSatisfy(tokenChars.contains) else {
+            error(at: token, "invalid header name '\(name)': expected a field name such as X-Formwall-Modified, or off")
+            return nil
+        }
+        guard !Self.managedFieldNames.contains(name.lowercased()) else {
+            error(at: token, "'\(name)' is a field Formwall sets or drops itself; choose another name")
+            return nil
+        }
+        return name
     }
 
     private mutating func methods(_ tokens: [RuleToken]) -> [String] {

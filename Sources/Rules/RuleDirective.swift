@@ -61,6 +61,8 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("fields-max", [.main, .route], arguments: 1...1, bounds: 0...100_000),
         RuleDirective("unknown", [.main, .route], arguments: 1...1),
         RuleDirective("upstream-body", [.main, .route], arguments: 1...1),
+        RuleDirective("modified-header", [.main, .route], arguments: 1...1),
+        RuleDirective("preflight", [.main, .route], arguments: 1...1),
         RuleDirective("field", [.route], arguments: 1...1, block: .optional, unique: false),
         RuleDirective("file", [.route], arguments: 1...1, block: .optional, unique: false),
         RuleDirective("max", [.field, .file], arguments: 1...1, bounds: 0...ByteSize.maximum),

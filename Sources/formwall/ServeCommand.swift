@@ -39,6 +39,12 @@ enum ServeCommand: Command {
                                       setting overrides it.
       --spool-dir DIR                 where spooled bodies and held parts go (default /tmp; files are
                                       unlinked at once); must be a writable directory at start-up
+      --trusted-proxies CIDR[,CIDR...]
+                                      peers whose X-Forwarded-For is believed (10.0.0.0/8,::1): the
+                                      client is its right-most untrusted address. From other peers the
+                                      incoming X-Forwarded-For is replaced by the peer's address
+      --proxy-protocol                every connection starts with a PROXY protocol header (v1 or v2)
+                                      naming the client; without one: 400 invalid_proxy_header
       --max-head-bytes N              request head limit (default 16384; 431 beyond)
       --max-headers N                 request header count limit (default 100; 431 beyond)
       --client-header-timeout SEC     whole request head must arrive within (default 10; 408 after)
@@ -85,12 +91,12 @@ enum ServeCommand: Command {
         let parsed: Arguments
         do {
             parsed = try Arguments(args, valued: [
-                "listen", "upstream", "workers", "upstream-body", "spool-dir", "max-head-bytes", "max-headers",
+                "listen", "upstream", "workers", "upstream-body", "spool-dir", "trusted-proxies", "max-head-bytes", "max-headers",
                 "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
                 "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
                 "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir", "quarantine-max",
                 "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file",
-            ], flags: ["single-process"])
+            ], flags: ["single-process", "proxy-protocol"])
         } catch {
             printError("\(error). Run `formwall serve --help`.")
             return 2
@@ -116,6 +122,14 @@ enum ServeCommand: Command {
                 config.upstreamBody = mode
             }
             if let v = parsed.value("spool-dir") { config.spoolDirectory = v }
+            config.proxyProtocol = parsed.flags.contains("proxy-protocol")
+            if let v = parsed.value("trusted-proxies") {
+                switch TrustedProxies.parse(v) {
+                case .success(let trusted): config.trustedProxies = trusted
+                case .failure(let error):
+                    throw ConfigurationError("--trusted-proxies: '\(error.entry)' is not an address or CIDR range")
+                }
+            }
             if let v = parsed.value("max-head-bytes") { config.http.maxHeadBytes = try positiveInt(v, "--max-head-bytes") }
             if let v = parsed.value("max-headers") { config.http.maxHeaderCount = try positiveInt(v, "--max-headers") }
             if let v = parsed.value("client-header-timeout") { config.timeouts.clientHeader = try seconds(v, "--client-header-timeout") }

@@ -144,6 +144,15 @@ def test_quarantine_retention_error_speaks_of_days(tmp_path):
     assert "days" in line and "seconds" not in line, line
 
 
+@pytest.mark.parametrize("value,bad", [("10.0.0.0/33", "10.0.0.0/33"), ("10.0.0.0/8,proxy.lan", "proxy.lan"),
+                                       ("", "")])
+def test_trusted_proxies_must_be_ranges(value, bad):
+    code, err = refuse("--trusted-proxies", value)
+    assert code == 2, err
+    line = one_line(err)
+    assert f"--trusted-proxies: '{bad}' is not an address or CIDR range" in line, line
+
+
 # ---------------------------------------------------------------------------------------------- --pid-file
 
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
