@@ -275,7 +275,7 @@ struct RuleCompiler {
     private mutating func size(_ token: RuleToken, _ directive: RuleDirective) -> UInt64? {
         guard let value = ByteSize.parse(token.text) else {
             error(at: token, "bad size '\(token.text)' for '\(directive.name)': expected a whole number with an "
-                + "optional unit B, KiB, MiB or GiB, at most 1 TiB")
+                + "optional unit \(ByteSize.unitsDescription), at most \(ByteSize.format(ByteSize.maximum))")
             return nil
         }
         return value

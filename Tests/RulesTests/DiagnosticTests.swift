@@ -39,7 +39,7 @@ import Testing
     @Test func badSizeAndBadNumber() {
         #expect(rendered("route / {\n  body-max 10MB;\n}") == [
             "t.rules:2:12: error: bad size '10MB' for 'body-max': expected a whole number with an optional unit "
-                + "B, KiB, MiB or GiB, at most 1 TiB",
+                + "B, k/KiB, m/MiB, g/GiB or t/TiB (binary, any case), at most 1 TiB",
         ])
         let fraction = rendered("route / { field a { max 1.5KiB; } }")
         #expect(fraction.first?.hasPrefix("t.rules:1:25: error: bad size '1.5KiB'") == true)

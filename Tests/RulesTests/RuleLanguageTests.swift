@@ -1,0 +1,82 @@
+import Multipart
+import Testing
+@testable import Rules
+
+/// Drives an evaluator the way the proxy does (begin, parts, end), without any I/O.
+private struct Request {
+    var evaluator: PolicyEvaluator
+    var index = 0
+
+    init(_ source: String, path: String = "/up", method: String = "POST") throws {
+        evaluator = PolicyEvaluator(policy: try policy(source))
+        _ = evaluator.begin(method: method, path: path, contentType: "multipart/form-data; boundary=x",
+                            contentLength: nil)
+    }
+
+    /// One whole part; returns its final action.
+    @discardableResult
+    mutating func part(_ name: String, filename: String? = nil, type: String? = nil, bytes: Int = 0,
+                       sniffed: String? = nil) -> PolicyEvaluator.Action {
+        let decision = evaluator.partBegin(index: index, name: name, filename: filename, declaredType: type,
+                                           anomalies: MultipartAnomalies())
+        index += 1
+        if case .reject = decision.action { return decision.action }
+        if bytes > 0 { _ = evaluator.partData(count: bytes) }
+        if let sniffed { _ = evaluator.partSniffed(type: sniffed) }
+        return evaluator.partEnd()
+    }
+
+    var kinds: [String] { evaluator.findings.map(\.violation.kind.name) }
+}
+
+private func rejection(_ action: PolicyEvaluator.Action) -> (kind: String, status: Int)? {
+    if case .reject(let violation) = action { return (violation.kind.name, violation.status) }
+    return nil
+}
+
+private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .forward }
+
+// MARK: - 1. Sizes
+
+@Suite struct SizeUnitTests {
+    @Test func nginxStyleSingleLetterUnitsAreBinary() {
+        #expect(ByteSize.parse("10k") == 10 << 10)
+        #expect(ByteSize.parse("10K") == 10 << 10)
+        #expect(ByteSize.parse("10m") == 10 << 20)
+        #expect(ByteSize.parse("10M") == 10 << 20)
+        #expect(ByteSize.parse("1g") == 1 << 30)
+        #expect(ByteSize.parse("1G") == 1 << 30)
+        #expect(ByteSize.parse("1t") == 1 << 40)
+    }
+
+    @Test func binaryUnitsAreCaseInsensitive() {
+        #expect(ByteSize.parse("10mib") == 10 << 20)
+        #expect(ByteSize.parse("10MIB") == 10 << 20)
+        #expect(ByteSize.parse("2kib") == 2 << 10)
+        #expect(ByteSize.parse("512b") == 512)
+    }
+
+    @Test func decimalLookingUnitsAreRefused() {
+        for bad in ["10MB", "10mb", "10kB", "1GB", "10Mb", "10 m", "1.5m", "m", "10x"] {
+            #expect(ByteSize.parse(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func theMaximumIsOneTiBInclusiveWhateverTheUnit() {
+        #expect(ByteSize.parse("1TiB") == 1 << 40)
+        #expect(ByteSize.parse("1tib") == 1 << 40)
+        #expect(ByteSize.parse("1024GiB") == 1 << 40)
+        #expect(ByteSize.parse("1099511627776") == 1 << 40)
+        #expect(ByteSize.parse("1099511627777") == nil)
+        #expect(ByteSize.parse("2TiB") == nil)
+        #expect(ByteSize.parse("1025g") == nil)
+        #expect(ByteSize.format(1 << 40) == "1 TiB")
+    }
+
+    @Test func sizesInRuleFiles() throws {
+        let route = try policy("route / { body-max 1TiB; field a { max 10k; } file b { max 10m; } }").fallback
+        #expect(route.limits.bodyMax == 1 << 40)
+        #expect(route.fields[0].max == 10 << 10)
+        #expect(route.files[0].max == 10 << 20)
+    }
+}
