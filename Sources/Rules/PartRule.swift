@@ -19,6 +19,9 @@ public struct PartRule: Sendable, Hashable {
     public var location: SourceLocation
     /// The size limit of the part's data; fields default to 64 KiB, files to none (`body-max` bounds them).
     public var max: UInt64?
+    /// The smallest part data allowed (`min`; `not-empty` is `min 1`), nil for none. A "no file chosen"
+    /// part (empty filename, no data) is not a file and has no floor: `required` is for insisting on one.
+    public var min: UInt64?
     /// Whether the request must contain this part (never true for wildcards).
     public var required: Bool
     /// A regular expression the field value must contain a match for (`pattern`), fields only.
@@ -44,6 +47,7 @@ public struct PartRule: Sendable, Hashable {
         self.name = name
         self.location = location
         max = kind == .field ? Self.defaultFieldMax : nil
+        min = nil
         required = false
         pattern = nil
         repeatLimit = 1

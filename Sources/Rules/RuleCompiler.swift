@@ -224,6 +224,10 @@ struct RuleCompiler {
             switch directive.name {
             case "max":
                 if let size = size(arguments[0], directive) { rule.max = size }
+            case "min":
+                if let size = size(arguments[0], directive) { rule.min = Swift.max(rule.min ?? 0, size) }
+            case "not-empty":
+                rule.min = Swift.max(rule.min ?? 0, 1)
             case "required":
                 if isWildcard {
                     error(at: inner.name, "'required' cannot apply to a wildcard rule")
@@ -257,6 +261,11 @@ struct RuleCompiler {
                 // Unreachable from requests: rule files only; the directive table and handlers are tested together.
                 preconditionFailure("directive '\(directive.name)' validated for a context it has no handler in")
             }
+        }
+        if let min = rule.min, let max = rule.max, min > max {
+            diagnostics.append(Diagnostic(.warning, at: statement.location,
+                "\(kind.rawValue) '\(nameToken.text)' min \(ByteSize.format(min)) is above its max "
+                    + "\(ByteSize.format(max)): it can never pass"))
         }
         if let max = rule.max, max > route.limits.bodyMax {
             diagnostics.append(Diagnostic(.warning, at: statement.location,

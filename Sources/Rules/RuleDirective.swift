@@ -64,6 +64,8 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("field", [.route], arguments: 1...1, block: .optional, unique: false),
         RuleDirective("file", [.route], arguments: 1...1, block: .optional, unique: false),
         RuleDirective("max", [.field, .file], arguments: 1...1, bounds: 0...ByteSize.maximum),
+        RuleDirective("min", [.field, .file], arguments: 1...1, bounds: 0...ByteSize.maximum),
+        RuleDirective("not-empty", [.field, .file], arguments: 0...0),
         RuleDirective("required", [.field, .file], arguments: 0...0),
         RuleDirective("pattern", [.field], arguments: 1...1),
         RuleDirective("repeat", [.field, .file], arguments: 1...1, bounds: 1...10_000),

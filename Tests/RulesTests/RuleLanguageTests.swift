@@ -80,3 +80,73 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
         #expect(route.files[0].max == 10 << 20)
     }
 }
+
+// MARK: - 2. Size floors
+
+@Suite struct SizeFloorTests {
+    static let rules = """
+        route /up {
+            file doc { min 1KiB; }
+            file photo { not-empty; }
+            field note { min 3; }
+            field title { not-empty; }
+        }
+        """
+
+    @Test func aFileBelowItsMinIsFileTooSmall() throws {
+        var request = try Request(Self.rules)
+        let verdict = rejection(request.part("doc", filename: "a.txt", bytes: 1023))
+        #expect(verdict?.kind == "file_too_small" && verdict?.status == 422)
+        #expect(request.evaluator.findings.first?.violation.limit == 1024)
+        var enough = try Request(Self.rules)
+        #expect(isForward(enough.part("doc", filename: "a.txt", bytes: 1024)))
+    }
+
+    @Test func aFieldBelowItsMinIsFieldTooSmall() throws {
+        var request = try Request(Self.rules)
+        #expect(rejection(request.part("note", bytes: 2))?.kind == "field_too_small")
+        var enough = try Request(Self.rules)
+        #expect(isForward(enough.part("note", bytes: 3)))
+    }
+
+    @Test func notEmptyRefusesAnEmptyFileButNotNoFileChosen() throws {
+        var empty = try Request(Self.rules)
+        #expect(rejection(empty.part("photo", filename: "leer.png", bytes: 0))?.kind == "file_too_small")
+        // filename="" with no data is a file input left empty: not a file, so no floor applies to it.
+        var none = try Request(Self.rules)
+        #expect(isForward(none.part("photo", filename: "", bytes: 0)))
+        #expect(isForward(none.part("doc", filename: "", bytes: 0)))
+        var data = try Request(Self.rules)
+        #expect(isForward(data.part("photo", filename: "a.png", bytes: 1)))
+    }
+
+    @Test func notEmptyOnAField() throws {
+        var request = try Request(Self.rules)
+        #expect(rejection(request.part("title", bytes: 0))?.kind == "field_too_small")
+    }
+
+    @Test func floorsFollowTheRuleAction() throws {
+        var request = try Request("route /up { file doc { min 10; action strip; } }")
+        let decision = request.evaluator.partBegin(index: 0, name: "doc", filename: "a.txt", declaredType: nil,
+                                                   anomalies: MultipartAnomalies())
+        #expect(decision.mustHold)
+        _ = request.evaluator.partData(count: 5)
+        if case .strip(let violation) = request.evaluator.partEnd() {
+            #expect(violation.kind.name == "file_too_small")
+        } else {
+            Issue.record("not stripped")
+        }
+        #expect(isForward(request.evaluator.end()))
+    }
+
+    @Test func theNewKindsAreInTheTable() {
+        #expect(ViolationKind(name: "file_too_small")?.status == 422)
+        #expect(ViolationKind(name: "field_too_small")?.status == 422)
+    }
+
+    @Test func aMinAboveTheMaxIsAWarning() {
+        #expect(rendered("route / { file a { min 2KiB; max 1KiB; } }") == [
+            "t.rules:1:11: warning: file 'a' min 2 KiB is above its max 1 KiB: it can never pass",
+        ])
+    }
+}
