@@ -158,7 +158,7 @@ extension PolicyEvaluator {
             let noun = part.isFile ? "file" : "field"
             let violation = partViolation(.unknownPart, part, rule: route.location,
                                           detail: "no rule for \(noun) \(described)")
-            switch route.unknown {
+            switch route.unknownAction(isFile: part.isFile) {
             case .reject: if fold(violate(violation, .reject)) { return action }
             case .strip: _ = fold(violate(violation, .strip))
             case .allow: break

@@ -113,6 +113,10 @@ struct RuleCompiler {
             if let value = number(arguments[0], directive) { route.limits.fieldsMax = Int(value) }
         case "unknown":
             if let action: UnknownAction = keyword(arguments[0], what: "action") { route.unknown = action }
+        case "unknown-fields":
+            if let action: UnknownAction = keyword(arguments[0], what: "action") { route.unknownFields = action }
+        case "unknown-files":
+            if let action: UnknownAction = keyword(arguments[0], what: "action") { route.unknownFiles = action }
         case "upstream-body":
             if let mode: UpstreamBodyMode = keyword(arguments[0], what: "upstream body mode") {
                 route.upstreamBody = mode
@@ -183,6 +187,12 @@ struct RuleCompiler {
             }
         }
         route.anomalies = defaults.anomalies.overridden(by: overrides)
+        // A route's `unknown` beats the main context's `unknown-fields` / `unknown-files`: route over main first,
+        // then the specific setting over the general one.
+        if seen["unknown"] != nil {
+            if seen["unknown-fields"] == nil { route.unknownFields = nil }
+            if seen["unknown-files"] == nil { route.unknownFiles = nil }
+        }
 
         var names: [String: SourceLocation] = [:]
         for inner in partStatements {

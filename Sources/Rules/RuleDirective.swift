@@ -60,6 +60,8 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("files-max", [.main, .route], arguments: 1...1, bounds: 0...10_000),
         RuleDirective("fields-max", [.main, .route], arguments: 1...1, bounds: 0...100_000),
         RuleDirective("unknown", [.main, .route], arguments: 1...1),
+        RuleDirective("unknown-fields", [.main, .route], arguments: 1...1),
+        RuleDirective("unknown-files", [.main, .route], arguments: 1...1),
         RuleDirective("upstream-body", [.main, .route], arguments: 1...1),
         RuleDirective("field", [.route], arguments: 1...1, block: .optional, unique: false),
         RuleDirective("file", [.route], arguments: 1...1, block: .optional, unique: false),

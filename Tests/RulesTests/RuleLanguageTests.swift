@@ -150,3 +150,49 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
         ])
     }
 }
+
+// MARK: - 3. Unknown fields and files
+
+@Suite struct UnknownKindTests {
+    @Test func fieldsAndFilesAreHandledSeparately() throws {
+        let rules = "route /up { unknown-fields allow; unknown-files reject; }"
+        var field = try Request(rules)
+        #expect(isForward(field.part("comment", bytes: 3)))
+        #expect(field.kinds.isEmpty)
+        var file = try Request(rules)
+        #expect(rejection(file.part("x", filename: "x.txt", bytes: 3))?.kind == "unknown_part")
+    }
+
+    @Test func theSpecificSettingBeatsUnknown() throws {
+        let rules = "route /up { unknown reject; unknown-files strip; }"
+        var file = try Request(rules)
+        if case .strip(let violation) = file.part("x", filename: "x.txt", bytes: 3) {
+            #expect(violation.kind.name == "unknown_part")
+        } else {
+            Issue.record("not stripped")
+        }
+        #expect(rejection(file.part("f", bytes: 1))?.kind == "unknown_part")
+    }
+
+    @Test func aRoutesUnknownBeatsTheMainContextsSpecificSetting() throws {
+        let source = "unknown-fields allow;\nroute /up { unknown reject; }\nroute /other { }"
+        var up = try Request(source)
+        #expect(rejection(up.part("f", bytes: 1))?.kind == "unknown_part")
+        var other = try Request(source, path: "/other")
+        #expect(isForward(other.part("f", bytes: 1)))
+        #expect(rejection(other.part("g", filename: "g.txt", bytes: 1))?.kind == "unknown_part")
+        let compiled = try policy(source)
+        #expect(compiled.route(for: "/up")?.unknownAction(isFile: false) == .reject)
+        #expect(compiled.route(for: "/other")?.unknownAction(isFile: false) == .allow)
+        #expect(compiled.fallback.unknownAction(isFile: false) == .reject)
+        // The implicit fallback never forwards a form part unfiltered.
+        var fallback = try Request(source, path: "/nowhere")
+        #expect(rejection(fallback.part("f", bytes: 1))?.kind == "unknown_part")
+    }
+
+    @Test func badKeywords() {
+        #expect(rendered("route / { unknown-files keep; }") == [
+            "t.rules:1:25: error: unknown action 'keep': expected reject, strip or allow",
+        ])
+    }
+}
