@@ -79,7 +79,10 @@ public struct PolicyEvaluator {
         return nil
     }
 
-    var isMonitoring: Bool { policy.mode == .monitor }
+    /// The mode this request is judged in: its route's `mode`, else the policy's.
+    public var mode: PolicyMode { route?.mode ?? policy.mode }
+
+    var isMonitoring: Bool { mode == .monitor }
 
     // MARK: - Request
 

@@ -39,6 +39,8 @@ public struct Route: Sendable, Hashable {
     public var contentTypes: [MediaTypePattern]
     /// Body size and count limits.
     public var limits: RouteLimits
+    /// The route's own `mode`; nil: the policy's.
+    public var mode: PolicyMode?
     /// What happens to a part no rule names (`unknown`), unless `unknownFields` / `unknownFiles` say otherwise.
     public var unknown: UnknownAction
     /// What happens to a field no rule names (`unknown-fields`); nil: `unknown`.
@@ -71,6 +73,7 @@ public struct Route: Sendable, Hashable {
         methods = nil
         contentTypes = Self.defaultContentTypes
         limits = RouteLimits()
+        mode = nil
         unknown = .reject
         unknownFields = nil
         unknownFiles = nil

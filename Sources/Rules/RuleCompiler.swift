@@ -182,6 +182,8 @@ struct RuleCompiler {
                 partStatements.append(inner)
             case "anomaly":
                 if let (flag, action) = anomaly(inner, seen: &anomalySeen) { overrides[flag] = action }
+            case "mode":
+                if let mode: PolicyMode = keyword(inner.arguments[0], what: "mode") { route.mode = mode }
             default:
                 routeSetting(inner, directive, into: &route)
             }

@@ -50,7 +50,7 @@ public struct RuleDirective: Sendable, Hashable {
     /// Every directive. Limits in the main context are defaults for every route.
     public static let table: [RuleDirective] = [
         RuleDirective("include", [.main], arguments: 1...1, unique: false),
-        RuleDirective("mode", [.main], arguments: 1...1),
+        RuleDirective("mode", [.main, .route], arguments: 1...1),
         RuleDirective("anomaly", [.main, .route], arguments: 2...2, unique: false),
         RuleDirective("route", [.main], arguments: 1...1, block: .required, unique: false),
         RuleDirective("methods", [.route], arguments: 1...many),

@@ -196,3 +196,30 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
         ])
     }
 }
+
+// MARK: - 4. Per-route mode
+
+@Suite struct RouteModeTests {
+    static let rules = """
+        mode enforce;
+        route /up { mode monitor; field a { max 1; } }
+        route /strict { field a { max 1; } }
+        """
+
+    @Test func aRoutesModeBeatsTheMainOne() throws {
+        var monitored = try Request(Self.rules)
+        #expect(isForward(monitored.part("a", bytes: 5)))
+        #expect(monitored.evaluator.mode == .monitor)
+        #expect(monitored.evaluator.wouldReject?.kind.name == "field_too_large")
+        var enforced = try Request(Self.rules, path: "/strict")
+        #expect(rejection(enforced.part("a", bytes: 5))?.kind == "field_too_large")
+    }
+
+    @Test func anEnforcingRouteUnderAMonitoringPolicy() throws {
+        let rules = "mode monitor;\nroute /up { mode enforce; field a { max 1; } }\nroute /x { field a { max 1; } }"
+        var enforced = try Request(rules)
+        #expect(rejection(enforced.part("a", bytes: 5))?.kind == "field_too_large")
+        var monitored = try Request(rules, path: "/x")
+        #expect(isForward(monitored.part("a", bytes: 5)))
+    }
+}
