@@ -34,6 +34,8 @@ public struct PartRule: Sendable, Hashable {
     public var extensions: [String]
     /// What happens when the part breaks this rule.
     public var action: RuleAction
+    /// The status a violation of this rule answers with (`status`, 400–499); nil: the kind's own.
+    public var status: Int?
     /// How filename problems are handled (inherited from the route unless set).
     public var filename: FilenameHandling
     /// Filename problems tolerated (`allow-filename`, route's and rule's together).
@@ -54,6 +56,7 @@ public struct PartRule: Sendable, Hashable {
         types = []
         extensions = []
         action = .reject
+        status = nil
         filename = .reject
         allowedFilenameProblems = []
         allowTypeMismatch = false

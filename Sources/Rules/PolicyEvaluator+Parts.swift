@@ -349,8 +349,10 @@ extension PolicyEvaluator {
 
     private func partViolation(_ kind: ViolationKind, _ part: Part, rule: SourceLocation? = nil, detail: String,
                                limit: UInt64? = nil) -> Violation {
-        Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.location,
-                  detail: detail, limit: limit)
+        // A rule's `status` applies to the violations of that rule, not to route-level ones (counts, anomalies).
+        let ownRule = rule == nil || rule == part.rule?.location
+        return Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.location,
+                         detail: detail, limit: limit, statusOverride: ownRule ? part.rule?.status : nil)
     }
 
     /// Whether `types` allow `mediaType`, as sent or under its canonical alias (`image/jpg` = `image/jpeg`).

@@ -261,6 +261,8 @@ struct RuleCompiler {
                 rule.extensions = extensions(arguments)
             case "action":
                 if let action: RuleAction = keyword(arguments[0], what: "action") { rule.action = action }
+            case "status":
+                if let value = number(arguments[0], directive) { rule.status = Int(value) }
             case "filename":
                 if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
                     rule.filename = handling

@@ -74,6 +74,7 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("types", [.file], arguments: 1...many),
         RuleDirective("extensions", [.file], arguments: 1...many),
         RuleDirective("action", [.field, .file], arguments: 1...1),
+        RuleDirective("status", [.field, .file], arguments: 1...1, bounds: 400...499),
         RuleDirective("filename", [.main, .route, .file], arguments: 1...1),
         RuleDirective("allow-filename", [.main, .route, .file], arguments: 1...many, unique: false),
         RuleDirective("allow-type-mismatch", [.main, .route, .file], arguments: 0...0),

@@ -223,3 +223,42 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
         #expect(isForward(monitored.part("a", bytes: 5)))
     }
 }
+
+// MARK: - 5. Status overrides
+
+@Suite struct StatusOverrideTests {
+    @Test func aRulesStatusReplacesTheViolationsStatus() throws {
+        let rules = """
+            route /up {
+                file doc { max 10; types application/pdf; status 400; }
+                field a { required; status 409; }
+                field b { max 1; }
+            }
+            """
+        var large = try Request(rules)
+        let tooLarge = rejection(large.part("doc", filename: "a.pdf", bytes: 11))
+        #expect(tooLarge?.kind == "file_too_large" && tooLarge?.status == 400)
+        var typed = try Request(rules)
+        #expect(rejection(typed.part("doc", filename: "a.pdf", bytes: 5, sniffed: "image/png"))?.status == 400)
+        var missing = try Request(rules)
+        let missed = rejection(missing.evaluator.end())
+        #expect(missed?.kind == "missing_required" && missed?.status == 409)
+        var other = try Request(rules)
+        #expect(rejection(other.part("b", bytes: 2))?.status == 413)
+    }
+
+    @Test func routeLevelViolationsKeepTheirStatus() throws {
+        var request = try Request("route /up { files-max 0; file doc { status 400; } }")
+        let verdict = rejection(request.part("doc", filename: "a.pdf", bytes: 1))
+        #expect(verdict?.kind == "too_many_files" && verdict?.status == 413)
+    }
+
+    @Test func statusBounds() {
+        #expect(rendered("route / { file a { status 500; } }") == [
+            "t.rules:1:27: error: 'status' must be between 400 and 499, got 500",
+        ])
+        #expect(rendered("route / { field a { status 399; } }") == [
+            "t.rules:1:28: error: 'status' must be between 400 and 499, got 399",
+        ])
+    }
+}
