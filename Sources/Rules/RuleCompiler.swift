@@ -6,7 +6,7 @@ import Multipart
 /// written), then each route, its settings first and its part rules second (so rules inherit the
 /// route's filename settings wherever they are written).
 struct RuleCompiler {
-    private(set) var diagnostics: [Diagnostic] = []
+    var diagnostics: [Diagnostic] = []
 
     mutating func compile(_ statements: [RuleStatement]) -> Policy {
         var policy = Policy()
@@ -213,6 +213,7 @@ struct RuleCompiler {
             case (.file, .none): route.otherFiles = rule
             }
         }
+        warnNeverPass(route, text: text, location: statement.location)
         return route
     }
 
