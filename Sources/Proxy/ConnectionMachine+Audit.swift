@@ -9,7 +9,7 @@ extension ConnectionMachine {
                      violation: Violation? = nil) -> AuditRecord? {
         guard config.audit != nil else { return nil }
         let evaluator = ex.form?.evaluator ?? ex.urlencoded?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
-        let monitoring = evaluator?.policy.mode == .monitor
+        let monitoring = evaluator?.mode == .monitor
         // The decision follows what happened, never a guess from the status alone.
         let decision: AuditRecord.Decision
         if violation != nil {

@@ -1,18 +1,30 @@
-/// Parsing and formatting of byte sizes as written in rule files (`512`, `64KiB`, `10MiB`, `1GiB`).
+/// Parsing and formatting of byte sizes as written in rule files (`512`, `64KiB`, `10m`, `1GiB`, `1TiB`).
 public enum ByteSize {
     /// The largest size a rule may name: 1 TiB.
     public static let maximum: UInt64 = 1 << 40
 
-    private static let units: [(suffix: String, shift: UInt64)] = [("GiB", 30), ("MiB", 20), ("KiB", 10), ("B", 0)]
+    private static let units: [(suffix: String, shift: UInt64)] = [
+        ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10), ("B", 0),
+    ]
 
-    /// Parses `digits[unit]` with unit `B`, `KiB`, `MiB` or `GiB` (none means bytes).
+    /// Accepted units, lowercased, longest first: binary multiples only, nginx's single letters included.
+    private static let parseUnits: [(suffix: String, shift: UInt64)] = [
+        ("tib", 40), ("gib", 30), ("mib", 20), ("kib", 10), ("t", 40), ("g", 30), ("m", 20), ("k", 10), ("b", 0),
+    ]
+
+    /// The accepted units, for diagnostics.
+    static let unitsDescription = "B, k/KiB, m/MiB, g/GiB or t/TiB (binary, any case)"
+
+    /// Parses `digits[unit]`; units are binary and case-insensitive: `B`, `k`/`KiB`, `m`/`MiB`, `g`/`GiB`,
+    /// `t`/`TiB` (nginx's `10m` is 10 MiB). None means bytes.
     ///
-    /// Returns nil for anything else: signs, fractions, decimal units (`MB` is ambiguous), overflow,
-    /// or a value above `maximum`.
+    /// Returns nil for anything else: signs, fractions, decimal-looking units (`MB`, `kb`: some read them as
+    /// powers of 10), overflow, or a value above `maximum` (1 TiB, which itself is accepted).
     public static func parse(_ text: String) -> UInt64? {
         var digits = Substring(text)
         var shift: UInt64 = 0
-        for unit in units where digits.hasSuffix(unit.suffix) {
+        let lowered = text.lowercased()
+        for unit in parseUnits where lowered.hasSuffix(unit.suffix) {
             digits = digits.dropLast(unit.suffix.count)
             shift = unit.shift
             break

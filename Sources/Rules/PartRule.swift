@@ -19,6 +19,9 @@ public struct PartRule: Sendable, Hashable {
     public var location: SourceLocation
     /// The size limit of the part's data; fields default to 64 KiB, files to none (`body-max` bounds them).
     public var max: UInt64?
+    /// The smallest part data allowed (`min`; `not-empty` is `min 1`), nil for none. A "no file chosen"
+    /// part (empty filename, no data) is not a file and has no floor: `required` is for insisting on one.
+    public var min: UInt64?
     /// Whether the request must contain this part (never true for wildcards).
     public var required: Bool
     /// A regular expression the field value must contain a match for (`pattern`), fields only.
@@ -31,6 +34,8 @@ public struct PartRule: Sendable, Hashable {
     public var extensions: [String]
     /// What happens when the part breaks this rule.
     public var action: RuleAction
+    /// The status a violation of this rule answers with (`status`, 400–499); nil: the kind's own.
+    public var status: Int?
     /// How filename problems are handled (inherited from the route unless set).
     public var filename: FilenameHandling
     /// Filename problems tolerated (`allow-filename`, route's and rule's together).
@@ -44,12 +49,14 @@ public struct PartRule: Sendable, Hashable {
         self.name = name
         self.location = location
         max = kind == .field ? Self.defaultFieldMax : nil
+        min = nil
         required = false
         pattern = nil
         repeatLimit = 1
         types = []
         extensions = []
         action = .reject
+        status = nil
         filename = .reject
         allowedFilenameProblems = []
         allowTypeMismatch = false

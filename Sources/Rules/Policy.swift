@@ -31,6 +31,8 @@ public struct Policy: Sendable, Hashable {
         // A constant pattern: the unwrap cannot fail.
         route.contentTypes = [MediaTypePattern("*/*")!]
         route.unknown = .reject
+        route.unknownFields = nil
+        route.unknownFiles = nil
         return route
     }
 

@@ -158,7 +158,7 @@ extension PolicyEvaluator {
             let noun = part.isFile ? "file" : "field"
             let violation = partViolation(.unknownPart, part, rule: route.location,
                                           detail: "no rule for \(noun) \(described)")
-            switch route.unknown {
+            switch route.unknownAction(isFile: part.isFile) {
             case .reject: if fold(violate(violation, .reject)) { return action }
             case .strip: _ = fold(violate(violation, .strip))
             case .allow: break
@@ -262,6 +262,17 @@ extension PolicyEvaluator {
     private mutating func checkPartEnd(_ part: inout Part) -> Action {
         guard let rule = part.rule, !isStripped(part) else { return .forward }
         let outcome = Finding.Outcome(rule.action)
+        // `min` / `not-empty`: judged at the end, when the size is known. "No file chosen" (an empty filename and
+        // no data) is not a file, so it has no floor; `required` is what insists on a file.
+        let noFileChosen = part.isFile && part.filename?.isEmpty == true && part.size == 0
+        if let min = rule.min, part.size < min, !noFileChosen {
+            let detail = part.size == 0 ? "\(rule.kind.rawValue) is empty" : "\(part.size) B < \(min) B"
+            let violation = partViolation(rule.kind == .file ? .fileTooSmall : .fieldTooSmall, part,
+                                          detail: min == 1 && part.size == 0 ? detail + " (not-empty)" : detail,
+                                          limit: min)
+            let action = violate(violation, outcome)
+            if action != .forward { return action }
+        }
         // An empty file ("no file chosen" or a named 0-byte file) has no content to sniff.
         if part.isFile, !rule.types.isEmpty, !part.sniffed, part.size > 0 {
             let violation = partViolation(.typeNotAllowed, part, detail: "content type was not sniffed")
@@ -301,7 +312,7 @@ extension PolicyEvaluator {
             }
             return pending
         }
-        if rule.max != nil { pending.insert(.size) }
+        if rule.max != nil || rule.min != nil { pending.insert(.size) }
         if part.isFile, !rule.types.isEmpty
             || (!rule.allowTypeMismatch && part.declaredType.map(MediaTypeCompatibility.isGeneric) == false) {
             pending.insert(.type)
@@ -338,8 +349,10 @@ extension PolicyEvaluator {
 
     private func partViolation(_ kind: ViolationKind, _ part: Part, rule: SourceLocation? = nil, detail: String,
                                limit: UInt64? = nil) -> Violation {
-        Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.location,
-                  detail: detail, limit: limit)
+        // A rule's `status` applies to the violations of that rule, not to route-level ones (counts, anomalies).
+        let ownRule = rule == nil || rule == part.rule?.location
+        return Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.location,
+                         detail: detail, limit: limit, statusOverride: ownRule ? part.rule?.status : nil)
     }
 
     /// Whether `types` allow `mediaType`, as sent or under its canonical alias (`image/jpg` = `image/jpeg`).

@@ -55,7 +55,7 @@ extension PolicyEvaluator {
         public let rawValue: UInt8
         /// Creates a set from its raw value.
         public init(rawValue: UInt8) { self.rawValue = rawValue }
-        /// The rule has a `max`: `partData(count:)` may still cross it.
+        /// The rule has a `max` (`partData(count:)` may still cross it) or a `min` (judged by `partEnd()`).
         public static let size = PendingChecks(rawValue: 1 << 0)
         /// Types or a type mismatch must be checked: call `partSniffed(type:)` with the first bytes' type.
         public static let type = PendingChecks(rawValue: 1 << 1)

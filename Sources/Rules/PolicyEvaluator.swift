@@ -79,7 +79,10 @@ public struct PolicyEvaluator {
         return nil
     }
 
-    var isMonitoring: Bool { policy.mode == .monitor }
+    /// The mode this request is judged in: its route's `mode`, else the policy's.
+    public var mode: PolicyMode { route?.mode ?? policy.mode }
+
+    var isMonitoring: Bool { mode == .monitor }
 
     // MARK: - Request
 
@@ -179,7 +182,8 @@ public struct PolicyEvaluator {
             for rule in route.requiredRules {
                 guard let name = rule.name, !body.satisfied.contains(Self.key(rule.kind, name)) else { continue }
                 let violation = Violation(kind: .missingRequired, part: name, rule: rule.location,
-                                          detail: "required \(rule.kind.rawValue) '\(name)' is missing")
+                                          detail: "required \(rule.kind.rawValue) '\(name)' is missing",
+                                          statusOverride: rule.status)
                 let action = violate(violation, rule.action == .log ? .log : .reject)
                 if case .reject = action { return action }
             }

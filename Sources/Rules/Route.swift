@@ -42,8 +42,14 @@ public struct Route: Sendable, Hashable {
     public var contentTypes: [MediaTypePattern]
     /// Body size and count limits.
     public var limits: RouteLimits
-    /// What happens to a part no rule names.
+    /// The route's own `mode`; nil: the policy's.
+    public var mode: PolicyMode?
+    /// What happens to a part no rule names (`unknown`), unless `unknownFields` / `unknownFiles` say otherwise.
     public var unknown: UnknownAction
+    /// What happens to a field no rule names (`unknown-fields`); nil: `unknown`.
+    public var unknownFields: UnknownAction?
+    /// What happens to a file no rule names (`unknown-files`); nil: `unknown`.
+    public var unknownFiles: UnknownAction?
     /// Anomaly actions: the route's `anomaly` overrides over the global ones over the defaults.
     public var anomalies: AnomalyActions
     /// Named field rules, in file order.
@@ -75,7 +81,10 @@ public struct Route: Sendable, Hashable {
         methods = nil
         contentTypes = Self.defaultContentTypes
         limits = RouteLimits()
+        mode = nil
         unknown = .reject
+        unknownFields = nil
+        unknownFiles = nil
         anomalies = AnomalyActions()
         fields = []
         files = []
@@ -102,6 +111,9 @@ public struct Route: Sendable, Hashable {
         }
         return isFile ? otherFiles : otherFields
     }
+
+    /// What happens to an unknown part of this kind: `unknown-files` / `unknown-fields`, else `unknown`.
+    public func unknownAction(isFile: Bool) -> UnknownAction { (isFile ? unknownFiles : unknownFields) ?? unknown }
 
     /// The rules with `required`.
     public var requiredRules: [PartRule] { (fields + files).filter(\.required) }

@@ -30,7 +30,14 @@ public enum RuleChecker {
                                diagnostics: [Diagnostic]) -> (policy: Policy?, diagnostics: [Diagnostic]) {
         var compiler = RuleCompiler()
         let policy = compiler.compile(statements)
-        let all = diagnostics + compiler.diagnostics
+        // Sorted by file, line and column (stable: two at one position keep the order they were found in).
+        let all = (diagnostics + compiler.diagnostics).enumerated().sorted { a, b in
+            let (x, y) = (a.element, b.element)
+            if x.file != y.file { return x.file < y.file }
+            if x.line != y.line { return x.line < y.line }
+            if x.column != y.column { return x.column < y.column }
+            return a.offset < b.offset
+        }.map(\.element)
         return (all.contains { $0.severity == .error } ? nil : policy, all)
     }
 }

@@ -6,7 +6,7 @@ import Multipart
 /// written), then each route, its settings first and its part rules second (so rules inherit the
 /// route's filename settings wherever they are written).
 struct RuleCompiler {
-    private(set) var diagnostics: [Diagnostic] = []
+    var diagnostics: [Diagnostic] = []
 
     mutating func compile(_ statements: [RuleStatement]) -> Policy {
         var policy = Policy()
@@ -113,6 +113,10 @@ struct RuleCompiler {
             if let value = number(arguments[0], directive) { route.limits.fieldsMax = Int(value) }
         case "unknown":
             if let action: UnknownAction = keyword(arguments[0], what: "action") { route.unknown = action }
+        case "unknown-fields":
+            if let action: UnknownAction = keyword(arguments[0], what: "action") { route.unknownFields = action }
+        case "unknown-files":
+            if let action: UnknownAction = keyword(arguments[0], what: "action") { route.unknownFiles = action }
         case "upstream-body":
             if let mode: UpstreamBodyMode = keyword(arguments[0], what: "upstream body mode") {
                 route.upstreamBody = mode
@@ -186,11 +190,19 @@ struct RuleCompiler {
                 partStatements.append(inner)
             case "anomaly":
                 if let (flag, action) = anomaly(inner, seen: &anomalySeen) { overrides[flag] = action }
+            case "mode":
+                if let mode: PolicyMode = keyword(inner.arguments[0], what: "mode") { route.mode = mode }
             default:
                 routeSetting(inner, directive, into: &route)
             }
         }
         route.anomalies = defaults.anomalies.overridden(by: overrides)
+        // A route's `unknown` beats the main context's `unknown-fields` / `unknown-files`: route over main first,
+        // then the specific setting over the general one.
+        if seen["unknown"] != nil {
+            if seen["unknown-fields"] == nil { route.unknownFields = nil }
+            if seen["unknown-files"] == nil { route.unknownFiles = nil }
+        }
 
         var names: [String: SourceLocation] = [:]
         for inner in partStatements {
@@ -209,6 +221,7 @@ struct RuleCompiler {
             case (.file, .none): route.otherFiles = rule
             }
         }
+        warnNeverPass(route, text: text, location: statement.location)
         return route
     }
 
@@ -232,6 +245,10 @@ struct RuleCompiler {
             switch directive.name {
             case "max":
                 if let size = size(arguments[0], directive) { rule.max = size }
+            case "min":
+                if let size = size(arguments[0], directive) { rule.min = Swift.max(rule.min ?? 0, size) }
+            case "not-empty":
+                rule.min = Swift.max(rule.min ?? 0, 1)
             case "required":
                 if isWildcard {
                     error(at: inner.name, "'required' cannot apply to a wildcard rule")
@@ -253,6 +270,8 @@ struct RuleCompiler {
                 rule.extensions = extensions(arguments)
             case "action":
                 if let action: RuleAction = keyword(arguments[0], what: "action") { rule.action = action }
+            case "status":
+                if let value = number(arguments[0], directive) { rule.status = Int(value) }
             case "filename":
                 if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
                     rule.filename = handling
@@ -265,6 +284,11 @@ struct RuleCompiler {
                 // Unreachable from requests: rule files only; the directive table and handlers are tested together.
                 preconditionFailure("directive '\(directive.name)' validated for a context it has no handler in")
             }
+        }
+        if let min = rule.min, let max = rule.max, min > max {
+            diagnostics.append(Diagnostic(.warning, at: statement.location,
+                "\(kind.rawValue) '\(nameToken.text)' min \(ByteSize.format(min)) is above its max "
+                    + "\(ByteSize.format(max)): it can never pass"))
         }
         if let max = rule.max, max > route.limits.bodyMax {
             diagnostics.append(Diagnostic(.warning, at: statement.location,
@@ -283,7 +307,7 @@ struct RuleCompiler {
     private mutating func size(_ token: RuleToken, _ directive: RuleDirective) -> UInt64? {
         guard let value = ByteSize.parse(token.text) else {
             error(at: token, "bad size '\(token.text)' for '\(directive.name)': expected a whole number with an "
-                + "optional unit B, KiB, MiB or GiB, at most 1 TiB")
+                + "optional unit \(ByteSize.unitsDescription), at most \(ByteSize.format(ByteSize.maximum))")
             return nil
         }
         return value

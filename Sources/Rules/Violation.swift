@@ -12,20 +12,23 @@ public struct Violation: Sendable, Hashable, CustomStringConvertible {
     public var detail: String
     /// The numeric limit that was crossed (bytes or a count), when there is one.
     public var limit: UInt64?
+    /// The broken rule's `status`, replacing the kind's; nil for the kind's own.
+    public var statusOverride: Int?
 
     /// Creates a violation.
     public init(kind: ViolationKind, part: String? = nil, partIndex: Int? = nil, rule: SourceLocation? = nil,
-                detail: String, limit: UInt64? = nil) {
+                detail: String, limit: UInt64? = nil, statusOverride: Int? = nil) {
         self.kind = kind
         self.part = part
         self.partIndex = partIndex
         self.rule = rule
         self.detail = detail
         self.limit = limit
+        self.statusOverride = statusOverride
     }
 
     /// The HTTP status for this violation.
-    public var status: Int { kind.status }
+    public var status: Int { statusOverride ?? kind.status }
 
     /// `kind part=… rule=file:line: detail`.
     public var description: String {

@@ -12,6 +12,10 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case fieldTooLarge
     /// 413: a file's data exceeds its `max`.
     case fileTooLarge
+    /// 422: a field's value is below its `min` (or empty under `not-empty`).
+    case fieldTooSmall
+    /// 422: a file's data is below its `min` (or empty under `not-empty`).
+    case fileTooSmall
     /// 413: more parts than `parts-max`.
     case tooManyParts
     /// 413: more file parts than `files-max`.
@@ -44,7 +48,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
 
     /// Every kind, anomalies and filename problems expanded.
     public static var allCases: [ViolationKind] {
-        [.methodNotAllowed, .contentTypeNotAllowed, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .tooManyParts,
+        [.methodNotAllowed, .contentTypeNotAllowed, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .fieldTooSmall,
+         .fileTooSmall, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .typeMismatch, .extensionNotAllowed,
          .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .internalError]
             + MultipartAnomaly.allCases.map(ViolationKind.anomaly)
@@ -59,6 +64,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .bodyTooLarge: return "body_too_large"
         case .fieldTooLarge: return "field_too_large"
         case .fileTooLarge: return "file_too_large"
+        case .fieldTooSmall: return "field_too_small"
+        case .fileTooSmall: return "file_too_small"
         case .tooManyParts: return "too_many_parts"
         case .tooManyFiles: return "too_many_files"
         case .tooManyFields: return "too_many_fields"
@@ -93,7 +100,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
              .filename(.dangerousExtension):
             return 415
         case .unknownPart: return 403
-        case .missingRequired, .patternMismatch: return 422
+        case .missingRequired, .patternMismatch, .fieldTooSmall, .fileTooSmall: return 422
         case .malformedBody, .anomaly, .filename: return 400
         case .internalError: return 500
         }

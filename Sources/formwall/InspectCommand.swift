@@ -191,7 +191,7 @@ enum InspectCommand: Command {
         evaluator = stage.evaluator
         switch failure {
         case nil:
-            decide(200, stage.modified ? "modified" : (evaluator?.policy.mode == .monitor
+            decide(200, stage.modified ? "modified" : (evaluator?.mode == .monitor
                                                         && !(evaluator?.findings.isEmpty ?? true) ? "monitor" : "allow"))
         case .malformed(let error):
             json["error"] = error.kind.rawValue
@@ -256,7 +256,7 @@ enum InspectCommand: Command {
         switch failure {
         case nil:
             let modified = urlencoded?.modified ?? false
-            let monitored = evaluator.policy.mode == .monitor && !evaluator.findings.isEmpty
+            let monitored = evaluator.mode == .monitor && !evaluator.findings.isEmpty
             record(200, modified ? "modified" : monitored ? "monitor" : "allow", evaluator, into: &json)
         case .malformed(let error):
             json["error"] = error.kind.rawValue

@@ -39,7 +39,7 @@ import Testing
     @Test func badSizeAndBadNumber() {
         #expect(rendered("route / {\n  body-max 10MB;\n}") == [
             "t.rules:2:12: error: bad size '10MB' for 'body-max': expected a whole number with an optional unit "
-                + "B, KiB, MiB or GiB, at most 1 TiB",
+                + "B, k/KiB, m/MiB, g/GiB or t/TiB (binary, any case), at most 1 TiB",
         ])
         let fraction = rendered("route / { field a { max 1.5KiB; } }")
         #expect(fraction.first?.hasPrefix("t.rules:1:25: error: bad size '1.5KiB'") == true)
@@ -173,5 +173,84 @@ import Testing
             ])
             #expect(error.description == "m.rules:1:6: error: unknown mode 'x': expected enforce or monitor")
         }
+    }
+}
+
+/// `formwall check` warnings for policies that can never pass: valid, so the policy still loads.
+@Suite struct NeverPassWarningTests {
+    @Test func filesMaxZeroWithAFileRule() throws {
+        let source = "route /up {\n    files-max 0;\n    file avatar { max 1MiB; }\n}"
+        #expect(rendered(source) == [
+            "t.rules:3:5: warning: file 'avatar' can never arrive: the route's files-max is 0",
+        ])
+        _ = try policy(source)
+        #expect(rendered("route /up { files-max 0; file * { } }") == [
+            "t.rules:1:26: warning: file '*' can never arrive: the route's files-max is 0",
+        ])
+    }
+
+    @Test func fewerFieldsAllowedThanRequired() {
+        let source = "route /up {\n    fields-max 1;\n    field a { required; }\n    field b { required; }\n    field c;\n}"
+        #expect(rendered(source) == [
+            "t.rules:1:1: warning: route '/up' can never pass: it requires 2 fields but fields-max is 1",
+        ])
+        #expect(rendered("route /up { fields-max 2; field a { required; } field b { required; } }").isEmpty)
+        #expect(rendered("route /up { files-max 1; file a { required; } file b { required; } }") == [
+            "t.rules:1:1: warning: route '/up' can never pass: it requires 2 files but files-max is 1",
+        ])
+    }
+
+    @Test func typesAndExtensionsWithoutOverlap() {
+        #expect(rendered("route /up {\n  file a { types image/png; extensions .pdf; }\n}") == [
+            "t.rules:2:3: warning: file 'a': types image/png and extensions .pdf have no type in common: "
+                + "only a file whose name contradicts its content can pass",
+        ])
+        #expect(rendered("route /up { file a { types image/*; extensions .pdf .docx; } }").count == 1)
+        // Overlap, or something the built-in table does not know, is not a warning.
+        #expect(rendered("route /up { file a { types image/png application/pdf; extensions .pdf; } }").isEmpty)
+        #expect(rendered("route /up { file a { types image/*; extensions .JPG; } }").isEmpty)
+        #expect(rendered("route /up { file a { types image/jpg; extensions .jpeg; } }").isEmpty)
+        #expect(rendered("route /up { file a { types application/x-custom; extensions .pdf; } }").isEmpty)
+        #expect(rendered("route /up { file a { types image/png; extensions .custom; } }").isEmpty)
+        #expect(rendered("route /up { file a { types */*; extensions .pdf; } }").isEmpty)
+    }
+
+    @Test func bodylessMethodsWithARequiredPart() {
+        #expect(rendered("route /up {\n  methods GET HEAD;\n  field q { required; }\n}") == [
+            "t.rules:3:3: warning: required field 'q' can never arrive: route '/up' allows only GET HEAD, "
+                + "which carry no form body",
+        ])
+        #expect(rendered("route /up { methods GET POST; field q { required; } }").isEmpty)
+        #expect(rendered("route /up { methods GET; field q; }").isEmpty)
+    }
+
+    @Test func warningsDoNotChangeTheExitStatusAndAreSortedByPosition() throws {
+        let source = """
+            route /b {
+                files-max 0;
+                file x;
+            }
+            route /a {
+                fields-max 0;
+                field y { required; }
+                file z { types image/png; extensions .pdf; }
+            }
+            """
+        let (policy, diagnostics) = compile(source)
+        #expect(policy != nil)
+        #expect(diagnostics.allSatisfy { $0.severity == .warning })
+        #expect(diagnostics.map { "\($0.line):\($0.column)" } == ["3:5", "5:1", "8:5"])
+    }
+
+    @Test func diagnosticsAreSortedByFileThenLineThenColumn() throws {
+        // The parser's error on line 3 used to come before the compiler's on line 1.
+        let diagnostics = compile("mode x;\nroute / { }\nroute /a { \"\n").diagnostics
+        let positions = diagnostics.map { [$0.line, $0.column] }
+        #expect(positions.count >= 2)
+        #expect(positions == positions.sorted { $0.lexicographicallyPrecedes($1) })
+        // A parse error in an included file used to come before the including file's compiler errors.
+        let directory = try temporaryDirectory(["b.rules": "route /b { \"\n", "a.rules": "include \"b.rules\";\nmode x;\n"])
+        let files = RuleChecker.check(paths: [directory + "/a.rules"]).map { ($0.file as NSString).lastPathComponent }
+        #expect(files.first == "a.rules" && files == files.sorted())
     }
 }

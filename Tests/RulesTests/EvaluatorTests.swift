@@ -793,6 +793,8 @@ extension PolicyEvaluator {
             (.bodyTooLarge, "body_too_large", 413),
             (.fieldTooLarge, "field_too_large", 413),
             (.fileTooLarge, "file_too_large", 413),
+            (.fieldTooSmall, "field_too_small", 422),
+            (.fileTooSmall, "file_too_small", 422),
             (.tooManyParts, "too_many_parts", 413),
             (.tooManyFiles, "too_many_files", 413),
             (.tooManyFields, "too_many_fields", 413),
@@ -816,7 +818,7 @@ extension PolicyEvaluator {
         }
         let names = ViolationKind.allCases.map(\.name)
         #expect(Set(names).count == names.count)
-        #expect(names.count == 17 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
+        #expect(names.count == 19 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
     }
 
     @Test func mimeCompatibility() {

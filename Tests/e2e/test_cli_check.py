@@ -48,7 +48,7 @@ def test_broken_file_gives_exact_diagnostics_and_exit_1(tmp_path):
     assert result.stderr.splitlines() == [
         f"{bad}:2:3: error: unknown directive 'bogus'",
         f"{bad}:3:12: error: bad size '12QB' for 'body-max': expected a whole number with an optional unit "
-        "B, KiB, MiB or GiB, at most 1 TiB",
+        "B, k/KiB, m/MiB, g/GiB or t/TiB (binary, any case), at most 1 TiB",
     ]
     assert result.stdout == "formwall check: 1 file, 2 errors, 0 warnings\n"
 
