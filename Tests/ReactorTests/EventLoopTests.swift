@@ -31,6 +31,25 @@ import Testing
         #expect(loop.timers.liveCount == 0)
     }
 
+    /// Two timers already due when the loop wakes fire in one batch; the first cancelling the second must
+    /// still prevent it (it used to fire: the batch was taken before any callback ran). Deterministic: both
+    /// deadlines are in the past before the loop runs.
+    @Test func aTimerCancelsALaterOneDueInTheSameBatch() throws {
+        let loop = try EventLoop()
+        var fired: [String] = []
+        let start = loop.now()
+        var second: TimerID?
+        loop.schedule(atNanoseconds: start) { loop in
+            fired.append("first")
+            if let second { loop.cancel(second) }
+        }
+        second = loop.schedule(atNanoseconds: start + 1) { _ in fired.append("second") }
+        var done = false
+        loop.schedule(atNanoseconds: start + 2) { _ in done = true }
+        #expect(try loop.run(until: { done }))
+        #expect(fired == ["first"])
+    }
+
     @Test func timerScheduledFromATimerFires() throws {
         let loop = try EventLoop()
         var chain: [Int] = []
