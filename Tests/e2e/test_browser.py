@@ -194,6 +194,23 @@ def assert_error_page(driver, audit: Path, *, status: int, reason: str, part: st
     return rec
 
 
+def bytes_read(pid: int) -> int:
+    """Bytes the process tree (supervisor and proxy process) read through read(2), sockets included."""
+    total = 0
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/io") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
 def test_allowed_upload_with_several_files_arrives_intact(chromium, site, tmp_path):
     fw, upstream, audit, page = site
     files = tmp_path / "files"
@@ -241,8 +258,21 @@ def test_too_large_file_shows_the_html_error_page(chromium, site, tmp_path, size
         f.truncate(size)  # sparse: no disk or page cache needed, the browser reads zeros
     photo = tmp_path / "photo.png"
     photo.write_bytes(png_bytes())
+    read_before = bytes_read(fw.proc.pid)
     submit(chromium, page, comment="big", files={"photo": [photo], "big": [big]})
-    assert_error_page(chromium, audit, status=413, reason="file_too_large", part="big", limit=1 << 20)
+    rec = assert_error_page(chromium, audit, status=413, reason="file_too_large", part="big", limit=1 << 20)
+    # Formwall reads no more of the body than the rejection needed plus its lingering budget (--linger-bytes,
+    # 64 MiB by default): wait until its reading has stopped, then bound it.
+    last = [bytes_read(fw.proc.pid)]
+    def quiet():
+        now = bytes_read(fw.proc.pid)
+        settled = now == last[0]
+        last[0] = now
+        return settled
+    wait_until(quiet, 60, interval=0.5, what="Formwall to stop reading the rejected upload")
+    read = last[0] - read_before
+    assert read <= rec["bytes_in"] + (64 << 20) + (2 << 20), f"read {read} bytes of a {size}-byte upload"
+    assert read < size or size <= (64 << 20)
 
 
 def test_empty_named_file_is_allowed(chromium, site, tmp_path):
