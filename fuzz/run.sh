@@ -117,11 +117,17 @@ swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -emit-library -static -emit-module -module
     -emit-module-path "$B/Audit.swiftmodule" -o "$B/libAudit.a" Sources/Audit/*.swift 2>&1 \
     | grep -v "warning:" || true
 test -f "$B/libAudit.a"
+rm -f fuzz/build/exchange-fuzz   # a failed compile must not leave an old binary to run
+# Every file of Sources/Proxy except the socket drivers (the machine imports no socket code).
+PURE_PROXY=()
+for f in Sources/Proxy/*.swift; do
+    case "$(basename "$f")" in
+        ClientConnection.swift|UpstreamConnection.swift|Worker.swift|ProxyServer.swift|EchoUpstream.swift) ;;
+        *) PURE_PROXY+=("$f") ;;
+    esac
+done
 swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name ExchangeFuzz \
-    fuzz/ExchangeFuzz.swift fuzz/ExchangeMutator.swift Sources/Proxy/ConnectionMachine.swift Sources/Proxy/ConnectionMachine+Audit.swift \
-    Sources/Proxy/ConnectionMachine+Rules.swift Sources/Proxy/Exchange.swift Sources/Proxy/ExchangeRig.swift \
-    Sources/Proxy/RequestBodyStage.swift Sources/Proxy/FormStage.swift Sources/Proxy/UrlencodedStage.swift \
-    Sources/Proxy/ProxyConfiguration.swift \
+    fuzz/ExchangeFuzz.swift fuzz/ExchangeMutator.swift "${PURE_PROXY[@]}" \
     -L "$B" -lAudit -lRules -lQuarantine -lInspect -lMultipart -lHTTP1 -lReactor "$B/shim.o" -lcrypto -lz \
     -o fuzz/build/exchange-fuzz 2>&1 | grep -v "warning:" || true
 test -x fuzz/build/exchange-fuzz
