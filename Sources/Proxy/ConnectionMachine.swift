@@ -394,7 +394,7 @@ struct ConnectionMachine {
             return
         }
 
-        // The policy decides first, from the head alone: 405, 415 and 413 (Content-Length) are answered
+        // The policy decides first, from the head alone: 405, 400 (require-header), 415 and 413 (Content-Length) are answered
         // before a body byte is read, and before any 100 Continue.
         var evaluator = context.policy.map { PolicyEvaluator(policy: $0) }
         var bodyKind: PolicyEvaluator.BodyKind?
@@ -406,9 +406,9 @@ struct ConnectionMachine {
                 case .chunked, .closeDelimited: return nil
                 }
             }()
-            let decision = ev.begin(method: head.method, path: head.target,
+            let decision = ev.begin(method: head.method, path: head.target, host: head.header(named: "host"),
                                     contentType: head.header(named: "content-type"), contentLength: length,
-                                    preflight: Self.isPreflight(head))
+                                    preflight: Self.isPreflight(head), headerValues: { head.headers.values(named: $0) })
             evaluator = ev
             ex.evaluator = ev
             switch decision {

@@ -7,7 +7,7 @@ public struct Policy: Sendable, Hashable {
     public var mode: PolicyMode
     /// The global anomaly actions (each route folds its own overrides into `Route.anomalies`).
     public var anomalies: AnomalyActions
-    /// The routes, longest prefix first.
+    /// The routes, in file order (`route(for:host:)` ranks them).
     public var routes: [Route]
     /// The route used when none matches: `route /` if the files have one, otherwise the implicit
     /// fallback, which accepts any Content-Type and any method, applies the main context's limits
@@ -36,17 +36,61 @@ public struct Policy: Sendable, Hashable {
         return route
     }
 
-    /// The route whose prefix is the longest segment-aware prefix of `path`; nil when none matches.
+    /// The route for a request; nil when none matches.
     ///
-    /// `/api` matches `/api`, `/api/` and `/api/x`, never `/apix`. The query and fragment are
-    /// ignored and the path is normalised first (see `normalize(path:)`).
-    public func route(for path: String) -> Route? {
+    /// Precedence (docs/rules.md, *Routes*): an exact route beats a pattern beats a prefix; among
+    /// patterns more literal segments win, among prefixes the longest segment-aware prefix (`/api`
+    /// matches `/api`, `/api/` and `/api/x`, never `/apix`); at the same path specificity a route whose
+    /// `host` matches beats a route without `host`; then file order. A route with `host` never applies to
+    /// another Host, nor to a request without one. The query and fragment are ignored and the path is
+    /// normalised first (see `normalize(path:)`); the Host is compared lowercase without its port.
+    public func route(for path: String, host: String? = nil) -> Route? {
         let normalised = Self.normalize(path: path)
-        return routes.first { Self.prefix($0.prefix, matches: normalised) }
+        let requestHost = host.flatMap(HostPattern.normalize(host:))
+        var segments: [Substring]?
+        var best: (route: Route, rank: (Int, Int, Int))?
+        for route in routes {
+            if let hosts = route.hosts {
+                guard let requestHost, hosts.contains(where: { $0.matches(requestHost) }) else { continue }
+            }
+            let specificity: Int
+            switch route.match {
+            case .exact:
+                guard route.prefix == normalised else { continue }
+                specificity = 0
+            case .prefix:
+                guard Self.prefix(route.prefix, matches: normalised) else { continue }
+                specificity = route.prefix == "/" ? 0 : route.prefix.utf8.count
+            case .pattern:
+                if segments == nil { segments = normalised.split(separator: "/") }
+                guard let literals = Self.pattern(route.prefix, matches: segments ?? []) else { continue }
+                specificity = literals
+            }
+            let kindRank = route.match == .exact ? 2 : route.match == .pattern ? 1 : 0
+            let rank = (kindRank, specificity, route.hosts == nil ? 0 : 1)
+            // Strictly better only: routes are in file order, so the first of equals stays.
+            if best.map({ rank > $0.rank }) ?? true { best = (route, rank) }
+        }
+        return best?.route
     }
 
-    /// `route(for:)`, or the fallback route when none matches.
-    public func effectiveRoute(for path: String) -> Route { route(for: path) ?? fallback }
+    /// `route(for:host:)`, or the fallback route when none matches.
+    public func effectiveRoute(for path: String, host: String? = nil) -> Route {
+        route(for: path, host: host) ?? fallback
+    }
+
+    /// The number of literal segments when `pattern` (`*` for one segment) matches `segments`, else nil.
+    static func pattern(_ pattern: String, matches segments: [Substring]) -> Int? {
+        let parts = pattern.split(separator: "/")
+        guard parts.count == segments.count else { return nil }
+        var literals = 0
+        for (part, segment) in zip(parts, segments) {
+            if part == "*" { continue }
+            guard part == segment else { return nil }
+            literals += 1
+        }
+        return literals
+    }
 
     static func prefix(_ prefix: String, matches path: String) -> Bool {
         if prefix == "/" { return true }

@@ -43,7 +43,7 @@ extension PolicyEvaluator {
 
     /// The answer to `begin`: reject before reading a body byte, or how to read the body.
     public enum BeginDecision: Sendable, Hashable {
-        /// Answer with `violation.status` now (405, 415, 413 from Content-Length).
+        /// Answer with `violation.status` now (405, 400 from `require-header`, 415, 413 from Content-Length).
         case reject(Violation)
         /// Read the body this way.
         case proceed(BodyKind)

@@ -92,13 +92,17 @@ public struct PolicyEvaluator {
     ///
     /// `preflight` says the request is a CORS preflight (`OPTIONS` with `Origin` and
     /// `Access-Control-Request-Method`, no body): under `preflight pass` (the default) `methods` does not apply.
-    public mutating func begin(method: String, path: String, contentType: String?,
-                               contentLength: UInt64?, preflight: Bool = false) -> BeginDecision {
+    ///
+    /// `host` is the request's Host field (routes with `host` match on it); `headerValues` gives every value
+    /// of a request field by name, case-insensitive, in order (for `require-header`).
+    public mutating func begin(method: String, path: String, host: String? = nil, contentType: String?,
+                               contentLength: UInt64?, preflight: Bool = false,
+                               headerValues: (String) -> [String] = { _ in [] }) -> BeginDecision {
         guard case .idle = state else {
             if case .rejected(let violation) = state { return .reject(violation) }
             return .reject(outOfOrderViolation("begin called twice"))
         }
-        let route = policy.effectiveRoute(for: path)
+        let route = policy.effectiveRoute(for: path, host: host)
         self.route = route
         var body = Body()
         state = .receiving(body)
@@ -106,6 +110,11 @@ public struct PolicyEvaluator {
         if let methods = route.methods, !methods.contains(method), !exempt {
             let violation = Violation(kind: .methodNotAllowed, rule: route.location,
                                       detail: "\(method) not in \(methods.joined(separator: " "))")
+            if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
+        }
+        for condition in route.requiredHeaders {
+            guard let detail = unmet(condition, values: headerValues(condition.name)) else { continue }
+            let violation = Violation(kind: .headerRequired, rule: route.location, detail: detail)
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
         }
         let hasBody = contentLength != 0
@@ -258,6 +267,19 @@ public struct PolicyEvaluator {
             if case .reject(let violation) = violate(violation, outcome) { return .reject(violation) }
         }
         return .forward
+    }
+
+    /// Why `values` fail `condition` (never quoting a value: it may be a secret), nil when they pass.
+    /// With a regex every value must contain a match, so a repeated field cannot slip one past it.
+    mutating func unmet(_ condition: HeaderCondition, values: [String]) -> String? {
+        guard !values.isEmpty else { return "\(condition.name) missing" }
+        guard let pattern = condition.pattern else { return nil }
+        let expression = regex(for: pattern)
+        for value in values {
+            let matched = (try? expression.firstMatch(in: value)) != nil
+            if !matched { return "\(condition.name) does not match \(pattern.source)" }
+        }
+        return nil
     }
 
     static func key(_ kind: PartRule.Kind, _ name: String) -> String { kind.rawValue + ":" + name }

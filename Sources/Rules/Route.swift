@@ -22,7 +22,79 @@ public struct RouteLimits: Sendable, Hashable {
     public init() {}
 }
 
-/// What a path prefix accepts: methods, body types, limits and part rules.
+/// How a route's path is compared with the request's normalised path (docs/rules.md, *Routes*).
+public enum RouteMatch: Sendable, Hashable {
+    /// `route /api { }`: a segment-aware prefix; the longest wins.
+    case prefix
+    /// `route = /api/login { }`: the whole path, nothing below it.
+    case exact
+    /// `route /users/*/avatar { }`: the whole path, `*` standing for exactly one segment.
+    case pattern
+}
+
+/// A `host` argument: a host name (lowercase, no port) or `*.` and a domain for exactly one more label.
+public struct HostPattern: Sendable, Hashable, CustomStringConvertible {
+    /// The name, lowercase, without its `*.` for a wildcard.
+    public let name: String
+    /// Whether it was written `*.name`.
+    public let isWildcard: Bool
+
+    /// Parses a `host` argument; nil when it is not a host name, an IP literal or `*.` and a name.
+    public init?(_ text: String) {
+        var rest = Substring(text.lowercased())
+        isWildcard = rest.hasPrefix("*.")
+        if isWildcard { rest = rest.dropFirst(2) }
+        if rest.hasSuffix(".") { rest = rest.dropLast() }
+        let isIPv6 = !isWildcard && rest.hasPrefix("[") && rest.hasSuffix("]") && rest.count > 2
+            && rest.dropFirst().dropLast().allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
+        let labels = rest.split(separator: ".", omittingEmptySubsequences: false)
+        let isName = !labels.contains(where: \.isEmpty)
+            && rest.allSatisfy { ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "-" || $0 == "." }
+        guard !rest.isEmpty, isIPv6 || isName else { return nil }
+        name = String(rest)
+    }
+
+    /// Whether a normalised request host (see `normalize(host:)`) matches.
+    public func matches(_ host: String) -> Bool {
+        guard isWildcard else { return host == name }
+        guard host.hasSuffix("." + name) else { return false }
+        return !host.dropLast(name.count + 1).contains(".")
+    }
+
+    /// The pattern as written, lowercase.
+    public var description: String { (isWildcard ? "*." : "") + name }
+
+    /// A Host field value for matching: lowercase, without the port and a trailing dot; nil when empty.
+    public static func normalize(host: String) -> String? {
+        var value = Substring(host.lowercased()).trimmingWhitespace()
+        if value.hasPrefix("[") {
+            if let close = value.firstIndex(of: "]") { value = value[...close] }
+        } else if let colon = value.firstIndex(of: ":") {
+            value = value[..<colon]
+        }
+        if value.hasSuffix(".") { value = value.dropLast() }
+        return value.isEmpty ? nil : String(value)
+    }
+}
+
+/// `require-header NAME ["regex"];`: a request field that must be present and, with a regex, match.
+public struct HeaderCondition: Sendable, Hashable {
+    /// The field name as written.
+    public let name: String
+    /// The expression every value of the field must contain a match of; nil: presence only.
+    public let pattern: FieldPattern?
+}
+
+extension Substring {
+    func trimmingWhitespace() -> Substring {
+        var value = self
+        while let first = value.first, first == " " || first == "\t" { value = value.dropFirst() }
+        while let last = value.last, last == " " || last == "\t" { value = value.dropLast() }
+        return value
+    }
+}
+
+/// What a path (prefix, exact path or pattern) accepts: methods, body types, limits and part rules.
 public struct Route: Sendable, Hashable {
     /// The content types a route accepts when it sets no `content-types`.
     public static let defaultContentTypes: [MediaTypePattern] = [
@@ -32,8 +104,15 @@ public struct Route: Sendable, Hashable {
     /// The default `modified-header`.
     public static let defaultModifiedHeader = "X-Formwall-Modified"
 
-    /// The normalised path prefix (`/`, `/api/avatar`; no trailing slash except for `/`).
+    /// The normalised path (`/`, `/api/avatar`, `/users/*/avatar`; no trailing slash except for `/`): a
+    /// prefix, an exact path or a pattern, as `match` says.
     public var prefix: String
+    /// How `prefix` is compared with the request path.
+    public var match: RouteMatch
+    /// The Hosts it applies to (`host`); nil: every Host.
+    public var hosts: [HostPattern]?
+    /// Fields the request must carry (`require-header`), in file order.
+    public var requiredHeaders: [HeaderCondition]
     /// Where the route is written; nil for the implicit fallback route.
     public var location: SourceLocation?
     /// Allowed methods, nil for any (`methods`).
@@ -78,6 +157,9 @@ public struct Route: Sendable, Hashable {
     public init(prefix: String, location: SourceLocation?) {
         self.prefix = prefix
         self.location = location
+        match = .prefix
+        hosts = nil
+        requiredHeaders = []
         methods = nil
         contentTypes = Self.defaultContentTypes
         limits = RouteLimits()

@@ -31,23 +31,28 @@ struct RuleCompiler {
         policy.fallback = Policy.implicitFallback(defaults: defaults)
 
         var routes: [Route] = []
-        var prefixes: [String: (text: String, location: SourceLocation)] = [:]
+        var keys: [RouteKey: (text: String, location: SourceLocation)] = [:]
         for statement in routeStatements {
             guard let route = compileRoute(statement, defaults: defaults) else { continue }
-            let text = statement.arguments[0].text
-            if let first = prefixes[route.prefix] {
+            let pathToken = statement.arguments[statement.arguments.count - 1]
+            let text = statement.arguments.map(\.text).joined(separator: " ")
+            let key = RouteKey(route)
+            if let first = keys[key] {
+                let hosts = route.hosts.map { " for host " + $0.map(\.description).sorted().joined(separator: " ") } ?? ""
                 let message = first.text == text
-                    ? "duplicate route '\(text)' (first defined at \(first.location))"
+                    ? "duplicate route '\(text)'\(hosts) (first defined at \(first.location))"
                     : "route '\(text)' is shadowed by route '\(first.text)' at \(first.location) "
-                        + "(both normalise to '\(route.prefix)')"
-                diagnostics.append(Diagnostic(.error, at: statement.arguments[0].location, message))
+                        + "(both normalise to '\(key.description)')\(hosts)"
+                diagnostics.append(Diagnostic(.error, at: pathToken.location, message))
                 continue
             }
-            prefixes[route.prefix] = (text, statement.location)
+            keys[key] = (text, statement.location)
             routes.append(route)
         }
-        policy.routes = routes.sorted { $0.prefix.utf8.count > $1.prefix.utf8.count }
-        if let root = routes.first(where: { $0.prefix == "/" }) { policy.fallback = root }
+        policy.routes = routes
+        if let root = routes.first(where: { $0.prefix == "/" && $0.match == .prefix && $0.hosts == nil }) {
+            policy.fallback = root
+        }
         return policy
     }
 
@@ -74,7 +79,9 @@ struct RuleCompiler {
             let expected = bounds.lowerBound == bounds.upperBound
                 ? (bounds.lowerBound == 0 ? "takes no arguments" : "takes exactly \(bounds.lowerBound) argument"
                     + (bounds.lowerBound == 1 ? "" : "s"))
-                : "takes at least \(bounds.lowerBound) argument" + (bounds.lowerBound == 1 ? "" : "s")
+                : bounds.upperBound == RuleDirective.many
+                    ? "takes at least \(bounds.lowerBound) argument" + (bounds.lowerBound == 1 ? "" : "s")
+                    : "takes \(bounds.lowerBound) to \(bounds.upperBound) arguments"
             error(at: statement.name, "'\(name)' \(expected), got \(count)")
             return nil
         }
@@ -168,16 +175,37 @@ struct RuleCompiler {
     // MARK: - Routes and part rules
 
     private mutating func compileRoute(_ statement: RuleStatement, defaults: Route) -> Route? {
-        let prefixToken = statement.arguments[0]
+        let isExact = statement.arguments.count == 2
+        if isExact, statement.arguments[0].text != "=" || statement.arguments[0].kind != .word {
+            error(at: statement.arguments[0], "expected 'route <path> { … }' or 'route = <path> { … }', "
+                + "got '\(statement.arguments[0].text)' before the path")
+            return nil
+        }
+        let prefixToken = statement.arguments[statement.arguments.count - 1]
         let text = prefixToken.text
         guard text.hasPrefix("/"),
               !text.contains(where: { $0 == "?" || $0 == "#" || $0 == " " || $0 == "\t" || $0 == "%" }) else {
-            error(at: prefixToken, "invalid route prefix '\(text)': it must start with '/' and hold no "
+            error(at: prefixToken, "invalid route path '\(text)': it must start with '/' and hold no "
                 + "query, fragment, space or percent-escape")
             return nil
         }
+        let normalised = Policy.normalize(path: text)
+        let segments = normalised.split(separator: "/")
+        let isPattern = segments.contains { $0.contains("*") }
+        if isPattern {
+            guard !isExact else {
+                error(at: prefixToken, "an exact route cannot hold '*' ('\(text)'): write 'route \(text)' for a pattern")
+                return nil
+            }
+            guard segments.allSatisfy({ $0 == "*" || !$0.contains("*") }) else {
+                error(at: prefixToken, "invalid route pattern '\(text)': '*' must be a whole segment "
+                    + "(it stands for exactly one)")
+                return nil
+            }
+        }
         var route = defaults
-        route.prefix = Policy.normalize(path: text)
+        route.prefix = normalised
+        route.match = isExact ? .exact : isPattern ? .pattern : .prefix
         route.location = statement.location
         var seen: [String: SourceLocation] = [:]
         var anomalySeen: [MultipartAnomaly: SourceLocation] = [:]
@@ -192,6 +220,12 @@ struct RuleCompiler {
                 if let (flag, action) = anomaly(inner, seen: &anomalySeen) { overrides[flag] = action }
             case "mode":
                 if let mode: PolicyMode = keyword(inner.arguments[0], what: "mode") { route.mode = mode }
+            case "host":
+                route.hosts = hosts(inner.arguments)
+            case "require-header":
+                if let condition = headerCondition(inner, seen: route.requiredHeaders) {
+                    route.requiredHeaders.append(condition)
+                }
             default:
                 routeSetting(inner, directive, into: &route)
             }
@@ -359,6 +393,42 @@ struct RuleCompiler {
         return name
     }
 
+    private mutating func hosts(_ tokens: [RuleToken]) -> [HostPattern] {
+        var result: [HostPattern] = []
+        for token in tokens {
+            guard let pattern = HostPattern(token.text) else {
+                error(at: token, "invalid host '\(token.text)': expected a host name without port "
+                    + "(example.com), an IP address or '*.' and a name for one more label (*.example.com)")
+                continue
+            }
+            if !result.contains(pattern) { result.append(pattern) }
+        }
+        return result
+    }
+
+    private mutating func headerCondition(_ statement: RuleStatement, seen: [HeaderCondition]) -> HeaderCondition? {
+        let nameToken = statement.arguments[0]
+        let name = nameToken.text
+        let tokenChars = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.allSatisfy(tokenChars.contains) else {
+            error(at: nameToken, "invalid header name '\(name)': expected a field name such as X-Requested-With")
+            return nil
+        }
+        if seen.contains(where: { $0.name.lowercased() == name.lowercased() }) {
+            error(at: nameToken, "duplicate 'require-header \(name)'")
+            return nil
+        }
+        guard statement.arguments.count == 2 else { return HeaderCondition(name: name, pattern: nil) }
+        let source = statement.arguments[1]
+        do {
+            return HeaderCondition(name: name, pattern: try FieldPattern(source.text))
+        } catch {
+            let reason = String(describing: error).split(separator: "\n").first.map(String.init) ?? ""
+            self.error(at: source, "invalid pattern \"\(source.text)\": \(reason)")
+            return nil
+        }
+    }
+
     private mutating func methods(_ tokens: [RuleToken]) -> [String] {
         var result: [String] = []
         for token in tokens {
@@ -435,4 +505,19 @@ struct RuleCompiler {
         }
         return x.isEmpty ? y.count : previous[y.count]
     }
+}
+
+/// What makes two routes the same for duplicate and shadowing diagnostics: match kind, normalised path, hosts.
+struct RouteKey: Hashable, CustomStringConvertible {
+    let match: RouteMatch
+    let path: String
+    let hosts: Set<HostPattern>?
+
+    init(_ route: Route) {
+        match = route.match
+        path = route.prefix
+        hosts = route.hosts.map(Set.init)
+    }
+
+    var description: String { (match == .exact ? "= " : "") + path }
 }

@@ -6,6 +6,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case methodNotAllowed
     /// 415: the request Content-Type is not in the route's `content-types`.
     case contentTypeNotAllowed
+    /// 400: a field named by the route's `require-header` is missing or a value does not match its regex.
+    case headerRequired
     /// 413: the body (Content-Length or bytes received) exceeds `body-max`.
     case bodyTooLarge
     /// 413: a field's value exceeds its `max`.
@@ -48,7 +50,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
 
     /// Every kind, anomalies and filename problems expanded.
     public static var allCases: [ViolationKind] {
-        [.methodNotAllowed, .contentTypeNotAllowed, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .fieldTooSmall,
+        [.methodNotAllowed, .contentTypeNotAllowed, .headerRequired, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .fieldTooSmall,
          .fileTooSmall, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .typeMismatch, .extensionNotAllowed,
          .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .internalError]
@@ -61,6 +63,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         switch self {
         case .methodNotAllowed: return "method_not_allowed"
         case .contentTypeNotAllowed: return "content_type_not_allowed"
+        case .headerRequired: return "header_required"
         case .bodyTooLarge: return "body_too_large"
         case .fieldTooLarge: return "field_too_large"
         case .fileTooLarge: return "file_too_large"
@@ -101,7 +104,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
             return 415
         case .unknownPart: return 403
         case .missingRequired, .patternMismatch, .fieldTooSmall, .fileTooSmall: return 422
-        case .malformedBody, .anomaly, .filename: return 400
+        case .malformedBody, .anomaly, .filename, .headerRequired: return 400
         case .internalError: return 500
         }
     }

@@ -38,6 +38,9 @@ enum InspectCommand: Command {
                              Content-Length.
       --path PATH            the request path the policy routes on (default /)
       --method METHOD        the request method (default POST)
+      --host HOST            the request's Host field, for routes with `host` (default none: only routes
+                             without `host` match)
+      --header 'NAME: VALUE' a request field, for routes with `require-header` (repeatable)
       --batch FILE           differential-testing mode: FILE holds records "<content-type>\\n<length>\\n<body>";
                              prints one JSON line per record, feeding each body in pseudo-random chunks
       --seed N               chunking seed for --batch (default 1)
@@ -48,7 +51,7 @@ enum InspectCommand: Command {
         let parsed: Arguments
         do {
             parsed = try Arguments(args, valued: ["content-type", "reencode", "batch", "seed", "max-part-header-bytes",
-                                                  "rules", "path", "method"], flags: [])
+                                                  "rules", "path", "method", "host", "header"], flags: [])
         } catch {
             printError("\(error). Run `formwall inspect --help`.")
             return 2
@@ -78,6 +81,14 @@ enum InspectCommand: Command {
                 return 2
             }
         }
+        var headers: [(name: String, value: String)] = []
+        for field in parsed.values("header") {
+            guard let colon = field.firstIndex(of: ":"), colon != field.startIndex else {
+                printError("--header needs 'NAME: VALUE', got '\(field)'")
+                return 2
+            }
+            headers.append((String(field[..<colon]), field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
         var policy: Policy?
         do { policy = try ProxyServer.loadPolicy(parsed.values("rules"), quarantine: true) } catch {
             printError("\(error)")
@@ -90,7 +101,8 @@ enum InspectCommand: Command {
             ? UInt64(info.st_size) : nil
         var result = inspect(contentType: Array(contentType.utf8), limits: limits,
                              reencode: out != nil, policy: policy, method: parsed.value("method") ?? "POST",
-                             path: parsed.value("path") ?? "/", contentLength: length, readChunk: { buf in
+                             path: parsed.value("path") ?? "/", host: parsed.value("host"), headers: headers,
+                             contentLength: length, readChunk: { buf in
             let n = read(fd, buf.baseAddress, buf.count)
             return n < 0 ? -1 : n
         }, sink: { out?.write($0) })
@@ -114,8 +126,8 @@ enum InspectCommand: Command {
 
     /// Parses one body read through `readChunk` (returns bytes read, 0 at EOF, -1 on error).
     static func inspect(contentType: [UInt8], limits: MultipartLimits, reencode: Bool,
-                        policy: Policy? = nil, method: String = "POST", path: String = "/",
-                        contentLength: UInt64? = nil, chunkSize: () -> Int = { 256 * 1024 },
+                        policy: Policy? = nil, method: String = "POST", path: String = "/", host: String? = nil,
+                        headers: [(name: String, value: String)] = [], contentLength: UInt64? = nil, chunkSize: () -> Int = { 256 * 1024 },
                         readChunk: (UnsafeMutableRawBufferPointer) -> Int,
                         sink: @escaping (UnsafeRawBufferPointer) -> Void) -> Result {
         var json: [String: Any] = ["parts": [Any](), "anomalies": [String](), "error": NSNull(), "error_offset": NSNull()]
@@ -126,7 +138,11 @@ enum InspectCommand: Command {
         }
         if evaluator != nil {
             let ct = String(decoding: contentType, as: UTF8.self)
-            switch evaluator!.begin(method: method, path: path, contentType: ct, contentLength: contentLength) {
+            let values: (String) -> [String] = { name in
+                headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
+            }
+            switch evaluator!.begin(method: method, path: path, host: host, contentType: ct,
+                                    contentLength: contentLength, headerValues: values) {
             case .reject(let v):
                 json["error"] = v.kind.name
                 decide(v.status, "reject")

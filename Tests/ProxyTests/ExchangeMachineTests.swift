@@ -29,6 +29,14 @@ route /hold {
     field title;
     file doc { max 1KiB; }
 }
+route /cond {
+    host *.example.com;
+    require-header X-Token "^ok-[0-9]+$";
+    field title;
+}
+route /cond {
+    field title;
+}
 """
 
 private func policy() throws -> Policy {
@@ -90,6 +98,33 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         #expect(text(strict.clientReceived).hasPrefix("HTTP/1.1 400"))
         #expect(strict.records.count == 1)
         #expect(strict.records[0]?.decision == .reject)
+    }
+
+    /// `host` picks the route from the Host field (port ignored) and `require-header` answers 400
+    /// `header_required` from the head alone: nothing reaches the upstream.
+    @Test func hostRouteAndRequiredHeaderThroughTheMachine() throws {
+        let body = form([("title", nil, "hi")])
+        func request(host: String, token: String?) -> [UInt8] {
+            Array(("POST /cond/x HTTP/1.1\r\nHost: \(host)\r\nContent-Type: multipart/form-data; boundary=B\r\n"
+                + (token.map { "X-Token: \($0)\r\n" } ?? "") + "Content-Length: \(body.count)\r\n\r\n").utf8) + body
+        }
+        let cases: [(host: String, token: String?, status: String, decision: AuditRecord.Decision)] = [
+            ("www.Example.com:8080", "ok-42", "HTTP/1.1 200", .allow),
+            ("www.example.com", nil, "HTTP/1.1 400", .reject),
+            ("www.example.com", "ok-x", "HTTP/1.1 400", .reject),
+            ("other.test", nil, "HTTP/1.1 200", .allow),
+        ]
+        for c in cases {
+            let r = try rig()
+            r.run(client: request(host: c.host, token: c.token), clientEOF: false)
+            #expect(r.violations() == [])
+            #expect(text(r.clientReceived).hasPrefix(c.status), "\(c)")
+            #expect(r.records.first??.decision == c.decision, "\(c)")
+            if c.decision == .reject {
+                #expect(text(r.clientReceived).contains("header_required"), "\(c)")
+                #expect(r.connections.allSatisfy { $0.received.isEmpty }, "\(c)")
+            }
+        }
     }
 
     /// Bug 2: a response with `Connection: close` returned its connection to the pool.

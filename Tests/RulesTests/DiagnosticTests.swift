@@ -145,7 +145,7 @@ import Testing
             "t.rules:1:21: error: 'required' cannot apply to a wildcard rule",
         ])
         #expect(rendered("route api { }") == [
-            "t.rules:1:7: error: invalid route prefix 'api': it must start with '/' and hold no query, fragment, "
+            "t.rules:1:7: error: invalid route path 'api': it must start with '/' and hold no query, fragment, "
                 + "space or percent-escape",
         ])
     }

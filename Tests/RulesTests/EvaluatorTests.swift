@@ -790,6 +790,7 @@ extension PolicyEvaluator {
         let table: [(ViolationKind, String, Int)] = [
             (.methodNotAllowed, "method_not_allowed", 405),
             (.contentTypeNotAllowed, "content_type_not_allowed", 415),
+            (.headerRequired, "header_required", 400),
             (.bodyTooLarge, "body_too_large", 413),
             (.fieldTooLarge, "field_too_large", 413),
             (.fileTooLarge, "file_too_large", 413),
@@ -818,7 +819,7 @@ extension PolicyEvaluator {
         }
         let names = ViolationKind.allCases.map(\.name)
         #expect(Set(names).count == names.count)
-        #expect(names.count == 19 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
+        #expect(names.count == 20 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
     }
 
     @Test func mimeCompatibility() {
