@@ -268,6 +268,12 @@ struct RuleCompiler {
                 rule.types = mediaTypes(arguments)
             case "extensions":
                 rule.extensions = extensions(arguments)
+            case "categories":
+                rule.categories = vocabulary(arguments, SniffVocabulary.categories, what: "category")
+            case "labels":
+                rule.labels = vocabulary(arguments, SniffVocabulary.labels, what: "label")
+            case "deny-embedded-markup":
+                rule.denyEmbeddedMarkup = true
             case "action":
                 if let action: RuleAction = keyword(arguments[0], what: "action") { rule.action = action }
             case "status":
@@ -396,6 +402,19 @@ struct RuleCompiler {
                 continue
             }
             if !result.contains(text) { result.append(text) }
+        }
+        return result
+    }
+
+    private mutating func vocabulary(_ tokens: [RuleToken], _ known: [String], what: String) -> [String] {
+        var result: [String] = []
+        for token in tokens {
+            let word = token.text.lowercased()
+            guard known.contains(word) else {
+                error(at: token, "unknown sniffed \(what) '\(token.text)'" + Self.suggestion(for: word, among: known))
+                continue
+            }
+            if !result.contains(word) { result.append(word) }
         }
         return result
     }
