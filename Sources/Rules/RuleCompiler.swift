@@ -192,6 +192,8 @@ struct RuleCompiler {
                 if let (flag, action) = anomaly(inner, seen: &anomalySeen) { overrides[flag] = action }
             case "mode":
                 if let mode: PolicyMode = keyword(inner.arguments[0], what: "mode") { route.mode = mode }
+            case "reencode":
+                if let mode: ReencodeMode = keyword(inner.arguments[0], what: "reencode mode") { route.reencode = mode }
             default:
                 routeSetting(inner, directive, into: &route)
             }
@@ -222,6 +224,17 @@ struct RuleCompiler {
             }
         }
         warnNeverPass(route, text: text, location: statement.location)
+        if route.reencode == .off {
+            if route.contentTypes.contains(where: { $0.matches("multipart/form-data") }) {
+                error(at: statement.name, "route '\(text)' has 'reencode off' but accepts multipart/form-data: "
+                    + "multipart bodies are always re-encoded; limit its content-types (e.g. "
+                    + "application/x-www-form-urlencoded)")
+            }
+            diagnostics.append(Diagnostic(.warning, at: statement.location,
+                "route '\(text)' has 'reencode off': urlencoded bodies reach the upstream byte for byte, so the "
+                    + "upstream may parse them differently from Formwall (parser differential) and see fields "
+                    + "the rules never judged; use it only for signed bodies (HMAC webhooks)"))
+        }
         return route
     }
 
