@@ -26,6 +26,8 @@ extension ConnectionMachine {
             decision = (ex.form?.modified ?? ex.urlencoded?.modified ?? false) ? .modified : .allow
         }
         var anomalies = ex.form?.parser.anomalies ?? MultipartAnomalies()
+        // A `reencode off` body went upstream byte for byte: every such request says so.
+        let reencodeOff = ex.urlencoded?.verbatim == true ? ["reencode-off"] : []
         let parts: [AuditRecord.Part] = (ex.form?.records ?? ex.urlencoded?.records ?? []).map { r in
             anomalies.formUnion(r.part.anomalies)
             return AuditRecord.Part(
@@ -66,7 +68,7 @@ extension ConnectionMachine {
             reason: violation?.kind.name ?? reason ?? decidedBy?.kind.name, wouldStatus: wouldReject?.status, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
             bytesUpstream: Int(clamping: sent), durationMs: Double(now &- ex.startedAt) / 1e6,
             upstreamMs: ex.upstreamStartedAt.map { Double(now &- $0) / 1e6 },
-            parts: parts, violations: violations, anomalies: anomalies.names, fields: fields, error: error)
+            parts: parts, violations: violations, anomalies: anomalies.names + reencodeOff, fields: fields, error: error)
     }
 
     /// A request refused before its head could be parsed still gets a record.

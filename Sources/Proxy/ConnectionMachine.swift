@@ -469,11 +469,15 @@ struct ConnectionMachine {
                     violation: nil, exchange: ex, into: &out)
             return
         } else if bodyKind == .urlencoded, let evaluator {
-            let stage = UrlencodedStage(evaluator: evaluator)
+            // `reencode off`: judged as usual, forwarded byte for byte under the client's own Content-Type.
+            let verbatim = evaluator.route?.reencode == .off
+            let stage = UrlencodedStage(evaluator: evaluator, verbatim: verbatim)
             ex.urlencoded = stage
             transform = .urlencoded(stage)
-            head.headers.removeAll(named: "content-type")
-            head.headers.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            if !verbatim {
+                head.headers.removeAll(named: "content-type")
+                head.headers.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            }
             upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
         }
 

@@ -342,7 +342,7 @@ public final class FormStage {
                 sniffer.feed(span)
                 if let result = sniffer.result {
                     cur.record.sniffedType = result.mimeType
-                    if case .reject = action {} else { action = ev.partSniffed(type: result.mimeType) }
+                    if case .reject = action {} else { action = ev.partSniffed(result.ruleFacts) }
                 }
                 cur.sniffer = sniffer
             }
@@ -426,7 +426,7 @@ public final class FormStage {
             cur.record.sniffedType = result.mimeType
             cur.sniffer = sniffer
             if var ev = evaluator {
-                let action = ev.partSniffed(type: result.mimeType)
+                let action = ev.partSniffed(result.ruleFacts)
                 evaluator = ev
                 current = cur
                 try apply(action, out: out)
@@ -511,5 +511,19 @@ public final class FormStage {
 
     private func copy(_ file: TemporaryFile, into writer: QuarantineWriter) throws {
         try file.forEachChunk { try writer.write($0) }
+    }
+}
+
+extension SniffResult {
+    /// What the evaluator judges: MIME type, label, category and any embedded markup (`deny-embedded-markup`):
+    /// PHP anywhere in the prefix (a polyglot's image kind is in `disguisedAs`), or an HTML tag in non-markup.
+    var ruleFacts: SniffedContent {
+        var markup: String?
+        if kind == .php {
+            markup = disguisedAs.map { "PHP code (behind a \($0.label) header)" } ?? "PHP code"
+        } else if flags.contains(.embeddedHTML) {
+            markup = "an HTML tag"
+        }
+        return SniffedContent(mimeType: mimeType, label: kind.label, category: category.name, embeddedMarkup: markup)
     }
 }

@@ -23,9 +23,17 @@ public final class UrlencodedStage {
     /// Raw body bytes fed so far (the offset reported for a bad escape).
     private var offset: UInt64 = 0
 
-    public init(evaluator: PolicyEvaluator, maxFieldBytes: Int = 1 << 20) {
+    /// `reencode off`: the body is parsed and judged as usual, but each field's original bytes (with its `&`)
+    /// are written instead of the canonical encoding, so the upstream gets the client's bytes unchanged. A
+    /// field the rules would strip cannot be left out of unchanged bytes: the request is rejected instead.
+    public let verbatim: Bool
+    /// The original bytes of the field being parsed (at most about 3 × `maxFieldBytes`), in verbatim mode.
+    private var rawField: [UInt8] = []
+
+    public init(evaluator: PolicyEvaluator, maxFieldBytes: Int = 1 << 20, verbatim: Bool = false) {
         self.evaluator = evaluator
         self.maxFieldBytes = maxFieldBytes
+        self.verbatim = verbatim
     }
 
     /// Counts raw body bytes against body-max.
@@ -37,6 +45,7 @@ public final class UrlencodedStage {
     public func feed(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         guard !finished else { throw .internalError("urlencoded feed after finish") }
         for c in chunk {
+            if verbatim { rawField.append(c) }
             sawBytes = true
             offset += 1
             if percent.count > 0 {
@@ -71,6 +80,7 @@ public final class UrlencodedStage {
         finished = true
         guard percent.count == 0 else { throw malformed("truncated percent escape at the end of the body") }
         try endField(out: out)
+        flushVerbatim(out: out)
         if case .reject(let v) = evaluator.end() { throw .rejected(v) }
     }
 
@@ -102,7 +112,10 @@ public final class UrlencodedStage {
             value.removeAll(keepingCapacity: true)
             inValue = false
         }
-        guard !name.isEmpty || !value.isEmpty || inValue else { return }   // `a&&b`: empty pairs are skipped
+        guard !name.isEmpty || !value.isEmpty || inValue else {   // `a&&b`: empty pairs are skipped
+            flushVerbatim(out: out)
+            return
+        }
         let nameString = String(decoding: name, as: UTF8.self)
         var record = PartRecord(index: records.count, part: .init(name: name))
         record.size = UInt64(value.count)
@@ -119,10 +132,20 @@ public final class UrlencodedStage {
             record.action = "reject"
             records.append(record)
             throw .rejected(v)
+        case .strip where verbatim, .quarantine where verbatim:
+            // Unchanged bytes cannot leave a field out: refuse the request with the violation that asked for it.
+            record.action = "reject"
+            records.append(record)
+            var cause = evaluator.findings.last?.violation
+                ?? Violation(kind: .internalError, part: nameString, partIndex: record.index, detail: "strip")
+            cause.detail += " (reencode off: the body cannot be changed)"
+            throw .rejected(cause)
         case .strip, .quarantine:
             // A urlencoded field has no file to keep: quarantine degrades to strip (recorded as such).
             record.action = "strip"
             modified = true
+        case .forward where verbatim:
+            flushVerbatim(out: out)
         case .forward:
             var encoded: [UInt8] = wroteAny ? [UInt8(ascii: "&")] : []
             Self.encode(name, into: &encoded)
@@ -132,6 +155,13 @@ public final class UrlencodedStage {
             wroteAny = true
         }
         records.append(record)
+    }
+
+    /// Writes the original bytes parsed so far (verbatim mode only).
+    private func flushVerbatim(out: FormOutput) {
+        guard verbatim, !rawField.isEmpty else { return }
+        rawField.withUnsafeBytes { out.write($0) }
+        rawField.removeAll(keepingCapacity: true)
     }
 
     static func encode(_ bytes: [UInt8], into out: inout [UInt8]) {

@@ -30,6 +30,12 @@ public struct PartRule: Sendable, Hashable {
     public var repeatLimit: Int
     /// Allowed media types of a file, empty for any (`types`).
     public var types: [MediaTypePattern]
+    /// Allowed sniffed categories (`categories image document`), empty for any.
+    public var categories: [String]
+    /// Allowed sniffed labels (`labels png jpeg`), empty for any.
+    public var labels: [String]
+    /// Whether a file whose content also carries HTML, script or PHP markup is refused (`deny-embedded-markup`).
+    public var denyEmbeddedMarkup: Bool
     /// Allowed filename suffixes, lowercased with the dot, empty for any (`extensions`).
     public var extensions: [String]
     /// What happens when the part breaks this rule.
@@ -54,12 +60,20 @@ public struct PartRule: Sendable, Hashable {
         pattern = nil
         repeatLimit = 1
         types = []
+        categories = []
+        labels = []
+        denyEmbeddedMarkup = false
         extensions = []
         action = .reject
         status = nil
         filename = .reject
         allowedFilenameProblems = []
         allowTypeMismatch = false
+    }
+
+    /// Whether the rule judges the sniffed content (`types`, `categories`, `labels`, `deny-embedded-markup`).
+    public var judgesSniffedContent: Bool {
+        !types.isEmpty || !categories.isEmpty || !labels.isEmpty || denyEmbeddedMarkup
     }
 
     /// Whether `filename` ends in one of `extensions` (case-insensitive); true when `extensions` is empty.

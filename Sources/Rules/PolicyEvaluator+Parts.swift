@@ -59,6 +59,14 @@ extension PolicyEvaluator {
     /// A stripped part (an `unknown strip` part, or one an earlier check stripped) goes nowhere, so its type
     /// is not checked: the type is recorded as sniffed and nothing else happens.
     public mutating func partSniffed(type sniffed: String) -> Action {
+        partSniffed(SniffedContent(mimeType: sniffed))
+    }
+
+    /// Reports what was sniffed from the part's first bytes: checks `types`, `categories`, `labels`,
+    /// `deny-embedded-markup` and the declared type. Missing facts (nil `label` or `category`) fail closed
+    /// against a rule that names them. See `partSniffed(type:)` for empty and stripped parts.
+    public mutating func partSniffed(_ content: SniffedContent) -> Action {
+        let sniffed = content.mimeType
         guard let route else { return outOfOrder("partSniffed before begin") }
         return withPart("partSniffed") { evaluator, part in
             guard part.size > 0 else { return .forward }
@@ -73,6 +81,11 @@ extension PolicyEvaluator {
                                                         detail: "sniffed \(Self.display(sniffed)) not in \(allowed)")
                 action = evaluator.violate(violation, outcome)
                 if case .reject = action { return action }
+            }
+            if let rule, let found = evaluator.sniffedContentViolation(rule, content, part) {
+                let next = evaluator.violate(found, outcome)
+                if case .reject = next { return next }
+                if next.rank > action.rank { action = next }
             }
             let tolerated = rule?.allowTypeMismatch ?? route.allowTypeMismatch
             if !tolerated, let declared = part.declaredType,
@@ -274,7 +287,7 @@ extension PolicyEvaluator {
             if action != .forward { return action }
         }
         // An empty file ("no file chosen" or a named 0-byte file) has no content to sniff.
-        if part.isFile, !rule.types.isEmpty, !part.sniffed, part.size > 0 {
+        if part.isFile, rule.judgesSniffedContent, !part.sniffed, part.size > 0 {
             let violation = partViolation(.typeNotAllowed, part, detail: "content type was not sniffed")
             return violate(violation, outcome)
         }
@@ -313,7 +326,7 @@ extension PolicyEvaluator {
             return pending
         }
         if rule.max != nil || rule.min != nil { pending.insert(.size) }
-        if part.isFile, !rule.types.isEmpty
+        if part.isFile, rule.judgesSniffedContent
             || (!rule.allowTypeMismatch && part.declaredType.map(MediaTypeCompatibility.isGeneric) == false) {
             pending.insert(.type)
         }
@@ -322,6 +335,25 @@ extension PolicyEvaluator {
     }
 
     // MARK: - Helpers
+
+    /// The first `categories`, `labels` or `deny-embedded-markup` violation of `content`, if any.
+    private func sniffedContentViolation(_ rule: PartRule, _ content: SniffedContent, _ part: Part) -> Violation? {
+        if rule.denyEmbeddedMarkup, let markup = content.embeddedMarkup {
+            let what = content.label ?? Self.display(content.mimeType)
+            return partViolation(.embeddedMarkup, part, detail: "sniffed \(what) carrying \(markup)")
+        }
+        if !rule.categories.isEmpty, !(content.category.map(rule.categories.contains) ?? false) {
+            return partViolation(.sniffedNotAllowed, part,
+                                 detail: "sniffed category \(content.category ?? "(none)") not in "
+                                     + rule.categories.joined(separator: " "))
+        }
+        if !rule.labels.isEmpty, !(content.label.map(rule.labels.contains) ?? false) {
+            return partViolation(.sniffedNotAllowed, part,
+                                 detail: "sniffed label \(content.label ?? "(none)") not in "
+                                     + rule.labels.joined(separator: " "))
+        }
+        return nil
+    }
 
     /// Runs `work` on the current part and folds its action into the part's action.
     private mutating func withPart(_ call: String, _ work: (inout PolicyEvaluator, inout Part) -> Action) -> Action {

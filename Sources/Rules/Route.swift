@@ -150,6 +150,8 @@ public struct Route: Sendable, Hashable {
     /// The field that tells the upstream which parts were stripped or quarantined (`modified-header`); nil: off.
     /// Sent only with `upstream-body spool`, the one mode whose head is written after the body.
     public var modifiedHeader: String?
+    /// Whether form bodies are re-encoded (`reencode`); `.off` forwards urlencoded bodies byte for byte.
+    public var reencode: ReencodeMode
     /// Whether a CORS preflight passes whatever `methods` says (`preflight`).
     public var preflight: PreflightMode
 
@@ -178,6 +180,7 @@ public struct Route: Sendable, Hashable {
         upstreamBody = nil
         modifiedHeader = Self.defaultModifiedHeader
         preflight = .pass
+        reencode = .on
     }
 
     /// The rule for a part: the named rule of the part's kind, else the kind's wildcard rule.

@@ -80,3 +80,13 @@ extension CaseIterable where Self: RawRepresentable, RawValue == String {
         return names.dropLast().joined(separator: ", ") + " or " + names.last!
     }
 }
+
+/// Whether a route's form bodies are re-encoded canonically (`reencode on|off`).
+public enum ReencodeMode: String, Sendable, Hashable, CaseIterable {
+    /// The default: the upstream gets Formwall's canonical encoding of what it parsed and judged.
+    case on
+    /// Urlencoded bodies are parsed and judged but forwarded byte for byte (for HMAC-signed webhooks). The
+    /// upstream's parse may differ from Formwall's (a parser differential); a change the rules ask for
+    /// (strip) becomes a rejection. Multipart bodies cannot be sent unchanged: such a route must not accept them.
+    case off
+}

@@ -226,6 +226,8 @@ struct RuleCompiler {
                 if let condition = headerCondition(inner, seen: route.requiredHeaders) {
                     route.requiredHeaders.append(condition)
                 }
+            case "reencode":
+                if let mode: ReencodeMode = keyword(inner.arguments[0], what: "reencode mode") { route.reencode = mode }
             default:
                 routeSetting(inner, directive, into: &route)
             }
@@ -256,6 +258,17 @@ struct RuleCompiler {
             }
         }
         warnNeverPass(route, text: text, location: statement.location)
+        if route.reencode == .off {
+            if route.contentTypes.contains(where: { $0.matches("multipart/form-data") }) {
+                error(at: statement.name, "route '\(text)' has 'reencode off' but accepts multipart/form-data: "
+                    + "multipart bodies are always re-encoded; limit its content-types (e.g. "
+                    + "application/x-www-form-urlencoded)")
+            }
+            diagnostics.append(Diagnostic(.warning, at: statement.location,
+                "route '\(text)' has 'reencode off': urlencoded bodies reach the upstream byte for byte, so the "
+                    + "upstream may parse them differently from Formwall (parser differential) and see fields "
+                    + "the rules never judged; use it only for signed bodies (HMAC webhooks)"))
+        }
         return route
     }
 
@@ -302,6 +315,12 @@ struct RuleCompiler {
                 rule.types = mediaTypes(arguments)
             case "extensions":
                 rule.extensions = extensions(arguments)
+            case "categories":
+                rule.categories = vocabulary(arguments, SniffVocabulary.categories, what: "category")
+            case "labels":
+                rule.labels = vocabulary(arguments, SniffVocabulary.labels, what: "label")
+            case "deny-embedded-markup":
+                rule.denyEmbeddedMarkup = true
             case "action":
                 if let action: RuleAction = keyword(arguments[0], what: "action") { rule.action = action }
             case "status":
@@ -466,6 +485,19 @@ struct RuleCompiler {
                 continue
             }
             if !result.contains(text) { result.append(text) }
+        }
+        return result
+    }
+
+    private mutating func vocabulary(_ tokens: [RuleToken], _ known: [String], what: String) -> [String] {
+        var result: [String] = []
+        for token in tokens {
+            let word = token.text.lowercased()
+            guard known.contains(word) else {
+                error(at: token, "unknown sniffed \(what) '\(token.text)'" + Self.suggestion(for: word, among: known))
+                continue
+            }
+            if !result.contains(word) { result.append(word) }
         }
         return result
     }

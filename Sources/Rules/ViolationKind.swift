@@ -28,6 +28,10 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case tooManyRepeats
     /// 415: the file's type (declared or sniffed) is not in `types`.
     case typeNotAllowed
+    /// 415: the sniffed category or label is not in `categories` / `labels`.
+    case sniffedNotAllowed
+    /// 415: the content also carries HTML, script or PHP markup, with `deny-embedded-markup`.
+    case embeddedMarkup
     /// 415: the declared Content-Type contradicts the sniffed type.
     case typeMismatch
     /// 415: the filename's extension is not in `extensions`.
@@ -52,7 +56,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     public static var allCases: [ViolationKind] {
         [.methodNotAllowed, .contentTypeNotAllowed, .headerRequired, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .fieldTooSmall,
          .fileTooSmall, .tooManyParts,
-         .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .typeMismatch, .extensionNotAllowed,
+         .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
          .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .internalError]
             + MultipartAnomaly.allCases.map(ViolationKind.anomaly)
             + FilenameProblem.allCases.map(ViolationKind.filename)
@@ -74,6 +78,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .tooManyFields: return "too_many_fields"
         case .tooManyRepeats: return "too_many_repeats"
         case .typeNotAllowed: return "type_not_allowed"
+        case .sniffedNotAllowed: return "sniffed_not_allowed"
+        case .embeddedMarkup: return "embedded_markup"
         case .typeMismatch: return "type_mismatch"
         case .extensionNotAllowed: return "extension_not_allowed"
         case .unknownPart: return "unknown_part"
@@ -99,7 +105,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .tooManyParts, .tooManyFiles, .tooManyFields,
              .tooManyRepeats:
             return 413
-        case .contentTypeNotAllowed, .typeNotAllowed, .typeMismatch, .extensionNotAllowed,
+        case .contentTypeNotAllowed, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
              .filename(.dangerousExtension):
             return 415
         case .unknownPart: return 403

@@ -801,6 +801,8 @@ extension PolicyEvaluator {
             (.tooManyFields, "too_many_fields", 413),
             (.tooManyRepeats, "too_many_repeats", 413),
             (.typeNotAllowed, "type_not_allowed", 415),
+            (.sniffedNotAllowed, "sniffed_not_allowed", 415),
+            (.embeddedMarkup, "embedded_markup", 415),
             (.typeMismatch, "type_mismatch", 415),
             (.extensionNotAllowed, "extension_not_allowed", 415),
             (.unknownPart, "unknown_part", 403),
@@ -819,7 +821,7 @@ extension PolicyEvaluator {
         }
         let names = ViolationKind.allCases.map(\.name)
         #expect(Set(names).count == names.count)
-        #expect(names.count == 20 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
+        #expect(names.count == 22 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
     }
 
     @Test func mimeCompatibility() {
