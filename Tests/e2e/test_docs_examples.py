@@ -165,3 +165,30 @@ def test_logrotate_example_reopens_the_log_through_the_pid_file(tmp_path, upstre
         assert "rules reloaded" not in fw.stderr_text()
     finally:
         fw.terminate()
+
+
+def test_audit_monitor_example_matches_a_real_record(tmp_path, upstream):
+    """The monitor-mode example: a request enforce would refuse, forwarded and recorded with `would_status`."""
+    example = doc_example(lambda e: e.get("decision") == "monitor")
+    rules = tmp_path / "m.rules"
+    # Line 6 is the `file avatar` rule, as the example's `"rule":"m.rules:6"` says.
+    rules.write_text("mode monitor;\n\nroute /api/avatar {\n    methods POST;\n    field user_id;\n"
+                     "    file avatar { extensions .png; }\n}\n")
+    audit = tmp_path / "audit.log"
+    fw = Formwall(tmp_path, upstream.url, ["--rules", str(rules), "--audit-log", str(audit)])
+    try:
+        rid = new_id()
+        body, ctype = multipart([Part("user_id", b"42"),
+                                 Part("avatar", b"GIF89a" + bytes(4894), "me.gif", "image/gif")])
+        resp = request(fw.port, "POST", "/api/avatar", [("Content-Type", ctype), ("X-Request-Id", rid)], body)
+        assert resp.status == 200, resp
+        record = wait_until(lambda: next((r for r in audit_records(audit) if r.get("request_id") == rid), None),
+                            IO_TIMEOUT, what="the audit record")
+    finally:
+        fw.terminate()
+    same_shape(example, record)
+    for key in ("path", "route", "decision", "status", "reason", "would_status"):
+        assert example[key] == record[key], (key, example[key], record[key])
+    assert [(v["kind"], v["outcome"], v["enforced"]) for v in example["violations"]] == \
+        [(v["kind"], v["outcome"], v["enforced"]) for v in record["violations"]], record
+    assert record["violations"][0]["rule"].endswith("/" + example["violations"][0]["rule"]), record
