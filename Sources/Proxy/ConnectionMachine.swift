@@ -497,6 +497,16 @@ struct ConnectionMachine {
         }
         var forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: "http", requestID: requestID)
         forwarding.keepForwardedFor = resolution.keepChain
+        // A re-encoded chunked body tells the upstream what was stripped in a trailer field (its head left before
+        // the parts were judged), announced by `Trailer`; a spooled body does it in its head.
+        let trailerName: String? = {
+            guard case .chunked = sinkKind, ex.form != nil || ex.urlencoded != nil else { return nil }
+            return evaluator?.route?.modifiedHeader
+        }()
+        if let trailerName {
+            head.headers.removeAll(named: "trailer")
+            forwarding.added.append(HTTPHeaderField(name: "Trailer", value: trailerName))
+        }
         if ex.spooling {
             // Written once the body is complete and its length known; the upstream is dialled only then, so a
             // rejected spooled request never opens an upstream connection.
@@ -515,6 +525,11 @@ struct ConnectionMachine {
             out.append(.connectUpstream)
         }
         let sink = UpstreamSink(kind: sinkKind, buffer: upstreamOut)
+        if let trailerName {
+            sink.trailer = { [form = ex.form, urlencoded = ex.urlencoded] in
+                Self.modifiedValue(form?.records ?? urlencoded?.records ?? []).map { Array("\(trailerName): \($0)\r\n".utf8) }
+            }
+        }
         let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink)
         if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.evaluator }
         ex.body = body

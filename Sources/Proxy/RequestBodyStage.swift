@@ -39,6 +39,9 @@ final class UpstreamSink: FormOutput {
     /// A failure while writing (buffer over its hard cap, spool write error); checked after each step.
     private(set) var failure: Error?
     private var header: [UInt8] = []
+    /// Trailer fields for the last chunk (`Name: value\r\n` each), asked for when the body ends; nil or empty:
+    /// none. Set for re-encoded chunked bodies whose route names a `modified-header`.
+    var trailer: (() -> [UInt8]?)?
     /// A chunk whose data is an enqueued file still needs its closing CRLF.
     private var pendingChunkEnd = false
 
@@ -123,7 +126,13 @@ final class UpstreamSink: FormOutput {
             last.append(contentsOf: crlf)
             pendingChunkEnd = false
         }
-        ChunkedEncoder.writeLastChunk(into: &last)
+        if let fields = trailer?(), !fields.isEmpty {
+            last.append(contentsOf: [0x30, 0x0D, 0x0A])   // "0\r\n", then the fields, then the empty line
+            last.append(contentsOf: fields)
+            last.append(contentsOf: crlf)
+        } else {
+            ChunkedEncoder.writeLastChunk(into: &last)
+        }
         do { try buffer.writeBytes(last) } catch { failure = error }
     }
 

@@ -83,12 +83,17 @@ private func upstreamHead(_ r: ExchangeRig) -> String {
         #expect(!upstreamHead(r).lowercased().contains("x-formwall-modified"))
     }
 
-    @Test func chunkedModeSendsNoFieldButStillDropsTheClientsCopy() throws {
+    @Test func chunkedModeSendsATrailerAndDropsTheClientsCopy() throws {
         let r = try rig()
         r.run(client: post("/chunked", [("doc", "a.txt", "too long")], extra: "X-Formwall-Modified: forged\r\n"),
               clientEOF: false)
         #expect(text(r.clientReceived).hasPrefix("HTTP/1.1 200"))
-        #expect(!upstreamHead(r).lowercased().contains("x-formwall-modified"))
+        let head = upstreamHead(r)
+        #expect(!head.contains("forged"))
+        #expect(!head.lowercased().contains("\r\nx-formwall-modified:"), "no field in the head, only the announcement")
+        #expect(head.contains("\r\nTrailer: X-Formwall-Modified\r\n"))
+        let all = text(r.connections[0].received)
+        #expect(all.hasSuffix("\r\n0\r\nX-Formwall-Modified: stripped=doc\r\n\r\n"))
     }
 
     @Test func offAndRenamed() throws {

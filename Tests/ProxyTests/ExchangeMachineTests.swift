@@ -375,6 +375,34 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         #expect(r.violations() == [])
     }
 
+    /// A chunked re-encoded body cannot say in its head what will be stripped: the route's `modified-header` goes
+    /// in a trailer field, announced by `Trailer`, and only when a part was stripped or quarantined.
+    @Test(arguments: [0, 3])
+    func strippedPartsAreNamedInATrailerOfAChunkedBody(piece: Int) throws {
+        let rules = """
+        route / {
+            unknown strip;
+            field title;
+        }
+        """
+        let policy = try #require(RuleChecker.compile(source: rules, file: "trailer.rules").policy)
+        let r = ExchangeRig(config: ExchangeRig.configuration(), policy: policy)
+        let request = Array("POST /up HTTP/1.1\r\nHost: a\r\nTrailer: X-Formwall-Modified\r\n".utf8)
+            + post("/up", body: form([("title", nil, "t"), ("extra field", nil, "x")])).dropFirst(28)
+        r.run(client: Array(request), pieces: piece == 0 ? [] : [piece], clientEOF: false)
+        #expect(text(r.clientReceived).hasPrefix("HTTP/1.1 200"))
+        let up = text(r.connections[0].received)
+        #expect(up.components(separatedBy: "Trailer: ").count == 2, "one Trailer field, Formwall's own")
+        #expect(up.contains("\r\nTrailer: X-Formwall-Modified\r\n"))
+        #expect(up.hasSuffix("\r\n0\r\nX-Formwall-Modified: stripped=extra%20field\r\n\r\n"))
+        #expect(ExchangeRig.isCompleteRequest(r.connections[0].received))
+        #expect(r.violations() == [])
+
+        let clean = ExchangeRig(config: ExchangeRig.configuration(), policy: policy)
+        clean.run(client: post("/up", body: form([("title", nil, "t")])), clientEOF: false)
+        #expect(text(clean.connections[0].received).hasSuffix("\r\n0\r\n\r\n"), "no trailer when nothing changed")
+    }
+
     /// Random scripts and random cuts: the invariants hold for every combination.
     @Test func invariantsHoldForRandomScripts() throws {
         var generator = SplitMix(seed: 0x5eed)
