@@ -93,10 +93,10 @@ final class ExchangeRig {
     }
 
     /// A configuration for the rig: an unused upstream address and the given spool directory.
-    static func configuration(spoolDirectory: String = "/tmp") -> ProxyConfiguration {
-        // Unreachable failure: a literal IPv4 address always parses.
-        var config = ProxyConfiguration(listen: try! SocketAddress.resolve("127.0.0.1:1"),
-                                        upstream: .init(address: try! SocketAddress.resolve("127.0.0.1:2"),
+    /// The rig never dials either address; resolving them can only fail if the resolver itself is broken.
+    static func configuration(spoolDirectory: String = "/tmp") throws -> ProxyConfiguration {
+        var config = ProxyConfiguration(listen: try SocketAddress.resolve("127.0.0.1:1"),
+                                        upstream: .init(address: try SocketAddress.resolve("127.0.0.1:2"),
                                                         authority: "127.0.0.1:2"))
         config.spoolDirectory = spoolDirectory
         config.audit = .init(path: "-")

@@ -36,7 +36,7 @@ route /cors-strict {
 
 private func rig() throws -> ExchangeRig {
     let (policy, diagnostics) = RuleChecker.compile(source: conformanceRules, file: "conformance.rules")
-    return ExchangeRig(config: ExchangeRig.configuration(), policy: try #require(policy, "\(diagnostics)"))
+    return ExchangeRig(config: try ExchangeRig.configuration(), policy: try #require(policy, "\(diagnostics)"))
 }
 
 private func post(_ path: String, _ parts: [(String, String?, String)], extra: String = "") -> [UInt8] {
@@ -163,7 +163,7 @@ private func upstreamHead(_ r: ExchangeRig) -> String {
 @Suite struct UpgradeTests {
     @Test(arguments: ["websocket", "WebSocket", "h2c, websocket", "TLS/1.2"])
     func upgradeIsRefusedWith501(proto: String) throws {
-        let r = ExchangeRig(config: ExchangeRig.configuration(), policy: nil)
+        let r = ExchangeRig(config: try ExchangeRig.configuration(), policy: nil)
         r.run(client: Array(("GET /chat HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: \(proto)\r\n"
             + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
         let answer = text(r.clientReceived)
@@ -175,7 +175,7 @@ private func upstreamHead(_ r: ExchangeRig) -> String {
     }
 
     @Test func h2cIsIgnoredAndDropped() throws {
-        let r = ExchangeRig(config: ExchangeRig.configuration(), policy: nil)
+        let r = ExchangeRig(config: try ExchangeRig.configuration(), policy: nil)
         r.run(client: Array("GET /x HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n".utf8), clientEOF: false)
         #expect(text(r.clientReceived).hasPrefix("HTTP/1.1 200"))
         #expect(!upstreamHead(r).lowercased().contains("upgrade"))

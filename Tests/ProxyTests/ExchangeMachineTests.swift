@@ -63,7 +63,7 @@ private func post(_ path: String, body: [UInt8], extra: String = "", boundary: S
 private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
 
 private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = true) throws -> ExchangeRig {
-    ExchangeRig(config: ExchangeRig.configuration(), policy: rules ? try policy() : nil, script: script)
+    ExchangeRig(config: try ExchangeRig.configuration(), policy: rules ? try policy() : nil, script: script)
 }
 
 @Suite struct ExchangeMachineTests {
@@ -177,7 +177,7 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
 
     /// Lingering is bounded: a client that never stops sending is closed at the byte budget.
     @Test func lingeringStopsAtTheByteBudget() throws {
-        var config = ExchangeRig.configuration()
+        var config = try ExchangeRig.configuration()
         config.linger.bytes = 10_000
         let r = ExchangeRig(config: config, policy: try policy())
         let body = form([("title", nil, "t"), ("doc", "a.txt", String(repeating: "z", count: 50_000))])
@@ -365,7 +365,7 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         }
         """
         let policy = try #require(RuleChecker.compile(source: rules, file: "small.rules").policy)
-        var config = ExchangeRig.configuration()
+        var config = try ExchangeRig.configuration()
         config.buffers.outputHighWater = 2048
         let body = form([("note", nil, "12"), ("photo", "a.png", "%PDF-1.4\n%")])
         let r = ExchangeRig(config: config, policy: policy)
@@ -386,7 +386,7 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         }
         """
         let policy = try #require(RuleChecker.compile(source: rules, file: "trailer.rules").policy)
-        let r = ExchangeRig(config: ExchangeRig.configuration(), policy: policy)
+        let r = ExchangeRig(config: try ExchangeRig.configuration(), policy: policy)
         let request = Array("POST /up HTTP/1.1\r\nHost: a\r\nTrailer: X-Formwall-Modified\r\n".utf8)
             + post("/up", body: form([("title", nil, "t"), ("extra field", nil, "x")])).dropFirst(28)
         r.run(client: Array(request), pieces: piece == 0 ? [] : [piece], clientEOF: false)
@@ -398,7 +398,7 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         #expect(ExchangeRig.isCompleteRequest(r.connections[0].received))
         #expect(r.violations() == [])
 
-        let clean = ExchangeRig(config: ExchangeRig.configuration(), policy: policy)
+        let clean = ExchangeRig(config: try ExchangeRig.configuration(), policy: policy)
         clean.run(client: post("/up", body: form([("title", nil, "t")])), clientEOF: false)
         #expect(text(clean.connections[0].received).hasSuffix("\r\n0\r\n\r\n"), "no trailer when nothing changed")
     }
@@ -434,7 +434,7 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
                 input += requests[Int(generator.next() % UInt64(requests.count))]
             }
             let piece = [0, 1, 3, 17, 500][Int(generator.next() % 5)]
-            let r = ExchangeRig(config: ExchangeRig.configuration(), policy: try policy(), script: script)
+            let r = ExchangeRig(config: try ExchangeRig.configuration(), policy: try policy(), script: script)
             let eof = generator.next() % 2 == 0
             r.run(client: input, pieces: [piece], clientEOF: eof)
             let problems = r.violations()

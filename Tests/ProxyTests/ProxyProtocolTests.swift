@@ -74,8 +74,8 @@ private let v2TCP6 = v2(family: 0x21, address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8
         }
     }
 
-    private func rig(_ bytes: [UInt8]) -> ExchangeRig {
-        var config = ExchangeRig.configuration()
+    private func rig(_ bytes: [UInt8]) throws -> ExchangeRig {
+        var config = try ExchangeRig.configuration()
         config.proxyProtocol = true
         let r = ExchangeRig(config: config, policy: nil)
         r.run(client: bytes, clientEOF: false)
@@ -84,7 +84,7 @@ private let v2TCP6 = v2(family: 0x21, address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8
 
     @Test(arguments: [Array("PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\n".utf8), v2TCP4])
     func theHeadersSourceIsTheClient(header: [UInt8]) throws {
-        let r = rig(header + Array("GET /x HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+        let r = try rig(header + Array("GET /x HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
         #expect(String(decoding: r.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         let up = String(decoding: try #require(r.connections.first).received, as: UTF8.self)
         #expect(up.contains("\r\nX-Forwarded-For: 192.0.2.1\r\n"), "\(up)")
@@ -93,12 +93,12 @@ private let v2TCP6 = v2(family: 0x21, address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8
     }
 
     @Test func localKeepsThePeer() throws {
-        let r = rig(v2(command: 0x20, family: 0x00, address: []) + Array("GET /x HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+        let r = try rig(v2(command: 0x20, family: 0x00, address: []) + Array("GET /x HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
         #expect(r.records.first??.client == "127.0.0.1:40000")
     }
 
-    @Test func aConnectionWithoutTheHeaderIsRefused() {
-        let r = rig(Array("GET /x HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+    @Test func aConnectionWithoutTheHeaderIsRefused() throws {
+        let r = try rig(Array("GET /x HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
         let answer = String(decoding: r.clientReceived, as: UTF8.self)
         #expect(answer.hasPrefix("HTTP/1.1 400"))
         #expect(answer.contains("invalid_proxy_header"))
@@ -107,7 +107,7 @@ private let v2TCP6 = v2(family: 0x21, address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8
 
     @Test func onlyTheFirstRequestCarriesTheHeader() throws {
         let get = Array("GET /x HTTP/1.1\r\nHost: a\r\n\r\n".utf8)
-        let r = rig(Array("PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\n".utf8) + get + get)
+        let r = try rig(Array("PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\n".utf8) + get + get)
         #expect(r.records.count == 2)
         #expect(r.records.allSatisfy { $0?.client == "192.0.2.1:56324" })
     }

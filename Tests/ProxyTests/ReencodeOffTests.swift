@@ -29,7 +29,7 @@ import Testing
 
     private func run(_ path: String, body: [UInt8] = body) throws -> ExchangeRig {
         let policy = try #require(RuleChecker.compile(source: Self.rules, file: "hook.rules").policy)
-        let r = ExchangeRig(config: ExchangeRig.configuration(), policy: policy)
+        let r = ExchangeRig(config: try ExchangeRig.configuration(), policy: policy)
         let head = "POST \(path) HTTP/1.1\r\nHost: a\r\nContent-Type: application/x-www-form-urlencoded; charset=UTF-8\r\n"
             + "Content-Length: \(body.count)\r\n\r\n"
         r.run(client: Array(head.utf8) + body, clientEOF: false)

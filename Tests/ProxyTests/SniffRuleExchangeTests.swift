@@ -22,7 +22,7 @@ import Testing
     private func run(_ path: String, filename: String, type: String, data: [UInt8], pieces: [Int] = [])
         throws -> (status: String, reason: String?) {
         let policy = try #require(RuleChecker.compile(source: Self.rules, file: "sniff.rules").policy)
-        let r = ExchangeRig(config: ExchangeRig.configuration(), policy: policy)
+        let r = ExchangeRig(config: try ExchangeRig.configuration(), policy: policy)
         r.run(client: post(path, filename: filename, type: type, data: data), pieces: pieces, clientEOF: false)
         #expect(r.violations() == [])
         return (String(String(decoding: r.clientReceived.prefix(12), as: UTF8.self)), r.records.first??.reason)

@@ -58,8 +58,8 @@ import Testing
         #expect(trusted.resolve(peer: peer, forwardedFor: xff) == .init(client: client, keepChain: keep))
     }
 
-    private func run(trusted: String?) -> ExchangeRig {
-        var config = ExchangeRig.configuration()
+    private func run(trusted: String?) throws -> ExchangeRig {
+        var config = try ExchangeRig.configuration()
         if let trusted, case .success(let t) = TrustedProxies.parse(trusted) { config.trustedProxies = t }
         let r = ExchangeRig(config: config, policy: nil)
         r.run(client: Array("GET /x HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 6.6.6.6, 198.51.100.9\r\n\r\n".utf8),
@@ -68,7 +68,7 @@ import Testing
     }
 
     @Test func untrustedPeerChainIsReplaced() throws {
-        let r = run(trusted: nil)
+        let r = try run(trusted: nil)
         let up = String(decoding: try #require(r.connections.first).received, as: UTF8.self)
         #expect(up.contains("\r\nX-Forwarded-For: 127.0.0.1\r\n"), "\(up)")
         #expect(!up.contains("198.51.100.9"))
@@ -76,7 +76,7 @@ import Testing
     }
 
     @Test func trustedPeerChainIsKeptAndNamesTheClient() throws {
-        let r = run(trusted: "127.0.0.1")
+        let r = try run(trusted: "127.0.0.1")
         let up = String(decoding: try #require(r.connections.first).received, as: UTF8.self)
         #expect(up.contains("\r\nX-Forwarded-For: 6.6.6.6, 198.51.100.9, 127.0.0.1\r\n"), "\(up)")
         #expect(r.records.first??.client == "198.51.100.9")
