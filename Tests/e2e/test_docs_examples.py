@@ -61,21 +61,26 @@ def audit_records(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
 
 
-def test_audit_request_example_matches_a_real_record(tmp_path, upstream):
-    example = doc_example(lambda e: "request_id" in e and e.get("decision") == "reject")
+def avatar_upload_record(tmp_path, upstream, rules, avatar: Part, status: int) -> dict:
+    """POSTs `user_id=42` and `avatar` to /api/avatar through a Formwall with `rules`; the request's audit record."""
     audit = tmp_path / "audit.log"
-    # The example's own rule file (rules/avatar.rules in the repository).
-    fw = Formwall(tmp_path, upstream.url, ["--rules", str(REPO / "rules" / "avatar.rules"), "--audit-log", str(audit)])
+    fw = Formwall(tmp_path, upstream.url, ["--rules", str(rules), "--audit-log", str(audit)])
     try:
         rid = new_id()
-        body, ctype = multipart([Part("user_id", b"42"),
-                                 Part("avatar", b"\x89PNG\r\n\x1a\n" + bytes(5_500_000), "me.png", "image/png")])
+        body, ctype = multipart([Part("user_id", b"42"), avatar])
         resp = request(fw.port, "POST", "/api/avatar", [("Content-Type", ctype), ("X-Request-Id", rid)], body)
-        assert resp.status == 413, resp
-        record = wait_until(lambda: next((r for r in audit_records(audit) if r.get("request_id") == rid), None),
-                            IO_TIMEOUT, what="the audit record")
+        assert resp.status == status, resp
+        return wait_until(lambda: next((r for r in audit_records(audit) if r.get("request_id") == rid), None),
+                          IO_TIMEOUT, what="the audit record")
     finally:
         fw.terminate()
+
+
+def test_audit_request_example_matches_a_real_record(tmp_path, upstream):
+    example = doc_example(lambda e: "request_id" in e and e.get("decision") == "reject")
+    # The example's own rule file (rules/avatar.rules in the repository).
+    record = avatar_upload_record(tmp_path, upstream, REPO / "rules" / "avatar.rules",
+                                  Part("avatar", b"\x89PNG\r\n\x1a\n" + bytes(5_500_000), "me.png", "image/png"), 413)
     same_shape(example, record)
     # The parts documented are the real ones, by index.
     for part in example["parts"]:
@@ -174,18 +179,8 @@ def test_audit_monitor_example_matches_a_real_record(tmp_path, upstream):
     # Line 6 is the `file avatar` rule, as the example's `"rule":"m.rules:6"` says.
     rules.write_text("mode monitor;\n\nroute /api/avatar {\n    methods POST;\n    field user_id;\n"
                      "    file avatar { extensions .png; }\n}\n")
-    audit = tmp_path / "audit.log"
-    fw = Formwall(tmp_path, upstream.url, ["--rules", str(rules), "--audit-log", str(audit)])
-    try:
-        rid = new_id()
-        body, ctype = multipart([Part("user_id", b"42"),
-                                 Part("avatar", b"GIF89a" + bytes(4894), "me.gif", "image/gif")])
-        resp = request(fw.port, "POST", "/api/avatar", [("Content-Type", ctype), ("X-Request-Id", rid)], body)
-        assert resp.status == 200, resp
-        record = wait_until(lambda: next((r for r in audit_records(audit) if r.get("request_id") == rid), None),
-                            IO_TIMEOUT, what="the audit record")
-    finally:
-        fw.terminate()
+    record = avatar_upload_record(tmp_path, upstream, rules,
+                                  Part("avatar", b"GIF89a" + bytes(4894), "me.gif", "image/gif"), 200)
     same_shape(example, record)
     for key in ("path", "route", "decision", "status", "reason", "would_status"):
         assert example[key] == record[key], (key, example[key], record[key])
