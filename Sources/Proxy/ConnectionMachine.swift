@@ -197,12 +197,6 @@ struct ConnectionMachine {
         return upstreamOut.readableBytes > 0
     }
 
-    /// Whether an upstream connection is attached (connecting or connected).
-    var hasUpstream: Bool {
-        if case .exchanging(let ex) = state { return ex.upstream != .none }
-        return false
-    }
-
     var isClosed: Bool { if case .closed = state { return true } else { return false } }
 
     /// Idle between requests with nothing to write (drain closes such a connection at once).
