@@ -33,6 +33,8 @@ extension AuditRecord {
         writer.milliseconds(durationMs)
         writer.key("upstream_ms")
         writer.milliseconds(upstreamMs)
+        writer.key("upstream")
+        writer.string(upstream)
         writer.key("parts")
         writer.beginArray()
         for part in parts { part.render(into: &writer) }

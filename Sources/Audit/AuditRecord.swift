@@ -175,6 +175,9 @@ public struct AuditRecord: Sendable {
     public var durationMs: Double
     /// Time waiting for the upstream in milliseconds, nil if never contacted.
     public var upstreamMs: Double?
+    /// The upstream server (`host:port`) that answered, or that was tried last when none did; nil if none was
+    /// contacted.
+    public var upstream: String?
     /// The parts seen, in order.
     public var parts: [Part]
     /// The violations found.
@@ -191,7 +194,7 @@ public struct AuditRecord: Sendable {
         timestamp: AuditTimestamp, requestID: String, client: String, method: String, path: AuditText,
         route: String?, decision: Decision, status: Int, reason: String? = nil, wouldStatus: Int? = nil,
         bytesIn: Int = 0, bytesUpstream: Int = 0, durationMs: Double = 0, upstreamMs: Double? = nil,
-        parts: [Part] = [], violations: [Violation] = [], anomalies: [String] = [],
+        upstream: String? = nil, parts: [Part] = [], violations: [Violation] = [], anomalies: [String] = [],
         fields: [Field]? = nil, error: String? = nil
     ) {
         self.timestamp = timestamp
@@ -208,6 +211,7 @@ public struct AuditRecord: Sendable {
         self.bytesUpstream = bytesUpstream
         self.durationMs = durationMs
         self.upstreamMs = upstreamMs
+        self.upstream = upstream
         self.parts = parts
         self.violations = violations
         self.anomalies = anomalies

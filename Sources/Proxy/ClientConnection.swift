@@ -28,6 +28,8 @@ final class ClientConnection: EventHandler {
     private var currentInterest: Interest = []
     private(set) var machine: ConnectionMachine
     private var upstream: UpstreamConnection?
+    /// The servers the current request has dialled (a failed connect moves on to one not in here).
+    private var serversTried: [Int] = []
     private var actions: [ConnectionMachine.Action] = []
     private var queue: [Event] = []
     private var running = false
@@ -131,16 +133,22 @@ final class ClientConnection: EventHandler {
     private func apply() {
         for action in actions {
             switch action {
-            case .connectUpstream:
-                connectUpstream(fresh: false)
-            case .reconnectUpstream:
-                upstream?.close()
-                upstream = nil
-                connectUpstream(fresh: true)
+            case .connectUpstream(let group):
+                serversTried.removeAll(keepingCapacity: true)
+                connectUpstream(group: group, fresh: false)
+            case .reconnectUpstream(let group):
+                // A replay: a fresh connection to the same server.
+                let server = upstream?.server
+                dropUpstream(reuse: false)
+                if let server { serversTried.removeAll { $0 == server } }
+                connectUpstream(group: group, fresh: true, server: server)
+            case .retryUpstream(let group):
+                dropUpstream(reuse: false)
+                connectUpstream(group: group, fresh: false)
+            case .upstreamHealth(let group, let server, let ok):
+                worker.reportServer(group: group, server: server, ok: ok)
             case .releaseUpstream(let reuse):
-                guard let up = upstream else { continue }
-                upstream = nil
-                if reuse { worker.release(up) } else { up.close() }
+                dropUpstream(reuse: reuse)
             case .shutdownClientWrite:
                 try? transport.shutdownWrite()
             case .closeClient:
@@ -154,15 +162,29 @@ final class ClientConnection: EventHandler {
         }
     }
 
-    private func connectUpstream(fresh: Bool) {
+    /// Dials `server` of `group`, or the server the group's balancer picks among those this request has not tried.
+    private func connectUpstream(group: Int, fresh: Bool, server chosen: Int? = nil) {
+        // Every server tried already cannot happen (the machine counts attempts); report the first as failed.
+        let server = chosen ?? worker.pickServer(group: group, excluding: serversTried) ?? 0
+        serversTried.append(server)
+        queue.append(.upstreamChosen(server: server))
         do {
-            let up = fresh ? try UpstreamConnection.connect(worker: worker) : try worker.acquireUpstream()
+            let up = try worker.acquireUpstream(group: group, server: server, fresh: fresh)
             upstream = up
+            worker.serverStarted(group: group, server: server)
             up.attach(to: self)
-            if up.isConnected { queue.append(.upstreamConnected(reused: up.reused)) }
+            if up.isConnected { queue.append(.upstreamConnected(reused: up.reused, server: server)) }
         } catch {
-            queue.append(.upstreamConnectFailed("\(error)"))
+            queue.append(.upstreamConnectFailed("\(error)", server: server))
         }
+    }
+
+    /// Detaches the upstream connection: back to the pool (`reuse`) or closed.
+    private func dropUpstream(reuse: Bool) {
+        guard let up = upstream else { return }
+        upstream = nil
+        worker.serverFinished(group: up.group, server: up.server)
+        if reuse { worker.release(up) } else { up.close() }
     }
 
     private func reconcile() {
@@ -214,8 +236,7 @@ final class ClientConnection: EventHandler {
     private func closeSocket() {
         guard !closed else { return }
         closed = true
-        upstream?.close()
-        upstream = nil
+        dropUpstream(reuse: false)
         if let registration { try? worker.loop.deregister(registration) }
         registration = nil
         try? transport.close()

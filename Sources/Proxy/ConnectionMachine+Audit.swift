@@ -68,6 +68,7 @@ extension ConnectionMachine {
             reason: violation?.kind.name ?? reason ?? decidedBy?.kind.name, wouldStatus: wouldReject?.status, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
             bytesUpstream: Int(clamping: sent), durationMs: Double(now &- ex.startedAt) / 1e6,
             upstreamMs: ex.upstreamStartedAt.map { Double(now &- $0) / 1e6 },
+            upstream: ex.upstreamStartedAt == nil ? nil : serverName(ex),
             parts: parts, violations: violations, anomalies: anomalies.names + reencodeOff, fields: fields, error: error)
     }
 

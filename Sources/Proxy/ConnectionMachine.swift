@@ -66,10 +66,14 @@ struct ConnectionMachine {
         case clientReset
         /// The kernel accepted `n` bytes of `clientOut` (the driver consumed them).
         case clientWrote(Int)
-        /// The upstream connection is ready (`reused`: taken from the pool).
-        case upstreamConnected(reused: Bool)
-        /// Dialling the upstream failed.
-        case upstreamConnectFailed(String)
+        /// The upstream connection to server `server` (an index into the exchange's group) is ready (`reused`:
+        /// taken from the pool).
+        case upstreamConnected(reused: Bool, server: Int)
+        /// Dialling server `server` of the exchange's group failed.
+        case upstreamConnectFailed(String, server: Int)
+        /// The driver is dialling server `server` of the exchange's group (sent before the connect's outcome, so a
+        /// connect timeout names the server).
+        case upstreamChosen(server: Int)
         /// New bytes in `upstreamIn`.
         case upstreamData
         /// The upstream's sending side ended (read returned 0).
@@ -88,10 +92,19 @@ struct ConnectionMachine {
 
     /// What the driver must do.
     enum Action {
-        /// Take a pooled connection or dial one; answer with `.upstreamConnected` or `.upstreamConnectFailed`.
-        case connectUpstream
-        /// Drop the current upstream connection and dial a fresh one (a replay); answer as for `connectUpstream`.
-        case reconnectUpstream
+        /// Take a pooled connection to a server of upstream group `group` (an index into `upstreams`), chosen
+        /// by the group's balancer, or dial one; answer with `.upstreamConnected` or `.upstreamConnectFailed`.
+        case connectUpstream(group: Int)
+        /// Drop the current upstream connection and dial a fresh one to the same server (a replay); answer as
+        /// for `connectUpstream`.
+        case reconnectUpstream(group: Int)
+        /// Dialling failed before any byte went upstream: drop the attempt and try the next server of the group
+        /// that this request has not tried; answer as for `connectUpstream`.
+        case retryUpstream(group: Int)
+        /// What this exchange learnt about a server's health (passive health checks): `ok` once its response
+        /// head arrived; not `ok` when connecting failed or timed out, or it closed, answered garbage or fell
+        /// silent before answering.
+        case upstreamHealth(group: Int, server: Int, ok: Bool)
         /// Detach the upstream connection: back to the pool, or closed. Once per upstream connection used.
         case releaseUpstream(reuse: Bool)
         /// Send FIN to the client (lingering starts).
@@ -248,16 +261,21 @@ struct ConnectionMachine {
                 finishClosing(into: &out)
                 return
             }
-        case .upstreamConnected(let reused):
+        case .upstreamConnected(let reused, let server):
             guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
             ex.upstream = .connected
+            ex.server = server
             ex.reused = reused
             ex.replayLog = reused ? [] : nil
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
-        case .upstreamConnectFailed(let why):
+        case .upstreamChosen(let server):
+            if case .exchanging(let ex) = state, ex.upstream == .connecting { ex.server = server }
+        case .upstreamConnectFailed(let why, let server):
             guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
+            ex.server = server
+            out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(serverName(ex)) unreachable: \(why)"))
+            if retryNextServer(ex, into: &out) { break }
             ex.upstream = .none
-            out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(config.upstream) unreachable: \(why)"))
             abort(status: 502, kind: "upstream_unreachable", into: &out)
             return
         case .upstreamData:
@@ -412,6 +430,16 @@ struct ConnectionMachine {
             case .proceed(let kind):
                 bodyKind = kind
             }
+            // The route's upstream group. Start-up and reload refuse a policy naming an undeclared group, so a
+            // miss here is Formwall's own fault: 500, never a silent fall-back to another application.
+            if let name = ev.route?.upstream?.name {
+                guard let group = config.upstreamGroup(named: name) else {
+                    respond(status: 500, kind: "internal_error", requestID: requestID,
+                            detail: "upstream group \(name) is not declared", violation: nil, exchange: ex, into: &out)
+                    return
+                }
+                ex.group = group
+            }
         }
 
         // The field that tells the upstream what was stripped is Formwall's alone: the client's copy never passes.
@@ -514,9 +542,7 @@ struct ConnectionMachine {
                         exchange: ex, into: &out)
                 return
             }
-            ex.upstream = .connecting
-            ex.upstreamStartedAt = now
-            out.append(.connectUpstream)
+            dialUpstream(ex, into: &out)
         }
         let sink = UpstreamSink(kind: sinkKind, buffer: upstreamOut)
         if let trailerName {
@@ -662,9 +688,7 @@ struct ConnectionMachine {
             body.sink.sending = (file, 0)
             refillFromFile(ex)
             if ex.upstream == .none {
-                ex.upstream = .connecting
-                ex.upstreamStartedAt = now
-                out.append(.connectUpstream)
+                dialUpstream(ex, into: &out)
             }
         }
     }
@@ -742,8 +766,9 @@ struct ConnectionMachine {
                 }
                 switch result {
                 case .failure(let error):
-                    log(kind: "upstream", "malformed response head from upstream \(config.upstream): \(error)",
+                    log(kind: "upstream", "malformed response head from upstream \(serverName(ex)): \(error)",
                         into: &out)
+                    reportHealth(ex, ok: false, into: &out)
                     abort(status: 502, kind: "bad_upstream_response", into: &out)
                     return true
                 case .success(.needMore(let consumed)):
@@ -753,6 +778,7 @@ struct ConnectionMachine {
                 case .success(.complete(let head, let consumed)):
                     upstreamIn.moveReaderIndex(forwardBy: consumed)
                     progressed = true
+                    if !head.isInformational { reportHealth(ex, ok: true, into: &out) }
                     if head.isInformational {
                         // Our own 100 Continue already went out; pass other 1xx (103 Early Hints) through.
                         if head.status != 100 {
@@ -833,7 +859,7 @@ struct ConnectionMachine {
                     }
                 }
                 if failed {
-                    log(kind: "upstream", "malformed response body from upstream \(config.upstream)", into: &out)
+                    log(kind: "upstream", "malformed response body from upstream \(serverName(ex))", into: &out)
                     abort(status: 502, kind: "bad_upstream_response", into: &out)
                     return true
                 }
@@ -883,7 +909,7 @@ struct ConnectionMachine {
                 try upstreamOut.writeBytes(log)
                 try upstreamOut.writeBytes(unsent)
             } catch {
-                out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(config.upstream) closed a reused connection; the request could not be replayed"))
+                out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(serverName(ex)) closed a reused connection; the request could not be replayed"))
                 abort(status: 502, kind: "upstream_closed", into: &out)
                 return
             }
@@ -894,7 +920,8 @@ struct ConnectionMachine {
             ex.upReceived = false
             ex.reused = false
             ex.replayLog = nil
-            out.append(.reconnectUpstream)
+            ex.connectStartedAt = now
+            out.append(.reconnectUpstream(group: ex.group))
             return
         }
         if ex.responseStarted {
@@ -907,7 +934,8 @@ struct ConnectionMachine {
             state = .closing(discard: false)
             if clientOut.readableBytes == 0 { finishClosing(into: &out) }
         } else {
-            out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(config.upstream) closed the connection before answering"))
+            out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(serverName(ex)) closed the connection before answering"))
+            reportHealth(ex, ok: false, into: &out)
             abort(status: 502, kind: "upstream_closed", into: &out)
         }
     }
@@ -1142,11 +1170,15 @@ struct ConnectionMachine {
                       BodyRate.tooSlow(bytes: ex.body?.bytesIn ?? 0, readingNanos: ex.bodyReadWanted,
                                        minRate: t.clientBodyMinRate, grace: t.clientBodyRateGrace) {
                 abort(status: 408, kind: "client_body_too_slow", into: &out)
-            } else if ex.upstream == .connecting, let started = ex.upstreamStartedAt,
+            } else if ex.upstream == .connecting, let started = ex.connectStartedAt,
                       over(started, t.upstreamConnect) {
-                abort(status: 504, kind: "upstream_connect_timeout", into: &out)
+                out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(serverName(ex)) did not accept the connection within \(t.upstreamConnect) s"))
+                if !retryNextServer(ex, into: &out) {
+                    abort(status: 504, kind: "upstream_connect_timeout", into: &out)
+                }
             } else if ex.upstreamConnected, let done = ex.requestCompletedAt ?? ex.bodyDiscardedAt,
                       over(max(ex.upstreamActivity, done), t.upstreamResponse) {
+                reportHealth(ex, ok: false, into: &out)
                 abort(status: 504, kind: "upstream_timeout", into: &out)
             }
         }
@@ -1160,6 +1192,42 @@ struct ConnectionMachine {
                                                  error: "drain_timeout")))
         }
         close(into: &out)
+    }
+
+    // MARK: - Upstream servers
+
+    /// Asks for a connection to the exchange's upstream group (first attempt).
+    private mutating func dialUpstream(_ ex: Exchange, into out: inout [Action]) {
+        ex.upstream = .connecting
+        ex.upstreamStartedAt = now
+        ex.connectStartedAt = now
+        ex.attempts = 1
+        out.append(.connectUpstream(group: ex.group))
+    }
+
+    /// After a failed or timed-out connect (nothing of the request went upstream): the next server of the group,
+    /// if one is left untried. False when every server was tried; the caller answers.
+    private mutating func retryNextServer(_ ex: Exchange, into out: inout [Action]) -> Bool {
+        reportHealth(ex, ok: false, into: &out)
+        guard ex.attempts < config.upstreams[ex.group].servers.count else { return false }
+        ex.attempts += 1
+        ex.upstream = .connecting
+        ex.connectStartedAt = now
+        ex.server = nil
+        out.append(.retryUpstream(group: ex.group))
+        return true
+    }
+
+    private func reportHealth(_ ex: Exchange, ok: Bool, into out: inout [Action]) {
+        guard let server = ex.server else { return }
+        out.append(.upstreamHealth(group: ex.group, server: server, ok: ok))
+    }
+
+    /// The server the exchange is talking to, `host:port`, for logs and the audit record.
+    func serverName(_ ex: Exchange) -> String {
+        let group = config.upstreams[ex.group]
+        guard let server = ex.server, group.servers.indices.contains(server) else { return group.name }
+        return group.servers[server].upstream.authority
     }
 
     // MARK: - Helpers

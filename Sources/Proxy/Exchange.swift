@@ -43,6 +43,14 @@ final class Exchange {
 
     var upstream: Upstream = .none
     var upstreamStartedAt: UInt64?
+    /// The upstream group (an index into the configuration's `upstreams`): the route's `upstream`, else 0.
+    var group = 0
+    /// The server of `group` connected or being dialled (as the driver reported it); nil before.
+    var server: Int?
+    /// Servers dialled for this request so far (a connect failure moves to the next).
+    var attempts = 0
+    /// When the current dial started (the connect timeout runs from here).
+    var connectStartedAt: UInt64?
     /// The last time upstream bytes moved either way.
     var upstreamActivity: UInt64 = 0
     /// The connection came from the pool.

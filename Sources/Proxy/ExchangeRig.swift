@@ -31,6 +31,10 @@ final class ExchangeRig {
         var firstIsPooled = false
         /// The first connection, if pooled, was already closed by the upstream: it fails before any answer.
         var firstIsStale = false
+        /// Servers of a group (by index: the first dial is server 0, each `retryUpstream` the next) that refuse,
+        /// or never answer the connect, whatever `connect` says.
+        var refuseServers: Set<Int> = []
+        var ignoreServers: Set<Int> = []
         init() {}
     }
 
@@ -80,6 +84,10 @@ final class ExchangeRig {
     private(set) var shutdownSent = false
     private(set) var closed = false
     private(set) var released: [Bool] = []
+    /// `upstreamHealth` reports: (server, ok).
+    private(set) var health: [(server: Int, ok: Bool)] = []
+    /// The server index the rig reports for the current dial: 0, then one more per `retryUpstream`.
+    private var serversTried = 0
     /// An action came after `.closeClient` (an invariant violation).
     private(set) var actionAfterClose = false
     private var current: Int?
@@ -173,18 +181,26 @@ final class ExchangeRig {
         if closed { actionAfterClose = true }
         actions.append(action)
         switch action {
-        case .connectUpstream, .reconnectUpstream:
+        case .connectUpstream, .reconnectUpstream, .retryUpstream:
+            if case .connectUpstream = action { serversTried = 0 }
+            if case .retryUpstream = action { serversTried += 1 }
+            let server = serversTried
             let first = connections.isEmpty
             var log = UpstreamConnectionLog()
             log.pooled = first && script.firstIsPooled
             log.stale = log.pooled && script.firstIsStale
             connections.append(log)
             current = connections.count - 1
-            switch script.connect {
-            case .accept: queue.append(.upstreamConnected(reused: log.pooled))
-            case .refuse: queue.append(.upstreamConnectFailed("connection refused"))
+            queue.append(.upstreamChosen(server: server))
+            let connect = script.refuseServers.contains(server) ? .refuse
+                : script.ignoreServers.contains(server) ? .ignore : script.connect
+            switch connect {
+            case .accept: queue.append(.upstreamConnected(reused: log.pooled, server: server))
+            case .refuse: queue.append(.upstreamConnectFailed("connection refused", server: server))
             case .ignore: break
             }
+        case .upstreamHealth(_, let server, let ok):
+            health.append((server, ok))
         case .releaseUpstream(let reuse):
             released.append(reuse)
             current = nil

@@ -8,8 +8,15 @@ import Rules
 public struct ProxyConfiguration: Sendable {
     /// Where clients connect (`--listen`).
     public var listen: SocketAddress
-    /// The upstream origin (`--upstream http://host:port`).
-    public var upstream: Upstream
+    /// The upstream groups. The first is the default, used by routes without `upstream NAME;`: the one server of
+    /// `--upstream http://host:port` (named `default`), or the group a configuration file's `upstream NAME;`
+    /// chooses. Never empty; every group has at least one server.
+    public var upstreams: [UpstreamGroup]
+    /// The default group's first server (`--upstream http://host:port`); setting it replaces the default group.
+    public var upstream: Upstream {
+        get { upstreams[0].servers[0].upstream }
+        set { upstreams[0] = UpstreamGroup(name: UpstreamGroup.defaultName, servers: [.init(newValue)]) }
+    }
     /// Event-loop worker threads, each with its own SO_REUSEPORT listener (`--workers`, default: cores).
     public var workers: Int = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
     /// How re-encoded multipart bodies travel upstream (`--upstream-body`).
@@ -65,7 +72,50 @@ public struct ProxyConfiguration: Sendable {
     /// Creates a configuration with defaults for everything but the two addresses.
     public init(listen: SocketAddress, upstream: Upstream) {
         self.listen = listen
-        self.upstream = upstream
+        self.upstreams = [UpstreamGroup(name: UpstreamGroup.defaultName, servers: [.init(upstream)])]
+    }
+
+    /// The index of the group called `name` in `upstreams`.
+    public func upstreamGroup(named name: String) -> Int? { upstreams.firstIndex { $0.name == name } }
+
+    /// A group of interchangeable upstream servers (`upstream app { server 10.0.0.5:9000; … }`).
+    public struct UpstreamGroup: Sendable {
+        /// The name of the group `--upstream http://…` makes.
+        public static let defaultName = "default"
+        /// How the next server is chosen.
+        public enum Balance: String, Sendable {
+            /// Weighted round-robin (smooth: a weight-2 server gets every other of three requests).
+            case roundRobin = "round-robin"
+            /// The server with the fewest requests in flight from this worker, relative to its weight; ties
+            /// go round-robin.
+            case leastConnections = "least-conn"
+        }
+        /// One server of the group.
+        public struct Server: Sendable {
+            public var upstream: Upstream
+            /// Relative share of requests (`weight N`, 1…1000). Default 1.
+            public var weight: Int = 1
+            public init(_ upstream: Upstream, weight: Int = 1) {
+                self.upstream = upstream
+                self.weight = weight
+            }
+        }
+
+        public var name: String
+        public var servers: [Server]
+        /// `balance round-robin|least-conn`. Default round-robin.
+        public var balance: Balance = .roundRobin
+        /// Passive health: a server that failed this many requests in a row (`max-fails`, default 1; 0 never
+        /// marks it down) ...
+        public var maxFails: Int = 1
+        /// ... is skipped for this many seconds (`fail-timeout`, default 10), like nginx's `max_fails` and
+        /// `fail_timeout`. When every server is down, they are all tried anyway.
+        public var failTimeout: Double = 10
+
+        public init(name: String, servers: [Server]) {
+            self.name = name
+            self.servers = servers
+        }
     }
 
     /// The upstream origin.
@@ -74,6 +124,11 @@ public struct ProxyConfiguration: Sendable {
         public var address: SocketAddress
         /// The `host[:port]` text, for error messages.
         public var authority: String
+
+        public init(address: SocketAddress, authority: String) {
+            self.address = address
+            self.authority = authority
+        }
 
         /// Parses `http://host:port` (or `host:port`); resolves the host once, at start-up.
         public static func parse(_ text: String) throws -> Upstream {
@@ -89,11 +144,12 @@ public struct ProxyConfiguration: Sendable {
             }
             var authority = String(rest)
             if !authority.contains(":") || authority.hasSuffix("]") { authority += ":80" }
-            do {
-                return Upstream(address: try SocketAddress.resolve(authority), authority: authority)
-            } catch {
+            let address: SocketAddress
+            do { address = try SocketAddress.resolve(authority) } catch {
+                if error.isResolutionFailure { throw UpstreamResolutionError(text: text, reason: "\(error)") }
                 throw ConfigurationError("cannot resolve upstream \(text): \(error)")
             }
+            return Upstream(address: address, authority: authority)
         }
 
         public var description: String { "http://\(authority)" }
@@ -168,4 +224,11 @@ public struct ProxyConfiguration: Sendable {
 public struct ConfigurationError: Error, CustomStringConvertible {
     public let description: String
     public init(_ message: String) { description = message }
+}
+
+/// An upstream host name that does not resolve (here and now). `formwall check` reports it as a warning.
+public struct UpstreamResolutionError: Error, CustomStringConvertible {
+    public let text: String
+    public let reason: String
+    public var description: String { "cannot resolve upstream \(text): \(reason)" }
 }

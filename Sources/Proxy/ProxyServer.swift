@@ -21,6 +21,9 @@ public final class ProxyServer {
     private let group: EventLoopGroup
     private let registry = WorkerRegistry()
     private let quarantine: QuarantineStore?
+    /// Where SIGHUP finds the rule files: set when a configuration file lists them (its `include`s are read
+    /// again); nil: `configuration.rules`.
+    public var rulePaths: (() throws -> [String])?
 
     /// Binds every worker's listener; throws a readable error (address in use, …) before anything runs.
     ///
@@ -30,7 +33,8 @@ public final class ProxyServer {
         self.configuration = configuration
         Self.blockSignals()
         try Self.checkSpoolDirectory(configuration.spoolDirectory)
-        let policy = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil)
+        let policy = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil,
+                                         upstreamGroups: configuration.upstreams.map(\.name))
         if let q = configuration.quarantine {
             do {
                 let store = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),
@@ -93,13 +97,24 @@ public final class ProxyServer {
     /// Loads and compiles rule files; nil when there are none. Throws the diagnostics as one error, and refuses a
     /// policy that uses `action quarantine` when no quarantine store is configured (`quarantine` false): every
     /// such part would otherwise fail with 503.
-    public static func loadPolicy(_ paths: [String], quarantine: Bool) throws -> Policy? {
+    ///
+    /// `upstreamGroups` (nil: not checked, as `inspect` does) are the declared group names; a route naming
+    /// another group is refused.
+    public static func loadPolicy(_ paths: [String], quarantine: Bool, upstreamGroups: [String]? = nil) throws -> Policy? {
         guard !paths.isEmpty else { return nil }
         let policy: Policy
         do {
             policy = try Policy.load(paths: paths)
         } catch {
             throw ConfigurationError("invalid rules:\n" + error.diagnostics.map(\.description).joined(separator: "\n"))
+        }
+        if let groups = upstreamGroups {
+            for route in policy.routes {
+                guard let name = route.upstream, !groups.contains(name.name) else { continue }
+                let at = name.location.map { "\($0.file):\($0.line):\($0.column): " } ?? ""
+                throw ConfigurationError("\(at)route \(route.prefix) names upstream group '\(name.name)', which is not "
+                    + "declared (declared: \(groups.joined(separator: ", ")))")
+            }
         }
         if !quarantine {
             let rules = (policy.routes + [policy.fallback]).flatMap {
@@ -126,12 +141,18 @@ public final class ProxyServer {
     /// Re-reads the rule files; on success every worker switches to the new policy for new requests
     /// (requests in flight finish under the old one). On failure the old policy stays and the errors are logged.
     public func reloadRules() {
-        guard !configuration.rules.isEmpty else { return }
+        let paths: [String]
+        do { paths = try rulePaths?() ?? configuration.rules } catch {
+            FileOutput.stderr("formwall: reload failed, keeping the previous rules: \(error)")
+            return
+        }
+        guard !paths.isEmpty else { return }
         do {
-            let fresh = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil)
+            let fresh = try Self.loadPolicy(paths, quarantine: configuration.quarantine != nil,
+                                            upstreamGroups: configuration.upstreams.map(\.name))
             // The message is printed once every worker has switched, so "reloaded" means in force everywhere.
             let pending = Countdown(registry.count)
-            let message = "formwall: rules reloaded from \(configuration.rules.joined(separator: " "))"
+            let message = "formwall: rules reloaded from \(paths.joined(separator: " "))"
             registry.forEach { handle, worker in
                 _ = handle.execute { _ in
                     worker.value.policy = fresh

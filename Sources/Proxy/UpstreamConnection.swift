@@ -25,18 +25,25 @@ final class UpstreamConnection: EventHandler {
     /// side already ended); re-added when the machine reads again.
     private var parked = false
 
-    private init(worker: Worker, socket: TCPSocket, connected: Bool) {
+    /// The upstream group and the server within it this connection goes to.
+    let group: Int
+    let server: Int
+
+    private init(worker: Worker, socket: TCPSocket, connected: Bool, group: Int, server: Int) {
         self.worker = worker
+        self.group = group
+        self.server = server
         self.socket = socket
         transport = PlainTransport(socket)
         phase = connected ? .attached : .connecting
     }
 
-    /// Starts a non-blocking connect to the configured upstream.
-    static func connect(worker: Worker) throws -> UpstreamConnection {
-        let (socket, progress) = try TCPSocket.connect(to: worker.config.upstream.address)
+    /// Starts a non-blocking connect to server `server` of upstream group `group`.
+    static func connect(worker: Worker, group: Int, server: Int) throws -> UpstreamConnection {
+        let (socket, progress) = try TCPSocket.connect(to: worker.config.upstreams[group].servers[server].upstream.address)
         try? socket.setNoDelay()
-        let up = UpstreamConnection(worker: worker, socket: socket, connected: progress == .connected)
+        let up = UpstreamConnection(worker: worker, socket: socket, connected: progress == .connected,
+                                    group: group, server: server)
         let interest: Interest = progress == .connected ? [] : .writable
         do {
             up.registration = try worker.loop.register(fd: socket.fd, interest: interest, handler: up)
@@ -150,12 +157,12 @@ final class UpstreamConnection: EventHandler {
             } catch {
                 let client = self.client
                 close()
-                client?.upstreamEvent(self, .upstreamConnectFailed("\(error)"))
+                client?.upstreamEvent(self, .upstreamConnectFailed("\(error)", server: server))
                 return
             }
             phase = .attached
             set([])
-            client?.upstreamEvent(self, .upstreamConnected(reused: false))
+            client?.upstreamEvent(self, .upstreamConnected(reused: false, server: server))
         case .attached:
             client?.upstreamEvent(self, nil)   // the client's run writes upstreamOut
         case .idle, .closed:

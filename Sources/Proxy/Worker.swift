@@ -41,6 +41,8 @@ final class Worker {
     /// This worker's own audit log handle (each worker opens the same path with O_APPEND).
     private(set) var audit: AuditLog?
     private var auditFailed = false
+    /// Per upstream group (same order as `config.upstreams`): the next server, in-flight counts, passive health.
+    private var balancers: [UpstreamBalancer]
     /// Request ids and boundaries come from here (one RAND_bytes call per ~100 requests).
     let random = SecureRandomPool()
 
@@ -52,6 +54,7 @@ final class Worker {
         self.policy = policy
         self.quarantine = quarantine
         self.audit = audit
+        balancers = config.upstreams.map { UpstreamBalancer(group: $0) }
     }
 
     /// Appends one audit record; a failing log is reported once on stderr and retried on the next record.
@@ -187,13 +190,34 @@ final class Worker {
 
     // MARK: Upstream pool
 
-    /// A pooled connection that is still open, or a new one (connecting).
-    func acquireUpstream() throws -> UpstreamConnection {
-        while let up = idle.popLast() {
-            if up.isReusable { return up }
-            up.close()
+    /// A pooled connection to server `server` of group `group` that is still open, or a new one (connecting).
+    func acquireUpstream(group: Int, server: Int, fresh: Bool) throws -> UpstreamConnection {
+        if !fresh {
+            while let i = idle.lastIndex(where: { $0.group == group && $0.server == server }) {
+                let up = idle.remove(at: i)
+                if up.isReusable { return up }
+                up.close()
+            }
         }
-        return try UpstreamConnection.connect(worker: self)
+        return try UpstreamConnection.connect(worker: self, group: group, server: server)
+    }
+
+    /// The server of `group` for the next attempt of a request that tried `tried` (round-robin or least-conn,
+    /// skipping servers marked down); nil when it tried them all.
+    func pickServer(group: Int, excluding tried: [Int]) -> Int? {
+        balancers[group].pick(excluding: tried, now: loop.now())
+    }
+
+    /// A request started or finished on a server (least-conn counts).
+    func serverStarted(group: Int, server: Int) { balancers[group].started(server) }
+    func serverFinished(group: Int, server: Int) { balancers[group].finished(server) }
+
+    /// Passive health: what a request learnt about a server. The report that marks it down is logged.
+    func reportServer(group: Int, server: Int, ok: Bool) {
+        guard balancers[group].report(server, ok: ok, now: loop.now()) else { return }
+        let g = config.upstreams[group]
+        logFailure(kind: "upstream-down", "upstream \(g.servers[server].upstream.authority) of group \(g.name) "
+            + "failed \(g.maxFails) request(s) in a row; not used for \(g.failTimeout) s")
     }
 
     /// Returns a finished upstream connection to the pool (or closes it when the pool is full or draining).

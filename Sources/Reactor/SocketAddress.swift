@@ -14,6 +14,12 @@ public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
 
     private let kind: Kind
 
+    /// A host name did not resolve (as opposed to a malformed address): it may resolve elsewhere.
+    public var isResolutionFailure: Bool {
+        if case .resolutionFailed = kind { return true }
+        return false
+    }
+
     /// `text` is not a usable "host:port"; `why` says what is wrong.
     public static func invalidAddress(_ text: String, _ why: String) -> SocketError {
         SocketError(kind: .invalidAddress(text, why))

@@ -154,6 +154,9 @@ public struct Route: Sendable, Hashable {
     public var reencode: ReencodeMode
     /// Whether a CORS preflight passes whatever `methods` says (`preflight`).
     public var preflight: PreflightMode
+    /// The upstream group this route's requests go to (`upstream NAME;`, declared in the main configuration
+    /// file); nil: the default upstream. Where it is written, for a diagnostic when no such group exists.
+    public var upstream: UpstreamName?
 
     /// Creates a route with every default.
     public init(prefix: String, location: SourceLocation?) {
@@ -181,6 +184,7 @@ public struct Route: Sendable, Hashable {
         modifiedHeader = Self.defaultModifiedHeader
         preflight = .pass
         reencode = .on
+        upstream = nil
     }
 
     /// The rule for a part: the named rule of the part's kind, else the kind's wildcard rule.
@@ -202,4 +206,27 @@ public struct Route: Sendable, Hashable {
 
     /// The rules with `required`.
     public var requiredRules: [PartRule] { (fields + files).filter(\.required) }
+}
+
+/// The name of an upstream group as a route writes it (`upstream app;`), with where it was written.
+public struct UpstreamName: Sendable, Hashable, CustomStringConvertible {
+    public let name: String
+    public let location: SourceLocation?
+
+    public init(_ name: String, at location: SourceLocation?) {
+        self.name = name
+        self.location = location
+    }
+
+    /// Letters, digits, `-`, `_` and `.`, starting with a letter; at most 64 characters.
+    public static func isValid(_ text: String) -> Bool {
+        guard let first = text.unicodeScalars.first, text.utf8.count <= 64,
+              ("a"..."z").contains(first) || ("A"..."Z").contains(first)
+        else { return false }
+        return text.unicodeScalars.allSatisfy {
+            ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || "-_.".unicodeScalars.contains($0)
+        }
+    }
+
+    public var description: String { name }
 }

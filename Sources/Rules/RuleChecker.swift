@@ -182,3 +182,17 @@ struct RuleLoader {
         return rest.isEmpty
     }
 }
+
+/// Paths as an `include` names them, for the main configuration file (`include rules/*.rules;`).
+public enum RuleFiles {
+    /// `pattern` resolved against `directory` (unless absolute); a `*` in its last component expands to the
+    /// matching names, sorted. A pattern without `*` gives itself, whether or not it exists.
+    public static func expand(_ pattern: String, relativeTo directory: String) -> [String] {
+        let target = pattern.hasPrefix("/") ? pattern : RuleLoader.join(directory, pattern)
+        let last = (target as NSString).lastPathComponent
+        guard last.contains("*") else { return [target] }
+        let folder = (target as NSString).deletingLastPathComponent
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
+        return names.filter { RuleLoader.glob(last, matches: $0) }.map { RuleLoader.join(folder, $0) }
+    }
+}

@@ -228,6 +228,14 @@ struct RuleCompiler {
                 }
             case "reencode":
                 if let mode: ReencodeMode = keyword(inner.arguments[0], what: "reencode mode") { route.reencode = mode }
+            case "upstream":
+                let name = inner.arguments[0]
+                if UpstreamName.isValid(name.text) {
+                    route.upstream = UpstreamName(name.text, at: name.location)
+                } else {
+                    error(at: name, "'upstream' in a route names an upstream group declared in the main configuration "
+                        + "file (letters, digits, '-', '_', '.'), got '\(name.text)'")
+                }
             default:
                 routeSetting(inner, directive, into: &route)
             }

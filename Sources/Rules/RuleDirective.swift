@@ -68,6 +68,7 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("modified-header", [.main, .route], arguments: 1...1),
         RuleDirective("preflight", [.main, .route], arguments: 1...1),
         RuleDirective("reencode", [.route], arguments: 1...1),
+        RuleDirective("upstream", [.route], arguments: 1...1),
         RuleDirective("field", [.route], arguments: 1...1, block: .optional, unique: false),
         RuleDirective("file", [.route], arguments: 1...1, block: .optional, unique: false),
         RuleDirective("max", [.field, .file], arguments: 1...1, bounds: 0...ByteSize.maximum),

@@ -46,10 +46,10 @@ public struct RuleParser {
     }
 
     /// Lexes and parses `source`.
-    public static func parse(_ source: String,
-                             file: String) -> (statements: [RuleStatement], diagnostics: [Diagnostic]) {
+    public static func parse(_ source: String, file: String, directiveNames: Set<String> = RuleDirective.names)
+        -> (statements: [RuleStatement], diagnostics: [Diagnostic]) {
         let (tokens, lexed) = RuleLexer.tokenize(source, file: file)
-        var parser = RuleParser(tokens: tokens)
+        var parser = RuleParser(tokens: tokens, directiveNames: directiveNames)
         let statements = parser.parseFile()
         return (statements, lexed + parser.diagnostics)
     }

@@ -11,6 +11,7 @@ enum ServeCommand: Command {
     static let summary = "run the proxy in front of an upstream"
     static let help = """
     Usage: formwall serve --listen HOST:PORT --upstream http://HOST:PORT [options]
+           formwall serve --config FILE [options]
 
     Runs the reverse proxy. multipart/form-data request bodies are parsed as they stream and re-encoded
     canonically (fresh boundary) to the upstream; other requests stream through unchanged. Malformed
@@ -27,8 +28,14 @@ enum ServeCommand: Command {
     logs.
 
     Options:
+      --config FILE                   read options from a configuration file (rule-file syntax; every option
+                                      below is a directive of the same name: `workers 2;`, `proxy-protocol
+                                      on;`), plus upstream groups and `include rules/*.rules;`. Options on
+                                      the command line override the file. Check it with
+                                      `formwall check --config FILE`; docs/configuration.md
       --listen HOST:PORT              address to accept clients on (required), e.g. 127.0.0.1:8080
-      --upstream http://HOST:PORT     the application to protect (required)
+      --upstream http://HOST:PORT     the application to protect (required); with --config, or the name of an
+                                      upstream group the file declares (`upstream app { server …; }`)
       --workers N                     event-loop threads (default: number of cores)
       --upstream-body chunked|hold|spool
                                       how re-encoded form bodies go upstream (default chunked: streamed;
@@ -82,21 +89,16 @@ enum ServeCommand: Command {
                                       the one process's) to FILE (0644) once started; removed at exit
       --help                          show this help
 
-    Exit status: 0 after SIGTERM/SIGINT; 1 when start-up fails (address in use, invalid rules, a spool,
-    quarantine or audit path that cannot be used) or the proxy fails later; 2 for a usage error (unknown
-    option, missing or invalid value, an option that needs another one).
+    Exit status: 0 after SIGTERM/SIGINT; 1 when start-up fails (address in use, invalid rules, a route naming
+    an undeclared upstream group, a spool, quarantine or audit path that cannot be used) or the proxy fails
+    later; 2 for a usage error (unknown option, missing or invalid value, an option that needs another one,
+    a mistake in the --config file).
     """
 
     static func run(_ args: [String]) -> Int32 {
         let parsed: Arguments
         do {
-            parsed = try Arguments(args, valued: [
-                "listen", "upstream", "workers", "upstream-body", "spool-dir", "trusted-proxies", "max-head-bytes", "max-headers",
-                "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
-                "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
-                "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir", "quarantine-max",
-                "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file",
-            ], flags: ["single-process", "proxy-protocol"])
+            parsed = try Arguments(args, valued: valuedOptions, flags: flagOptions)
         } catch {
             printError("\(error). Run `formwall serve --help`.")
             return 2
@@ -105,76 +107,12 @@ enum ServeCommand: Command {
             printError("unexpected argument '\(parsed.positionals[0])'. Run `formwall serve --help`.")
             return 2
         }
+        let source: OptionSource
         var config: ProxyConfiguration
         do {
-            guard let listen = parsed.value("listen") else { throw ConfigurationError("--listen is required") }
-            guard let upstream = parsed.value("upstream") else { throw ConfigurationError("--upstream is required") }
-            let address: SocketAddress
-            do { address = try SocketAddress.resolve(listen) } catch {
-                throw ConfigurationError("invalid --listen \(listen): \(error)")
-            }
-            config = ProxyConfiguration(listen: address, upstream: try .parse(upstream))
-            if let v = parsed.value("workers") { config.workers = try positiveInt(v, "--workers") }
-            if let v = parsed.value("upstream-body") {
-                guard let mode = ProxyConfiguration.UpstreamBodyMode(rawValue: v) else {
-                    throw ConfigurationError("--upstream-body must be chunked, hold or spool")
-                }
-                config.upstreamBody = mode
-            }
-            if let v = parsed.value("spool-dir") { config.spoolDirectory = v }
-            config.proxyProtocol = parsed.flags.contains("proxy-protocol")
-            if let v = parsed.value("trusted-proxies") {
-                switch TrustedProxies.parse(v) {
-                case .success(let trusted): config.trustedProxies = trusted
-                case .failure(let error):
-                    throw ConfigurationError("--trusted-proxies: '\(error.entry)' is not an address or CIDR range")
-                }
-            }
-            if let v = parsed.value("max-head-bytes") { config.http.maxHeadBytes = try positiveInt(v, "--max-head-bytes") }
-            if let v = parsed.value("max-headers") { config.http.maxHeaderCount = try positiveInt(v, "--max-headers") }
-            if let v = parsed.value("client-header-timeout") { config.timeouts.clientHeader = try seconds(v, "--client-header-timeout") }
-            if let v = parsed.value("client-body-timeout") { config.timeouts.clientBody = try seconds(v, "--client-body-timeout") }
-            if let v = parsed.value("keepalive-timeout") { config.timeouts.clientKeepAlive = try seconds(v, "--keepalive-timeout") }
-            if let v = parsed.value("upstream-connect-timeout") { config.timeouts.upstreamConnect = try seconds(v, "--upstream-connect-timeout") }
-            if let v = parsed.value("upstream-response-timeout") { config.timeouts.upstreamResponse = try seconds(v, "--upstream-response-timeout") }
-            if let v = parsed.value("drain-timeout") { config.timeouts.drain = try seconds(v, "--drain-timeout") }
-            if let v = parsed.value("client-body-min-rate") {
-                guard let n = Int(v), n >= 0 else {
-                    throw ConfigurationError("--client-body-min-rate needs a whole number of bytes per second, got '\(v)'")
-                }
-                config.timeouts.clientBodyMinRate = n
-            }
-            if let v = parsed.value("client-body-rate-grace") {
-                config.timeouts.clientBodyRateGrace = try seconds(v, "--client-body-rate-grace")
-            }
-            if let v = parsed.value("upstream-idle-timeout") { config.pool.idleTimeout = try seconds(v, "--upstream-idle-timeout") }
-            if let v = parsed.value("linger-time") { config.linger.time = try seconds(v, "--linger-time") }
-            if let v = parsed.value("linger-timeout") { config.linger.timeout = try seconds(v, "--linger-timeout") }
-            if let v = parsed.value("linger-bytes") { config.linger.bytes = Int(clamping: try size(v, "--linger-bytes")) }
-            config.rules = parsed.values("rules")
-            // Options that only mean something with another one: a missing partner is a mistake, not a no-op.
-            for (option, needs) in [("quarantine-max", "quarantine-dir"), ("quarantine-retention", "quarantine-dir"),
-                                    ("audit-rotate", "audit-log"), ("audit-keep", "audit-log"),
-                                    ("audit-field", "audit-log")]
-                where parsed.value(option) != nil && parsed.value(needs) == nil {
-                throw ConfigurationError("--\(option) needs --\(needs)")
-            }
-            if let path = parsed.value("pid-file"), path.isEmpty { throw ConfigurationError("--pid-file needs a path") }
-            if let dir = parsed.value("quarantine-dir") {
-                var q = ProxyConfiguration.QuarantineSettings(directory: dir)
-                if let v = parsed.value("quarantine-max") { q.maxBytes = try size(v, "--quarantine-max") }
-                if let v = parsed.value("quarantine-retention") {
-                    q.retentionSeconds = try days(v, "--quarantine-retention") * 86_400
-                }
-                config.quarantine = q
-            }
-            if let path = parsed.value("audit-log") {
-                var a = ProxyConfiguration.AuditSettings(path: path)
-                if let v = parsed.value("audit-rotate") { a.rotateBytes = Int(try size(v, "--audit-rotate")) }
-                if let v = parsed.value("audit-keep") { a.keep = try positiveInt(v, "--audit-keep") }
-                a.fields = Set(parsed.values("audit-field"))
-                config.audit = a
-            }
+            let file = try parsed.value("config").map { try readConfigFile($0) }
+            source = OptionSource(commandLine: parsed, file: file)
+            config = try configuration(from: source, resolve: true)
         } catch {
             printError("\(error)")
             return 2
@@ -185,8 +123,8 @@ enum ServeCommand: Command {
             return 2
         }
         // The supervised proxy process runs with the same arguments; only the top process writes the pid file.
-        let pidFile = inherited == nil ? parsed.value("pid-file") : nil
-        if inherited == nil && !parsed.flags.contains("single-process") {
+        let pidFile = inherited == nil ? source.value("pid-file") : nil
+        if inherited == nil && !source.flag("single-process") {
             return supervise(config, pidFile: pidFile)
         }
         if let supervisor = inherited?.supervisor {
@@ -197,12 +135,37 @@ enum ServeCommand: Command {
                 return 1
             }
         }
+        if let inherited, inherited.listeners.count != config.workers {
+            // The configuration file changed since the supervisor bound one socket per worker: the sockets win
+            // until a restart of formwall itself.
+            printError("workers changed to \(config.workers) in the configuration; keeping \(inherited.listeners.count) "
+                + "until formwall is restarted")
+            config.workers = inherited.listeners.count
+        }
         let server: ProxyServer
         do {
             server = try ProxyServer(configuration: config, inheritedListeners: inherited?.listeners ?? [])
         } catch {
             printError("cannot start: \(error)")
             return 1
+        }
+        if let path = parsed.value("config") {
+            // SIGHUP reads the file again: its `include`s and `rules` may name other files now. What else changed
+            // needs a restart, and is said so.
+            let started = source.file?.settings.mapValues(\.values) ?? [:]
+            let groups = source.file?.groups.map(\.summary) ?? []
+            server.rulePaths = {
+                let file = try readConfigFile(path)
+                let fresh = OptionSource(commandLine: parsed, file: file)
+                let changed = Set(started.keys).union(file.settings.keys)
+                    .filter { $0 != "rules" && started[$0] != file.settings[$0]?.values }
+                let names = changed.sorted() + (file.groups.map(\.summary) != groups ? ["upstream groups"] : [])
+                if !names.isEmpty {
+                    printError("reload: \(names.joined(separator: ", ")) changed in \(path); "
+                        + "only rules are reloaded, restart formwall for the rest")
+                }
+                return parsedRules(fresh)
+            }
         }
         if let pidFile {
             do { try PIDFile.write(pidFile) } catch {

@@ -91,7 +91,8 @@ final class Supervisor {
     /// here rather than a proxy process that fails over and over.
     static func validate(_ config: ProxyConfiguration) throws {
         try ProxyServer.checkSpoolDirectory(config.spoolDirectory)
-        _ = try ProxyServer.loadPolicy(config.rules, quarantine: config.quarantine != nil)
+        _ = try ProxyServer.loadPolicy(config.rules, quarantine: config.quarantine != nil,
+                                       upstreamGroups: config.upstreams.map(\.name))
         if let q = config.quarantine {
             do {
                 _ = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),

@@ -14,7 +14,7 @@ import Testing
         let expectedKeys: Set = [
             "ts", "request_id", "client", "method", "path", "route", "decision", "status", "reason", "would_status",
             "bytes_in",
-            "bytes_upstream", "duration_ms", "upstream_ms", "parts", "violations", "anomalies", "error",
+            "bytes_upstream", "duration_ms", "upstream_ms", "upstream", "parts", "violations", "anomalies", "error",
         ]
         #expect(Set(object.keys) == expectedKeys)
         #expect(object["ts"] as? String == "2026-11-29T12:01:02.345Z")

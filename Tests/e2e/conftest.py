@@ -66,10 +66,10 @@ def upstream(upstream_factory) -> Upstream:
 def formwall_factory(tmp_path, request):
     started: list[Formwall] = []
 
-    def start(upstream_url: str, *args: str) -> Formwall:
+    def start(upstream_url: str | None, *args: str, port: int | None = None) -> Formwall:
         name = f"formwall{len(started)}"
         _attach(request, "formwall stderr", tmp_path / f"{name}.stderr")
-        fw = Formwall(tmp_path, upstream_url, list(args), name=name)
+        fw = Formwall(tmp_path, upstream_url, list(args), name=name, port=port)
         started.append(fw)
         return fw
 

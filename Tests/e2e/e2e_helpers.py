@@ -147,21 +147,28 @@ class Upstream:
 class Formwall:
     """`formwall serve` in a subprocess; ready when its port accepts connections."""
 
-    def __init__(self, workdir: Path, upstream_url: str, args: list[str] = (), name: str = "formwall"):
+    def __init__(self, workdir: Path, upstream_url: str | None, args: list[str] = (), name: str = "formwall",
+                 port: int | None = None):
+        """`upstream_url` None: no --upstream (a --config file names it). `port`: the port a --config file
+        listens on, when the command line gives no --listen."""
         binary = formwall_binary()
         if not binary.exists():
             raise FileNotFoundError(
                 f"formwall binary not found at {binary}; set FORMWALL_BIN or build with "
                 "`swift build -c release`"
             )
-        self.port = free_port()
+        self.port = port if port is not None else free_port()
         self.url = f"http://{HOST}:{self.port}"
         self.stderr_path = workdir / f"{name}.stderr"
         self.stdout_path = workdir / f"{name}.stdout"
         self._stderr = open(self.stderr_path, "wb")
         self._stdout = open(self.stdout_path, "wb")
-        self.argv = [str(binary), "serve", "--listen", f"{HOST}:{self.port}",
-                     "--upstream", upstream_url, *args]
+        self.argv = [str(binary), "serve"]
+        if port is None:
+            self.argv += ["--listen", f"{HOST}:{self.port}"]
+        if upstream_url is not None:
+            self.argv += ["--upstream", upstream_url]
+        self.argv += list(args)
         self.proc = subprocess.Popen(self.argv, stdout=self._stdout, stderr=self._stderr,
                                      stdin=subprocess.DEVNULL)
         self.stopped_by_test = False
