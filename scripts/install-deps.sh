@@ -6,8 +6,10 @@ cd "$(dirname "$0")/.."
 
 need=()
 # php-cli: `php -S` is one of the real upstreams (Tests/e2e/upstreams/); chromium and chromium-driver drive
-# Tests/e2e/test_browser.py.
-for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv php-cli chromium chromium-driver; do
+# Tests/e2e/test_browser.py; systemd (systemd-analyze) and logrotate check docker/formwall.service and
+# docker/logrotate in Tests/e2e/test_packaging.py.
+for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv php-cli chromium chromium-driver \
+    systemd logrotate; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
