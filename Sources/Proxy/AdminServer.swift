@@ -117,7 +117,14 @@ final class AdminServer: EventHandler {
 
     func readable(loop: EventLoop) {
         while true {
-            guard let result = try? listener.accept(), case .processed(let socket) = result else { return }
+            let result: IOResult<TCPSocket>
+            do { result = try listener.accept() } catch {
+                // Out of descriptors or memory: the listener is level-triggered, so stop listening for a moment
+                // rather than spin on the control loop.
+                pauseAccepting()
+                return
+            }
+            guard case .processed(let socket) = result else { return }
             guard connections.count < Self.maxConnections else {
                 try? socket.close()
                 continue
@@ -129,6 +136,15 @@ final class AdminServer: EventHandler {
             } catch {
                 try? socket.close()
             }
+        }
+    }
+
+    private func pauseAccepting() {
+        guard let registration else { return }
+        try? loop.setInterest([], for: registration)
+        _ = loop.schedule(after: .milliseconds(100)) { [weak self] loop in
+            guard let self, let registration = self.registration else { return }
+            try? loop.setInterest(.readable, for: registration)
         }
     }
 
