@@ -1,4 +1,7 @@
 import Audit
+import Foundation
+import Glibc
+import Inspect
 import Testing
 @testable import Proxy
 
@@ -173,5 +176,22 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         #expect(text.contains("\r\nAllow: GET\r\n"))
         #expect(text.contains("\r\nContent-Length: 43\r\n"))
         #expect(text.hasSuffix("\r\n\r\n{\"error\":\"method_not_allowed\",\"status\":405}"))
+    }
+}
+
+@Suite struct RulesInfoTests {
+    @Test func digestIsSHA256OfTheFilesInLoadOrder() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fw-rulesinfo-\(getpid())").path
+        try FileManager.default.createDirectory(atPath: dir + "/d", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "route /a {}\n".write(toFile: dir + "/top.rules", atomically: true, encoding: .utf8)
+        try "route /c {}\n".write(toFile: dir + "/d/2.rules", atomically: true, encoding: .utf8)
+        try "route /b {}\n".write(toFile: dir + "/d/1.rules", atomically: true, encoding: .utf8)
+        try "not rules".write(toFile: dir + "/d/notes.txt", atomically: true, encoding: .utf8)
+        let info = RulesInfo.read(paths: [dir + "/top.rules", dir + "/d"],
+                                  at: AuditTimestamp(millisecondsSinceEpoch: 0))
+        #expect(info.files == [dir + "/top.rules", dir + "/d/1.rules", dir + "/d/2.rules"])
+        #expect(info.digest == SHA256Hasher.hex(Array("route /a {}\nroute /b {}\nroute /c {}\n".utf8)))
+        #expect(info.json.hasSuffix(#""loaded_at":"1970-01-01T00:00:00.000Z"}"#))
     }
 }
