@@ -155,7 +155,7 @@ final class ClientConnection: EventHandler {
                 closeSocket()
             case .requestEnded(let record):
                 worker.stats.completedRequests.add(1, ordering: .relaxed)
-                if let record { worker.writeAudit(record) }
+                if let record { worker.requestEnded(record) }
             case .log(let kind, let message):
                 worker.logFailure(kind: kind, message)
             }

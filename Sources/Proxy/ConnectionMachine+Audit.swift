@@ -4,10 +4,10 @@ import Multipart
 import Rules
 
 extension ConnectionMachine {
-    /// The one audit record of an exchange; nil without an audit log.
+    /// The one audit record of an exchange; nil without an audit log and without metrics (`--admin`).
     func auditRecord(_ ex: Exchange, status: Int, reason: String?, error: String?,
                      violation: Violation? = nil) -> AuditRecord? {
-        guard config.audit != nil else { return nil }
+        guard config.buildsAuditRecords else { return nil }
         let evaluator = ex.form?.evaluator ?? ex.urlencoded?.evaluator ?? ex.body?.evaluator ?? ex.evaluator
         let monitoring = evaluator?.mode == .monitor
         // The decision follows what happened, never a guess from the status alone.
@@ -74,7 +74,7 @@ extension ConnectionMachine {
 
     /// A request refused before its head could be parsed still gets a record.
     func headErrorRecord(status: Int, kind: String, requestID: String) -> AuditRecord? {
-        guard config.audit != nil else { return nil }
+        guard config.buildsAuditRecords else { return nil }
         return AuditRecord(timestamp: context.timestamp(), requestID: requestID, client: peer, method: "-", path: "-",
                            route: nil, decision: .reject, status: status, reason: kind, error: kind)
     }

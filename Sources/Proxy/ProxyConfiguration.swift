@@ -44,6 +44,12 @@ public struct ProxyConfiguration: Sendable {
     public var trustedProxies = TrustedProxies()
     /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client (`--proxy-protocol`).
     public var proxyProtocol = false
+    /// The admin listener (`--admin HOST:PORT`): /metrics, /healthz, /readyz, /rules over plain HTTP/1.1 GET.
+    /// Default nil: off.
+    public var admin: SocketAddress?
+
+    /// Whether each request's `AuditRecord` is built: for the audit log, or for the admin listener's metrics.
+    public var buildsAuditRecords: Bool { audit != nil || admin != nil }
 
     /// Where quarantined parts go.
     public struct QuarantineSettings: Sendable {

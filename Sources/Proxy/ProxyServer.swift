@@ -13,28 +13,41 @@ import Synchronization
 //   SIGTERM/SIGINT ──► drain ───execute──► Worker.beginDrain: close listener, idle connections
 //                      poll openConnections until 0 or drain timeout, then stop everything, exit 0
 //   SIGHUP ──────────► reload ──execute──► Worker.reload (swap immutable configuration pieces)
+//   --admin listener ► /metrics ─execute──► each worker copies its counters ─execute─► merged here, answered
 
 /// Runs the proxy until it is told to stop.
 public final class ProxyServer {
     public let configuration: ProxyConfiguration
     public let stats = ProxyStats()
     private let group: EventLoopGroup
-    private let registry = WorkerRegistry()
+    let registry = WorkerRegistry()
     private let quarantine: QuarantineStore?
     /// Where SIGHUP finds the rule files: set when a configuration file lists them (its `include`s are read
     /// again); nil: `configuration.rules`.
     public var rulePaths: (() throws -> [String])?
+    /// The admin listener's socket (`--admin`), bound in `init`, served by `run`.
+    private let adminListener: TCPListener?
+    /// Control-loop state (main thread only): reload counts, the policy's files and digest, draining.
+    private(set) var ruleReloads = (ok: 0, failed: 0)
+    /// The policy in force (nil without `--rules`); updated on each successful reload.
+    public private(set) var rulesInfo: RulesInfo?
+    private(set) var draining = false
+    /// How many times the supervisor restarted the proxy process before this one (exported as a metric).
+    public var supervisorRestarts = 0
 
     /// Binds every worker's listener; throws a readable error (address in use, …) before anything runs.
     ///
     /// With `inheritedListeners` (listening sockets a supervisor bound, one per worker) nothing is bound:
     /// worker *i* adopts the *i*-th descriptor.
-    public init(configuration: ProxyConfiguration, inheritedListeners: [Int32] = []) throws {
+    ///
+    /// `inheritedAdmin` is the admin listener's descriptor when the supervisor bound it (`--admin`).
+    public init(configuration: ProxyConfiguration, inheritedListeners: [Int32] = [], inheritedAdmin: Int32? = nil) throws {
         self.configuration = configuration
         Self.blockSignals()
         try Self.checkSpoolDirectory(configuration.spoolDirectory)
         let policy = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil,
                                          upstreamGroups: configuration.upstreams.map(\.name))
+        rulesInfo = policy == nil ? nil : RulesInfo.read(paths: configuration.rules)
         if let q = configuration.quarantine {
             do {
                 let store = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),
@@ -60,6 +73,13 @@ public final class ProxyServer {
         } else if inheritedListeners.count != max(1, configuration.workers) {
             throw ConfigurationError(
                 "\(inheritedListeners.count) inherited listeners for \(configuration.workers) workers")
+        }
+        if let fd = inheritedAdmin {
+            adminListener = try TCPListener(adopting: fd)
+        } else if let address = configuration.admin {
+            adminListener = try Self.bindAdmin(address)
+        } else {
+            adminListener = nil
         }
         let handout = ListenerHandout(inheritedListeners)
         group = try EventLoopGroup(count: max(1, configuration.workers))
@@ -143,6 +163,7 @@ public final class ProxyServer {
     public func reloadRules() {
         let paths: [String]
         do { paths = try rulePaths?() ?? configuration.rules } catch {
+            ruleReloads.failed += 1
             FileOutput.stderr("formwall: reload failed, keeping the previous rules: \(error)")
             return
         }
@@ -150,6 +171,8 @@ public final class ProxyServer {
         do {
             let fresh = try Self.loadPolicy(paths, quarantine: configuration.quarantine != nil,
                                             upstreamGroups: configuration.upstreams.map(\.name))
+            ruleReloads.ok += 1
+            rulesInfo = RulesInfo.read(paths: paths)
             // The message is printed once every worker has switched, so "reloaded" means in force everywhere.
             let pending = Countdown(registry.count)
             let message = "formwall: rules reloaded from \(paths.joined(separator: " "))"
@@ -160,6 +183,7 @@ public final class ProxyServer {
                 }
             }
         } catch {
+            ruleReloads.failed += 1
             FileOutput.stderr("formwall: reload failed, keeping the previous rules: \(error)")
         }
     }
@@ -183,13 +207,23 @@ public final class ProxyServer {
         }
         let beginDrain: (EventLoop, Int32) -> Void = { [registry] loop, _ in
             guard drainDeadline == nil else { return }
+            self.draining = true
             drainDeadline = loop.now() + UInt64(self.configuration.timeouts.drain * 1e9)
             registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.beginDrain() } }
             self.pollDrain(control: loop, deadline: drainDeadline!)
         }
         try control.onSignal(SIGTERM, beginDrain)
         try control.onSignal(SIGINT, beginDrain)
+        let admin = try adminListener.map { listener in
+            let readiness = ReadinessProbe(upstream: configuration.upstream.address,
+                                           upstreamName: configuration.upstream.authority,
+                                           quarantineDirectory: configuration.quarantine?.directory)
+            return try AdminServer(listener: listener, loop: control) { [unowned self] route, loop, reply in
+                self.answerAdmin(route, loop: loop, readiness: readiness, reply: reply)
+            }
+        }
         try control.run()
+        admin?.close()
         control.close()
         group.shutdownGracefully()
     }

@@ -45,6 +45,9 @@ final class Worker {
     private var balancers: [UpstreamBalancer]
     /// Request ids and boundaries come from here (one RAND_bytes call per ~100 requests).
     let random = SecureRandomPool()
+    /// This worker's share of /metrics: plain counters, touched only on this loop's thread (a scrape copies them
+    /// here, inside `execute`). Counted only with `--admin`.
+    private(set) var metrics = RequestMetrics()
 
     init(loop: EventLoop, config: ProxyConfiguration, stats: ProxyStats, policy: Policy?, quarantine: QuarantineStore?,
          audit: AuditLog?) {
@@ -57,9 +60,16 @@ final class Worker {
         balancers = config.upstreams.map { UpstreamBalancer(group: $0) }
     }
 
+    /// A request ended: counts it for /metrics (with `--admin`) and appends its audit record.
+    func requestEnded(_ record: AuditRecord) {
+        if config.admin != nil { metrics.record(record, server: record.upstream ?? config.upstream.authority) }
+        writeAudit(record)
+    }
+
     /// Appends one audit record; a failing log is reported once on stderr and retried on the next record.
     func writeAudit(_ record: AuditRecord) {
-        if config.audit?.human == true {
+        guard let settings = config.audit else { return }
+        if settings.human {
             let line = String(decoding: record.jsonLine, as: UTF8.self)
             if let data = line.data(using: .utf8),
                let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] {

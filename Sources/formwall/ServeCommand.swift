@@ -83,6 +83,9 @@ enum ServeCommand: Command {
       --audit-keep N                  rotated audit files to keep (default 10)
       --audit-field NAME              also log this field's value, truncated to 256 bytes (repeatable;
                                       off by default because field values can be secrets)
+      --admin HOST:PORT               admin listener (default off), e.g. 127.0.0.1:9901: plain HTTP GET
+                                      /metrics (Prometheus text), /healthz, /readyz, /rules. Bind it to
+                                      a loopback or private address: it has no authentication
       --single-process                no supervisor: one process that binds and serves itself (for
                                       debugging, or under an init that restarts it)
       --pid-file FILE                 write the pid to signal (the supervisor's, or with --single-process
@@ -144,7 +147,9 @@ enum ServeCommand: Command {
         }
         let server: ProxyServer
         do {
-            server = try ProxyServer(configuration: config, inheritedListeners: inherited?.listeners ?? [])
+            server = try ProxyServer(configuration: config, inheritedListeners: inherited?.listeners ?? [],
+                                     inheritedAdmin: inherited?.admin)
+            server.supervisorRestarts = inherited?.restarts ?? 0
         } catch {
             printError("cannot start: \(error)")
             return 1
@@ -174,7 +179,8 @@ enum ServeCommand: Command {
             }
         }
         defer { if let pidFile { PIDFile.remove(pidFile) } }
-        printError("listening on \(config.listen), upstream \(config.upstream), \(config.workers) workers")
+        printError("listening on \(config.listen), upstream \(config.upstream), \(config.workers) workers"
+            + (config.admin.map { ", admin on \($0)" } ?? ""))
         do {
             try server.run()
         } catch {

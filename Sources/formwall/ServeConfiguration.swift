@@ -12,7 +12,7 @@ extension ServeCommand {
         "max-headers", "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
         "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
         "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir",
-        "quarantine-max", "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file",
+        "quarantine-max", "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file", "admin",
     ]
     /// `serve`'s flags; `NAME on;` in the file.
     static let flagOptions: Set<String> = ["single-process", "proxy-protocol"]
@@ -60,6 +60,11 @@ extension ServeCommand {
             config.upstreamBody = mode
         }
         if let v = source.value("spool-dir") { config.spoolDirectory = v }
+        if let v = source.value("admin") {
+            do { config.admin = try SocketAddress.resolve(v) } catch {
+                throw ConfigurationError("\(source.label("admin")): invalid address \(v): \(error)")
+            }
+        }
         config.proxyProtocol = source.flag("proxy-protocol")
         if let v = source.value("trusted-proxies") {
             switch TrustedProxies.parse(v) {

@@ -4,6 +4,8 @@
 //   supervisor (one thread, one event loop)                   proxy process (posix_spawn of /proc/self/exe)
 //   bind N SO_REUSEPORT sockets, clear FD_CLOEXEC ───spawn──► FORMWALL_LISTEN_FDS=3,4: worker i adopts fd i
 //                                                              and listen()s on it once start-up succeeded
+//   bind the --admin socket ─────────────────────────spawn──► FORMWALL_ADMIN_FD=5 (the admin listener)
+//   restart count ───────────────────────────────────spawn──► FORMWALL_RESTARTS=2 (exported in /metrics)
 //   SIGCHLD ─► reap ─► stderr + audit `worker_exit` ─► spawn again (backoff 0, 0.1, 0.2 … 5 s)
 //   SIGHUP, SIGUSR1 ──────────────── forwarded ──────────────► reload rules / reopen logs
 //   SIGTERM, SIGINT ─► close listeners, forward ─────────────► drain, exit 0 ─► supervisor exits with its status
@@ -26,24 +28,39 @@ enum SupervisorEnvironment {
     static let listenFDs = "FORMWALL_LISTEN_FDS"
     /// The supervisor's pid. The proxy process asks for SIGTERM (a drain) when that process goes away.
     static let supervised = "FORMWALL_SUPERVISED"
+    /// The admin listener's descriptor (`--admin`), when there is one.
+    static let adminFD = "FORMWALL_ADMIN_FD"
+    /// How many times the supervisor restarted the proxy process before starting this one.
+    static let restarts = "FORMWALL_RESTARTS"
 
-    /// What the proxy process inherited: the listener descriptors and the supervisor's pid.
+    /// What the proxy process inherited: the listener descriptors, the supervisor's pid and restart count.
     struct Inherited {
         var listeners: [Int32]
         var supervisor: pid_t?
+        var admin: Int32?
+        var restarts = 0
     }
 
     /// Reads and removes the variables (so nothing the proxy starts sees them); nil when not supervised.
     static func take() throws -> Inherited? {
         guard let text = ProcessInfo.processInfo.environment[listenFDs] else { return nil }
-        let supervisor = ProcessInfo.processInfo.environment[supervised].flatMap { pid_t($0) }
-        unsetenv(listenFDs)
-        unsetenv(supervised)
+        let environment = ProcessInfo.processInfo.environment
+        let supervisor = environment[supervised].flatMap { pid_t($0) }
+        let adminText = environment[adminFD]
+        let restartCount = environment[restarts].flatMap { Int($0) } ?? 0
+        for name in [listenFDs, supervised, adminFD, restarts] { unsetenv(name) }
+        var admin: Int32?
+        if let adminText {
+            guard let fd = Int32(adminText), fd >= 0 else {
+                throw ConfigurationError("\(adminFD) must be a descriptor, got '\(adminText)'")
+            }
+            admin = fd
+        }
         let fds = text.split(separator: ",").map { Int32($0) }
         guard !fds.isEmpty, fds.allSatisfy({ ($0 ?? -1) >= 0 }) else {
             throw ConfigurationError("\(listenFDs) must list descriptors like 3,4, got '\(text)'")
         }
-        return Inherited(listeners: fds.map { $0! }, supervisor: supervisor)
+        return Inherited(listeners: fds.map { $0! }, supervisor: supervisor, admin: admin, restarts: restartCount)
     }
 }
 
@@ -73,6 +90,7 @@ final class Supervisor {
     private let configuration: ProxyConfiguration
     private let arguments: [String]
     private var listeners: [TCPListener] = []
+    private var adminListener: TCPListener?
     private var child: pid_t?
     private var childStarted: UInt64 = 0
     private var restarts = 0
@@ -122,7 +140,11 @@ final class Supervisor {
             // The first listener's address, so a port-0 bind gives every worker the same port.
             listeners.append(try TCPListener(bindingTo: first.localAddress, options: options))
         }
-        for listener in listeners {
+        // The admin listener too, so it keeps its port across restarts; a port in use is a start-up error here.
+        if let address = configuration.admin {
+            adminListener = try ProxyServer.bindAdmin(address, listens: false)
+        }
+        for listener in listeners + (adminListener.map { [$0] } ?? []) {
             guard cl_set_cloexec(listener.fd, 0) == 0 else {
                 throw ConfigurationError("fcntl(FD_CLOEXEC): \(String(cString: strerror(errno)))")
             }
@@ -156,6 +178,8 @@ final class Supervisor {
         var environment = ProcessInfo.processInfo.environment
         environment[SupervisorEnvironment.listenFDs] = listeners.map { String($0.fd) }.joined(separator: ",")
         environment[SupervisorEnvironment.supervised] = String(getpid())
+        environment[SupervisorEnvironment.restarts] = String(restarts)
+        if let admin = adminListener { environment[SupervisorEnvironment.adminFD] = String(admin.fd) }
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for p in argv + envp { free(p) } }
@@ -220,6 +244,8 @@ final class Supervisor {
         stopping = true
         for listener in listeners { try? listener.close() }
         listeners = []
+        try? adminListener?.close()
+        adminListener = nil
         if let timer = restartTimer { _ = loop.cancel(timer) }
         guard let child else { loop.stop(); return }
         // The proxy process bounds its own drain; this bounds a proxy process that is stuck.

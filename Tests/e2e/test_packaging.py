@@ -204,12 +204,38 @@ def test_serve_options_used_by_the_packaging_exist():
                     + " not in `formwall serve --help` yet; every other option checked")
 
 
-@pytest.mark.skip(reason="needs --config")
-def test_example_conf_passes_formwall_check():
-    # Enabled by the `--config` work: the image's configuration, with the rules it ships next to it
-    # (release.sh lays out dist/ the same way: dist/formwall.conf and dist/rules/).
-    # Remove the skip mark above when `formwall check --config` exists.
-    ...
+def check_conf_in_image_layout(tmp_path, conf_text: str, rules: dict[str, str]) -> subprocess.CompletedProcess:
+    """`formwall check --config` on a configuration laid out as the image has it: /etc/formwall/formwall.conf
+    with the rules in /etc/formwall/rules/ (release.sh lays out dist/ the same way)."""
+    serve_options()  # skips without a binary
+    etc = tmp_path / "etc-formwall"
+    (etc / "rules").mkdir(parents=True)
+    (etc / "formwall.conf").write_text(conf_text)
+    for name, text in rules.items():
+        (etc / "rules" / name).write_text(text)
+    return run([str(formwall_binary()), "check", "--config", str(etc / "formwall.conf")])
+
+
+def test_example_conf_passes_formwall_check(tmp_path):
+    rules = {p.name: p.read_text() for p in sorted((REPO / "rules").glob("*.rules"))}
+    result = check_conf_in_image_layout(tmp_path, CONF.read_text(), rules)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The rules were really read: one more file than the rules directory (the configuration itself).
+    assert f"{len(rules) + 1} files, 0 errors" in result.stdout, result.stdout
+    # A mistake in it is caught, with its position.
+    broken = check_conf_in_image_layout(tmp_path / "broken", CONF.read_text().replace("workers 2;", "workers two;"),
+                                        rules)
+    assert broken.returncode == 1 and "error: workers needs a positive whole number" in broken.stderr, broken.stderr
+
+
+def test_configmap_conf_passes_formwall_check(tmp_path):
+    for doc in load_k8s():
+        if doc["kind"] != "ConfigMap":
+            continue
+        data = doc["data"]
+        rules = {k: v for k, v in data.items() if k.endswith(".rules")}
+        result = check_conf_in_image_layout(tmp_path / doc["metadata"]["name"], data["formwall.conf"], rules)
+        assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_configmap_rules_pass_formwall_check(tmp_path):

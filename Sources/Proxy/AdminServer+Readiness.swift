@@ -1,0 +1,162 @@
+import Glibc
+import Reactor
+
+/// The outcome of /readyz's checks.
+public struct ReadinessReport: Sendable, Equatable {
+    /// One named check.
+    public struct Check: Sendable, Equatable {
+        public var name: String
+        public var ok: Bool
+        /// Why it failed, or nil.
+        public var error: String?
+
+        public init(name: String, ok: Bool, error: String? = nil) {
+            self.name = name
+            self.ok = ok
+            self.error = error
+        }
+    }
+
+    /// The checks, in a fixed order.
+    public var checks: [Check]
+
+    public init(checks: [Check]) { self.checks = checks }
+
+    /// Ready when every check passed.
+    public var ready: Bool { checks.allSatisfy(\.ok) }
+
+    /// `{"status":"ready"|"not_ready","checks":{"upstream":{"ok":true},...}}`.
+    public var json: String {
+        let items = checks.map { c in
+            let error = c.error.map { ",\"error\":\(JSONText.quote($0))" } ?? ""
+            return "\(JSONText.quote(c.name)):{\"ok\":\(c.ok)\(error)}"
+        }
+        return "{\"status\":\"\(ready ? "ready" : "not_ready")\",\"checks\":{\(items.joined(separator: ","))}}"
+    }
+}
+
+/// The slow /readyz checks (upstream reachable, quarantine writable), run asynchronously on the control loop and
+/// cached for `cacheFor`; concurrent requests wait for the probe already running.
+final class ReadinessProbe {
+    /// A cached result is reused this long.
+    static let cacheFor: UInt64 = 1_000_000_000
+    /// An upstream connect that has not completed by then counts as unreachable.
+    static let connectTimeout: Duration = .seconds(1)
+
+    let upstream: SocketAddress
+    let upstreamName: String
+    let quarantineDirectory: String?
+    private var cached: (at: UInt64, checks: [ReadinessReport.Check])?
+    private var waiting: [([ReadinessReport.Check]) -> Void] = []
+    private var running: UpstreamProbe?
+
+    init(upstream: SocketAddress, upstreamName: String, quarantineDirectory: String?) {
+        self.upstream = upstream
+        self.upstreamName = upstreamName
+        self.quarantineDirectory = quarantineDirectory
+    }
+
+    /// Calls `done` with the upstream and quarantine checks: cached, or once a probe finishes.
+    func check(loop: EventLoop, _ done: @escaping ([ReadinessReport.Check]) -> Void) {
+        if let cached, loop.now() &- cached.at < Self.cacheFor {
+            done(cached.checks)
+            return
+        }
+        waiting.append(done)
+        guard running == nil else { return }
+        let probe = UpstreamProbe.start(loop: loop, address: upstream, timeout: Self.connectTimeout) { [weak self] error in
+            guard let self else { return }
+            self.running = nil
+            var checks = [ReadinessReport.Check(name: "upstream", ok: error == nil,
+                                                error: error.map { "\(self.upstreamName): \($0)" })]
+            if let directory = self.quarantineDirectory {
+                let problem = Self.probeWritable(directory)
+                checks.append(.init(name: "quarantine", ok: problem == nil, error: problem))
+            }
+            self.cached = (loop.now(), checks)
+            let callbacks = self.waiting
+            self.waiting = []
+            for callback in callbacks { callback(checks) }
+        }
+        // A connect that failed or succeeded at once has already reported.
+        if !probe.isFinished { running = probe }
+    }
+
+    /// Creates and removes a probe file in `directory`; nil when that worked, else why not.
+    static func probeWritable(_ directory: String) -> String? {
+        let path = "\(directory)/.formwall-ready-\(getpid())"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return "\(directory): \(String(cString: strerror(errno)))" }
+        let byte: [UInt8] = [0x0A]
+        let wrote = byte.withUnsafeBytes { write(fd, $0.baseAddress, 1) }
+        let code = errno
+        Glibc.close(fd)
+        unlink(path)
+        return wrote == 1 ? nil : "\(directory): \(String(cString: strerror(code)))"
+    }
+}
+
+/// One non-blocking TCP connect with a timeout; reports nil (connected) or the error, once.
+final class UpstreamProbe: EventHandler {
+    private let loop: EventLoop
+    private var socket: TCPSocket?
+    private var registration: Registration?
+    private var timer: TimerID?
+    private var done: ((String?) -> Void)?
+
+    /// Whether the result was reported.
+    var isFinished: Bool { done == nil }
+
+    private init(loop: EventLoop, done: @escaping (String?) -> Void) {
+        self.loop = loop
+        self.done = done
+    }
+
+    /// Starts connecting to `address`; `done` runs on `loop`, possibly before this returns.
+    static func start(loop: EventLoop, address: SocketAddress, timeout: Duration,
+                      done: @escaping (String?) -> Void) -> UpstreamProbe {
+        let probe = UpstreamProbe(loop: loop, done: done)
+        do {
+            let (socket, progress) = try TCPSocket.connect(to: address)
+            probe.socket = socket
+            if progress == .connected {
+                probe.finish(nil)
+            } else {
+                probe.registration = try loop.register(fd: socket.fd, interest: .writable, handler: probe)
+                probe.timer = loop.schedule(after: timeout) { _ in probe.finish("connect timed out") }
+            }
+        } catch {
+            probe.finish("\(error)")
+        }
+        return probe
+    }
+
+    func readable(loop: EventLoop) {}
+
+    func writable(loop: EventLoop) { completeConnect() }
+
+    func hangup(loop: EventLoop) { completeConnect() }
+
+    func error(loop: EventLoop) { completeConnect() }
+
+    private func completeConnect() {
+        do {
+            try socket?.finishConnect()
+            finish(nil)
+        } catch {
+            finish("\(error)")
+        }
+    }
+
+    private func finish(_ error: String?) {
+        guard let done else { return }
+        self.done = nil
+        if let timer { _ = loop.cancel(timer) }
+        timer = nil
+        if let registration { try? loop.deregister(registration) }
+        registration = nil
+        try? socket?.close()
+        socket = nil
+        done(error)
+    }
+}

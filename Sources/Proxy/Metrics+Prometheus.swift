@@ -1,0 +1,128 @@
+/// Writes the Prometheus text exposition format, version 0.0.4: `# HELP` and `# TYPE` per family, then samples.
+public struct PrometheusText {
+    /// The content type of the format.
+    public static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+
+    /// The text written so far.
+    public private(set) var text = ""
+
+    /// An empty document.
+    public init() {}
+
+    /// Starts a metric family. `type` is `counter`, `gauge` or `histogram`.
+    public mutating func family(_ name: String, _ type: String, help: String) {
+        text += "# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(type)\n"
+    }
+
+    /// One sample line: `name{label="value",...} value`.
+    public mutating func sample(_ name: String, labels: [(String, String)] = [], _ value: Double) {
+        text += name
+        if !labels.isEmpty {
+            text += "{" + labels.map { "\($0.0)=\"\(Self.escapeLabel($0.1))\"" }.joined(separator: ",") + "}"
+        }
+        text += " " + Self.format(value) + "\n"
+    }
+
+    /// An integer sample.
+    public mutating func sample(_ name: String, labels: [(String, String)] = [], _ value: Int) {
+        sample(name, labels: labels, Double(value))
+    }
+
+    /// A histogram's `_bucket` lines (cumulative, ending with `le="+Inf"`), `_sum` and `_count`.
+    public mutating func histogram(_ name: String, labels: [(String, String)] = [], _ h: Histogram) {
+        for bucket in h.cumulative {
+            sample(name + "_bucket", labels: labels + [("le", Self.format(bucket.le))], bucket.count)
+        }
+        sample(name + "_sum", labels: labels, h.sum)
+        sample(name + "_count", labels: labels, h.count)
+    }
+
+    /// Label values escape backslash, double quote and line feed.
+    public static func escapeLabel(_ value: String) -> String {
+        var out = ""
+        out.reserveCapacity(value.utf8.count)
+        for c in value.unicodeScalars {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+
+    /// Help text escapes backslash and line feed.
+    public static func escapeHelp(_ value: String) -> String {
+        var out = ""
+        for c in value.unicodeScalars {
+            switch c {
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(c)
+            }
+        }
+        return out
+    }
+
+    /// `+Inf`, `-Inf`, `NaN`; whole numbers without a fraction (`3`); others as Swift prints them (`0.005`).
+    public static func format(_ value: Double) -> String {
+        if value.isNaN { return "NaN" }
+        if value.isInfinite { return value > 0 ? "+Inf" : "-Inf" }
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return "\(value)"
+    }
+}
+
+extension MetricsSnapshot {
+    /// The /metrics document. Label sets are sorted, so the output is deterministic.
+    public func prometheusText() -> String {
+        var p = PrometheusText()
+        let r = requests
+        p.family("formwall_requests_total", "counter", help: "Requests finished, by route, decision and status.")
+        for key in r.requests.keys.sorted() {
+            p.sample("formwall_requests_total",
+                     labels: [("route", key.route), ("decision", key.decision), ("status", String(key.status))],
+                     r.requests[key]!)
+        }
+        p.family("formwall_client_bytes_total", "counter", help: "Request body bytes received from clients.")
+        p.sample("formwall_client_bytes_total", r.clientBytes)
+        p.family("formwall_upstream_bytes_total", "counter", help: "Request body bytes sent to the upstream.")
+        p.sample("formwall_upstream_bytes_total", r.upstreamBytes)
+        p.family("formwall_parts_total", "counter", help: "Form parts seen.")
+        p.sample("formwall_parts_total", r.parts)
+        p.family("formwall_files_total", "counter", help: "Form parts with a filename.")
+        p.sample("formwall_files_total", r.files)
+        p.family("formwall_violations_total", "counter", help: "Rule violations, by kind.")
+        for (kind, n) in r.violations.sorted(by: { $0.key < $1.key }) {
+            p.sample("formwall_violations_total", labels: [("kind", kind)], n)
+        }
+        p.family("formwall_anomalies_total", "counter", help: "Multipart parser anomalies, by flag.")
+        for (flag, n) in r.anomalies.sorted(by: { $0.key < $1.key }) {
+            p.sample("formwall_anomalies_total", labels: [("flag", flag)], n)
+        }
+        p.family("formwall_quarantine_items_total", "counter", help: "Parts stored in quarantine.")
+        p.sample("formwall_quarantine_items_total", r.quarantineItems)
+        p.family("formwall_quarantine_bytes_total", "counter", help: "Bytes of parts stored in quarantine.")
+        p.sample("formwall_quarantine_bytes_total", r.quarantineBytes)
+        p.family("formwall_active_connections", "gauge", help: "Client connections open now.")
+        p.sample("formwall_active_connections", activeConnections)
+        p.family("formwall_upstream_errors_total", "counter",
+                 help: "Requests that involved the upstream and ended in error, by upstream server.")
+        for (server, n) in r.upstreamErrors.sorted(by: { $0.key < $1.key }) {
+            p.sample("formwall_upstream_errors_total", labels: [("server", server)], n)
+        }
+        p.family("formwall_request_duration_seconds", "histogram", help: "Time from request start to its end.")
+        p.histogram("formwall_request_duration_seconds", r.requestDuration)
+        p.family("formwall_upstream_duration_seconds", "histogram",
+                 help: "Time from contacting the upstream to the request's end, for requests that contacted it.")
+        p.histogram("formwall_upstream_duration_seconds", r.upstreamDuration)
+        p.family("formwall_rule_reloads_total", "counter", help: "Rule reloads on SIGHUP, by result.")
+        p.sample("formwall_rule_reloads_total", labels: [("result", "ok")], ruleReloadsOK)
+        p.sample("formwall_rule_reloads_total", labels: [("result", "failed")], ruleReloadsFailed)
+        p.family("formwall_supervisor_restarts_total", "counter",
+                 help: "Times the supervisor restarted the proxy process.")
+        p.sample("formwall_supervisor_restarts_total", supervisorRestarts)
+        return p.text
+    }
+}
