@@ -194,8 +194,9 @@ final class ExchangeRig {
             closed = true
         case .requestEnded(let record):
             records.append(record)
-        case .log(_, let message):
-            logs.append(message)
+        case .log(let line):
+            logs.append(String(decoding: EventLog(format: .text).render(.error, line.msg, line.fields, at: .now(), pid: 0),
+                               as: UTF8.self))
         }
     }
 

@@ -58,19 +58,20 @@ public final class ProxyServer {
                 "\(inheritedListeners.count) inherited listeners for \(configuration.workers) workers")
         }
         let handout = ListenerHandout(inheritedListeners)
+        let numbering = Atomic<Int>(0)
         group = try EventLoopGroup(count: max(1, configuration.workers))
         let config = configuration
         let stats = self.stats
         let registry = self.registry
         let store = quarantine
         do {
-            try group.runOnEach { loop in
+            try group.runOnEach { [numbering] loop in
                 let audit = try config.audit.flatMap { $0.human ? nil : $0 }.map {
                     try AuditLog(path: $0.path,
                                  rotation: $0.rotateBytes.map { AuditLog.Rotation(maxBytes: $0, keep: config.audit!.keep) })
                 }
                 let worker = Worker(loop: loop, config: config, stats: stats, policy: policy, quarantine: store,
-                                    audit: audit)
+                                    audit: audit, index: numbering.add(1, ordering: .relaxed).oldValue)
                 try worker.start(inherited: handout.take().map { try TCPListener(adopting: $0) })
                 registry.add(loop.handle, worker)
             }
@@ -129,17 +130,21 @@ public final class ProxyServer {
         guard !configuration.rules.isEmpty else { return }
         do {
             let fresh = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil)
-            // The message is printed once every worker has switched, so "reloaded" means in force everywhere.
+            // The line is written once every worker has switched, so "reloaded" means in force everywhere.
             let pending = Countdown(registry.count)
-            let message = "formwall: rules reloaded from \(configuration.rules.joined(separator: " "))"
+            let events = configuration.eventLog
+            let rules = configuration.rules
             registry.forEach { handle, worker in
                 _ = handle.execute { _ in
                     worker.value.policy = fresh
-                    if pending.finishOne() { FileOutput.stderr(message) }
+                    if pending.finishOne() { events.write(.info, "rules reloaded", [LogField("rules", .strings(rules))]) }
                 }
             }
         } catch {
-            FileOutput.stderr("formwall: reload failed, keeping the previous rules: \(error)")
+            configuration.eventLog.write(.error, "rules reload failed", [
+                LogField("rules", .strings(configuration.rules)), .error(error),
+                .string("action", "keeping the previous rules"),
+            ])
         }
     }
 
@@ -151,8 +156,15 @@ public final class ProxyServer {
         let reopenAll: () -> Void = { [registry] in
             registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.reopenAudit() } }
         }
-        try control.onSignal(SIGHUP) { [weak self] _, _ in self?.reloadRules(); reopenAll(); onReload(); onReopen() }
-        try control.onSignal(SIGUSR1) { _, _ in reopenAll(); onReopen() }
+        let events = configuration.eventLog
+        try control.onSignal(SIGHUP) { [weak self] _, _ in
+            events.write(.debug, "signal received", [.string("signal", "SIGHUP")])
+            self?.reloadRules(); reopenAll(); onReload(); onReopen()
+        }
+        try control.onSignal(SIGUSR1) { _, _ in
+            events.write(.debug, "signal received", [.string("signal", "SIGUSR1")])
+            reopenAll(); onReopen()
+        }
         if let store = quarantine {
             func prune(_ loop: EventLoop) {
                 _ = try? store.prune(now: Date())
@@ -160,8 +172,10 @@ public final class ProxyServer {
             }
             prune(control)
         }
-        let beginDrain: (EventLoop, Int32) -> Void = { [registry] loop, _ in
+        let beginDrain: (EventLoop, Int32) -> Void = { [registry] loop, signal in
             guard drainDeadline == nil else { return }
+            events.write(.info, "draining", [.string("signal", signal == SIGINT ? "SIGINT" : "SIGTERM"),
+                                             .seconds("drain_timeout_s", self.configuration.timeouts.drain)])
             drainDeadline = loop.now() + UInt64(self.configuration.timeouts.drain * 1e9)
             registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.beginDrain() } }
             self.pollDrain(control: loop, deadline: drainDeadline!)

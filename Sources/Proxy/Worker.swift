@@ -43,11 +43,17 @@ final class Worker {
     private var auditFailed = false
     /// Request ids and boundaries come from here (one RAND_bytes call per ~100 requests).
     let random = SecureRandomPool()
+    /// This worker's number (0 …), the `worker` field of its stderr lines.
+    let index: Int
+    /// Event and error lines on stderr.
+    let events: EventLog
 
     init(loop: EventLoop, config: ProxyConfiguration, stats: ProxyStats, policy: Policy?, quarantine: QuarantineStore?,
-         audit: AuditLog?) {
+         audit: AuditLog?, index: Int = 0) {
         self.loop = loop
         self.config = config
+        self.index = index
+        events = config.eventLog
         self.stats = stats
         self.policy = policy
         self.quarantine = quarantine
@@ -69,7 +75,10 @@ final class Worker {
             try audit.write(record)
             auditFailed = false
         } catch {
-            if !auditFailed { FileOutput.stderr("formwall: audit log write failed: \(error)") }
+            if !auditFailed {
+                events.write(.error, "audit log write failed", [.int("worker", index), .string("path", audit.configuration.path),
+                                                                 .error(error)])
+            }
             auditFailed = true
         }
     }
@@ -77,18 +86,21 @@ final class Worker {
     /// Per kind of failure: when its last line was printed, and how many were suppressed since.
     private var failureLines: [String: (at: UInt64, suppressed: Int)] = [:]
 
-    /// Prints a failure line on stderr: at most one per `kind` (upstream, spool, quarantine) per second in this
-    /// worker; the next printed line says how many were left out meanwhile.
-    func logFailure(kind: String, _ message: String) {
+    /// Writes a failure line on stderr (level error): at most one per `kind` (upstream, spool, quarantine) per
+    /// second in this worker; the next written line's `suppressed` field says how many were left out meanwhile.
+    func logFailure(_ line: ConnectionMachine.FailureLine) {
+        guard events.isEnabled(.error) else { return }
         let now = loop.now()
-        if let last = failureLines[kind], now &- last.at < 1_000_000_000 {
-            failureLines[kind] = (last.at, last.suppressed + 1)
+        if let last = failureLines[line.kind], now &- last.at < 1_000_000_000 {
+            failureLines[line.kind] = (last.at, last.suppressed + 1)
             return
         }
-        let suppressed = failureLines[kind]?.suppressed ?? 0
-        failureLines[kind] = (now, 0)
-        let note = suppressed > 0 ? " (\(suppressed) more \(kind) failures not shown)" : ""
-        FileOutput.stderr("formwall: \(message)\(note)")
+        let suppressed = failureLines[line.kind]?.suppressed ?? 0
+        failureLines[line.kind] = (now, 0)
+        var fields = line.fields
+        fields.append(.int("worker", index))
+        if suppressed > 0 { fields.append(.int("suppressed", suppressed)) }
+        events.write(.error, line.msg, fields)
     }
 
     /// Reopens the audit log (SIGUSR1/SIGHUP, for logrotate).
@@ -147,7 +159,8 @@ final class Worker {
         acceptPaused = true
         acceptPauses += 1
         if acceptPauses == 1 || acceptPauses % 100 == 0 {
-            FileOutput.stderr("formwall: accept failed (out of descriptors or memory); pausing accepts, pause \(acceptPauses)")
+            events.write(.warn, "accept paused", [.int("worker", index), .int("pauses", acceptPauses),
+                                                  .string("error", "out of descriptors or memory")])
         }
         try? loop.setInterest([], for: reg)
         acceptBackoffMs = acceptBackoffMs == 0 ? 50 : min(acceptBackoffMs * 2, 1000)
@@ -237,16 +250,11 @@ final class AcceptHandler: EventHandler {
     func readable(loop: EventLoop) { worker.acceptReady() }
 }
 
-/// One line to stderr or stdout with a single write.
+/// One line to stdout with a single write (`demo`'s human audit lines).
 enum FileOutput {
     static func stdout(_ line: String) {
         var bytes = Array((line + "\n").utf8)
         _ = bytes.withUnsafeMutableBytes { Glibc.write(1, $0.baseAddress, $0.count) }
-    }
-
-    static func stderr(_ line: String) {
-        var bytes = Array((line + "\n").utf8)
-        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 }
 

@@ -1,3 +1,4 @@
+import Audit
 import CLinux
 import Foundation
 import Glibc
@@ -78,13 +79,20 @@ enum ServeCommand: Command {
                                       off by default because field values can be secrets)
       --single-process                no supervisor: one process that binds and serves itself (for
                                       debugging, or under an init that restarts it)
+      --log-level debug|info|warn|error
+                                      least severe event line written on stderr (default info; error:
+                                      failures only). Lines are JSON objects, one per line, with ts,
+                                      level, msg, pid and fields such as request_id, error
+      --log-format json|text          event lines as JSON (default) or as `formwall: msg key=value`
+                                      text for a terminal
       --pid-file FILE                 write the pid to signal (the supervisor's, or with --single-process
                                       the one process's) to FILE (0644) once started; removed at exit
       --help                          show this help
 
     Exit status: 0 after SIGTERM/SIGINT; 1 when start-up fails (address in use, invalid rules, a spool,
-    quarantine or audit path that cannot be used) or the proxy fails later; 2 for a usage error (unknown
-    option, missing or invalid value, an option that needs another one).
+    quarantine or audit path that cannot be used; an event line with "level":"error","msg":"cannot start")
+    or the proxy fails later; 2 for a usage error (unknown option, missing or invalid value, an option that
+    needs another one; one `formwall: …` text line, as every other subcommand prints).
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -96,6 +104,7 @@ enum ServeCommand: Command {
                 "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
                 "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir", "quarantine-max",
                 "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file",
+                "log-level", "log-format",
             ], flags: ["single-process", "proxy-protocol"])
         } catch {
             printError("\(error). Run `formwall serve --help`.")
@@ -152,6 +161,18 @@ enum ServeCommand: Command {
             if let v = parsed.value("linger-timeout") { config.linger.timeout = try seconds(v, "--linger-timeout") }
             if let v = parsed.value("linger-bytes") { config.linger.bytes = Int(clamping: try size(v, "--linger-bytes")) }
             config.rules = parsed.values("rules")
+            if let v = parsed.value("log-level") {
+                guard let level = LogLevel(name: v) else {
+                    throw ConfigurationError("--log-level must be debug, info, warn or error, got '\(v)'")
+                }
+                config.logLevel = level
+            }
+            if let v = parsed.value("log-format") {
+                guard let format = LogFormat(rawValue: v) else {
+                    throw ConfigurationError("--log-format must be json or text, got '\(v)'")
+                }
+                config.logFormat = format
+            }
             // Options that only mean something with another one: a missing partner is a mistake, not a no-op.
             for (option, needs) in [("quarantine-max", "quarantine-dir"), ("quarantine-retention", "quarantine-dir"),
                                     ("audit-rotate", "audit-log"), ("audit-keep", "audit-log"),
@@ -189,11 +210,14 @@ enum ServeCommand: Command {
         if inherited == nil && !parsed.flags.contains("single-process") {
             return supervise(config, pidFile: pidFile)
         }
+        // From here on every line is an event line (docs/operations.md, "Logs on stderr"), start-up failures included.
+        let events = config.eventLog
         if let supervisor = inherited?.supervisor {
             // Drain (SIGTERM) if the supervisor dies; it may already have, just before this call.
             _ = cl_set_parent_death_signal(SIGTERM)
             if getppid() != supervisor {
-                printError("the supervisor (pid \(supervisor)) is gone; not starting")
+                events.write(.error, "cannot start", [.int("supervisor_pid", Int(supervisor)),
+                                                      .string("error", "the supervisor is gone")])
                 return 1
             }
         }
@@ -201,24 +225,26 @@ enum ServeCommand: Command {
         do {
             server = try ProxyServer(configuration: config, inheritedListeners: inherited?.listeners ?? [])
         } catch {
-            printError("cannot start: \(error)")
+            events.write(.error, "cannot start", [.error(error)])
             return 1
         }
         if let pidFile {
             do { try PIDFile.write(pidFile) } catch {
-                printError("cannot start: \(error)")
+                events.write(.error, "cannot start", [.error(error)])
                 return 1
             }
         }
         defer { if let pidFile { PIDFile.remove(pidFile) } }
-        printError("listening on \(config.listen), upstream \(config.upstream), \(config.workers) workers")
+        events.write(.info, "listening", [.string("listen", "\(config.listen)"),
+                                          .string("upstream", config.upstream.description),
+                                          .int("workers", config.workers)])
         do {
             try server.run()
         } catch {
-            printError("\(error)")
+            events.write(.error, "proxy failed", [.error(error)])
             return 1
         }
-        printError("stopped")
+        events.write(.info, "stopped")
         return 0
     }
 
@@ -230,14 +256,14 @@ enum ServeCommand: Command {
             try supervisor.bind()
             if let pidFile { try PIDFile.write(pidFile) }
         } catch {
-            printError("cannot start: \(error)")
+            config.eventLog.write(.error, "cannot start", [.error(error)])
             return 1
         }
         defer { if let pidFile { PIDFile.remove(pidFile) } }
         do {
             return try supervisor.run()
         } catch {
-            printError("supervisor: \(error)")
+            config.eventLog.write(.error, "supervisor failed", [.error(error)])
             return 1
         }
     }
