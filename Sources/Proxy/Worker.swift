@@ -89,7 +89,6 @@ final class Worker {
     /// Writes a failure line on stderr (level error): at most one per `kind` (upstream, spool, quarantine) per
     /// second in this worker; the next written line's `suppressed` field says how many were left out meanwhile.
     func logFailure(_ line: ConnectionMachine.FailureLine) {
-        guard events.isEnabled(.error) else { return }
         let now = loop.now()
         if let last = failureLines[line.kind], now &- last.at < 1_000_000_000 {
             failureLines[line.kind] = (last.at, last.suppressed + 1)
