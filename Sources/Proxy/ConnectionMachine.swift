@@ -279,8 +279,8 @@ struct ConnectionMachine {
         case .upstreamConnectFailed(let why):
             guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
             ex.upstream = .none
-            out.append(.log(FailureLine(kind: "upstream", msg: "upstream unreachable", requestID: ex.requestID, error: why,
-                                        upstream: config.upstream.description)))
+            out.append(.log(FailureLine(kind: "upstream", msg: "upstream unreachable", requestID: ex.requestID,
+                                        error: why, upstream: config.upstream.description)))
             abort(status: 502, kind: "upstream_unreachable", into: &out)
             return
         case .upstreamData:
@@ -506,7 +506,8 @@ struct ConnectionMachine {
         ex.spooling = bodyMode == .spool && (ex.form != nil || ex.urlencoded != nil)
         if ex.spooling {
             do { sinkKind = .spool(try TemporaryFile(directory: config.spoolDirectory)) } catch {
-                out.append(.log(FailureLine(kind: "spool", msg: "spool failed", requestID: requestID, error: "\(error)")))
+                out.append(.log(FailureLine(kind: "spool", msg: "spool failed", requestID: requestID,
+                                            error: "\(error)")))
                 respond(status: 500, kind: "spool_unavailable", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
                 return
@@ -930,8 +931,8 @@ struct ConnectionMachine {
             state = .closing(discard: false)
             if clientOut.readableBytes == 0 { finishClosing(into: &out) }
         } else {
-            out.append(.log(FailureLine(kind: "upstream", msg: "upstream closed before answering", requestID: ex.requestID,
-                                        upstream: config.upstream.description)))
+            out.append(.log(FailureLine(kind: "upstream", msg: "upstream closed before answering",
+                                        requestID: ex.requestID, upstream: config.upstream.description)))
             abort(status: 502, kind: "upstream_closed", into: &out)
         }
     }

@@ -195,8 +195,8 @@ final class ExchangeRig {
         case .requestEnded(let record):
             records.append(record)
         case .log(let line):
-            logs.append(String(decoding: EventLog(format: .text).render(.error, line.msg, line.fields, at: .now(), pid: 0),
-                               as: UTF8.self))
+            let text = EventLog(format: .text).render(.error, line.msg, line.fields, at: .now(), pid: 0)
+            logs.append(String(decoding: text, as: UTF8.self))
         }
     }
 

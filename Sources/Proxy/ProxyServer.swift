@@ -137,7 +137,8 @@ public final class ProxyServer {
             registry.forEach { handle, worker in
                 _ = handle.execute { _ in
                     worker.value.policy = fresh
-                    if pending.finishOne() { events.write(.info, "rules reloaded", [LogField("rules", .strings(rules))]) }
+                    guard pending.finishOne() else { return }
+                    events.write(.info, "rules reloaded", [LogField("rules", .strings(rules))])
                 }
             }
         } catch {

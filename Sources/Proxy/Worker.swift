@@ -76,8 +76,9 @@ final class Worker {
             auditFailed = false
         } catch {
             if !auditFailed {
-                events.write(.error, "audit log write failed", [.int("worker", index), .string("path", audit.configuration.path),
-                                                                 .error(error)])
+                events.write(.error, "audit log write failed", [
+                    .int("worker", index), .string("path", audit.configuration.path), .error(error),
+                ])
             }
             auditFailed = true
         }

@@ -73,8 +73,8 @@ import Testing
         let line = String(decoding: log.render(.error, "upstream unreachable", [
             .requestID("5d0e"), .error("connect: Connection refused\n"), .int("suppressed", 3),
         ], at: ts, pid: 1), as: UTF8.self)
-        #expect(line == #"formwall: error: upstream unreachable request_id=5d0e error="connect: Connection refused\u000a" suppressed=3"#
-            + "\n")
+        #expect(line == #"formwall: error: upstream unreachable request_id=5d0e "#
+            + #"error="connect: Connection refused\u000a" suppressed=3"# + "\n")
         let info = String(decoding: log.render(.info, "stopped", [], at: ts, pid: 1), as: UTF8.self)
         #expect(info == "formwall: stopped\n")
     }

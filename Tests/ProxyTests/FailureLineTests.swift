@@ -16,8 +16,8 @@ import Testing
             if case .log(let line) = action { return line } else { return nil }
         }
         #expect(lines.count == 1 && r.logs.count == 1)
-        #expect(r.logs.first?.hasPrefix("formwall: error: upstream unreachable kind=upstream request_id=\(record.requestID) ")
-            == true, "\(r.logs)")
+        let expected = "formwall: error: upstream unreachable kind=upstream request_id=\(record.requestID) "
+        #expect(r.logs.first?.hasPrefix(expected) == true, "\(r.logs)")
         for line in lines {
             #expect(line.kind == "upstream" && line.requestID == record.requestID)
             #expect("\(line.msg)" == "upstream unreachable")
