@@ -43,43 +43,68 @@ final class ReadinessProbe {
     /// An upstream connect that has not completed by then counts as unreachable.
     static let connectTimeout: Duration = .seconds(1)
 
-    let upstream: SocketAddress
-    let upstreamName: String
+    /// The upstream groups to probe: every server of each.
+    let groups: [ProxyConfiguration.UpstreamGroup]
     let quarantineDirectory: String?
     private var cached: (at: UInt64, checks: [ReadinessReport.Check])?
     private var waiting: [([ReadinessReport.Check]) -> Void] = []
-    private var running: UpstreamProbe?
+    /// The probes of the round in progress (empty: none running), and their results by group and server.
+    private var running: [UpstreamProbe] = []
+    private var results: [[String?]] = []
+    private var outstanding = 0
 
-    init(upstream: SocketAddress, upstreamName: String, quarantineDirectory: String?) {
-        self.upstream = upstream
-        self.upstreamName = upstreamName
+    init(groups: [ProxyConfiguration.UpstreamGroup], quarantineDirectory: String?) {
+        self.groups = groups
         self.quarantineDirectory = quarantineDirectory
     }
 
-    /// Calls `done` with the upstream and quarantine checks: cached, or once a probe finishes.
+    /// Calls `done` with the upstream and quarantine checks: cached, or once a round of probes finishes. One
+    /// check per upstream group, `upstream` for the default group and `upstream:NAME` for the others: a group is
+    /// reachable when at least one of its servers accepts a connection.
     func check(loop: EventLoop, _ done: @escaping ([ReadinessReport.Check]) -> Void) {
         if let cached, loop.now() &- cached.at < Self.cacheFor {
             done(cached.checks)
             return
         }
         waiting.append(done)
-        guard running == nil else { return }
-        let probe = UpstreamProbe.start(loop: loop, address: upstream, timeout: Self.connectTimeout) { [weak self] error in
-            guard let self else { return }
-            self.running = nil
-            var checks = [ReadinessReport.Check(name: "upstream", ok: error == nil,
-                                                error: error.map { "\(self.upstreamName): \($0)" })]
-            if let directory = self.quarantineDirectory {
-                let problem = Self.probeWritable(directory)
-                checks.append(.init(name: "quarantine", ok: problem == nil, error: problem))
+        guard outstanding == 0 else { return }
+        results = groups.map { Array(repeating: nil, count: $0.servers.count) }
+        outstanding = groups.reduce(0) { $0 + $1.servers.count }
+        for (g, group) in groups.enumerated() {
+            for (i, server) in group.servers.enumerated() {
+                let probe = UpstreamProbe.start(loop: loop, address: server.upstream.address,
+                                                timeout: Self.connectTimeout) { [weak self] error in
+                    self?.finished(group: g, server: i, error: error.map { "\($0)" } ?? "", loop: loop)
+                }
+                if !probe.isFinished { running.append(probe) }
             }
-            self.cached = (loop.now(), checks)
-            let callbacks = self.waiting
-            self.waiting = []
-            for callback in callbacks { callback(checks) }
         }
-        // A connect that failed or succeeded at once has already reported.
-        if !probe.isFinished { running = probe }
+    }
+
+    /// One probe's outcome ("" for connected); the last one of the round answers the waiting requests.
+    private func finished(group: Int, server: Int, error: String, loop: EventLoop) {
+        results[group][server] = error
+        outstanding -= 1
+        guard outstanding == 0 else { return }
+        running = []
+        var checks: [ReadinessReport.Check] = []
+        for (g, group) in groups.enumerated() {
+            let failures = zip(group.servers, results[g]).compactMap { server, result -> String? in
+                guard let result, !result.isEmpty else { return nil }
+                return "\(server.upstream.authority): \(result)"
+            }
+            checks.append(.init(name: g == 0 ? "upstream" : "upstream:\(group.name)",
+                                ok: failures.count < group.servers.count,
+                                error: failures.isEmpty ? nil : failures.joined(separator: "; ")))
+        }
+        if let directory = quarantineDirectory {
+            let problem = Self.probeWritable(directory)
+            checks.append(.init(name: "quarantine", ok: problem == nil, error: problem))
+        }
+        cached = (loop.now(), checks)
+        let callbacks = waiting
+        waiting = []
+        for callback in callbacks { callback(checks) }
     }
 
     /// Creates and removes a probe file in `directory`; nil when that worked, else why not.

@@ -156,8 +156,8 @@ final class ClientConnection: EventHandler {
             case .requestEnded(let record):
                 worker.stats.completedRequests.add(1, ordering: .relaxed)
                 if let record { worker.requestEnded(record) }
-            case .log(let kind, let message):
-                worker.logFailure(kind: kind, message)
+            case .log(let line):
+                worker.logFailure(line)
             }
         }
     }

@@ -115,7 +115,29 @@ struct ConnectionMachine {
         case requestEnded(AuditRecord?)
         /// A failure the operator must hear of (upstream, spool, staging, quarantine): one line for stderr, which
         /// the driver rate-limits per `kind`. The client's answer carries only a generic detail.
-        case log(kind: String, message: String)
+        case log(FailureLine)
+    }
+
+    /// An error line about one request, for the driver's rate-limited stderr log (docs/operations.md).
+    struct FailureLine {
+        /// The rate-limiting bucket: `upstream`, `spool` or `quarantine`.
+        var kind: String
+        /// The stable event text (`upstream unreachable`, …).
+        var msg: StaticString
+        /// The request the failure ended.
+        var requestID: String
+        /// The cause (errno text, paths), for the operator only.
+        var error: String?
+        /// The upstream origin, for `upstream` failures.
+        var upstream: String?
+
+        /// The line's fields after `kind`: request id, upstream, error.
+        var fields: [LogField] {
+            var fields: [LogField] = [.string("kind", kind), .requestID(requestID)]
+            if let upstream { fields.append(.string("upstream", upstream)) }
+            if let error { fields.append(.string("error", error)) }
+            return fields
+        }
     }
 
     enum State {
@@ -273,7 +295,8 @@ struct ConnectionMachine {
         case .upstreamConnectFailed(let why, let server):
             guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
             ex.server = server
-            out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(serverName(ex)) unreachable: \(why)"))
+            out.append(.log(FailureLine(kind: "upstream", msg: "upstream unreachable", requestID: ex.requestID,
+                                        error: why, upstream: serverName(ex))))
             if retryNextServer(ex, into: &out) { break }
             ex.upstream = .none
             abort(status: 502, kind: "upstream_unreachable", into: &out)
@@ -511,7 +534,8 @@ struct ConnectionMachine {
         ex.spooling = bodyMode == .spool && (ex.form != nil || ex.urlencoded != nil)
         if ex.spooling {
             do { sinkKind = .spool(try TemporaryFile(directory: config.spoolDirectory)) } catch {
-                out.append(.log(kind: "spool", message: "request \(requestID): cannot spool the body: \(error)"))
+                out.append(.log(FailureLine(kind: "spool", msg: "spool failed", requestID: requestID,
+                                            error: "\(error)")))
                 respond(status: 500, kind: "spool_unavailable", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
                 return
@@ -649,7 +673,7 @@ struct ConnectionMachine {
                 return true
             case .success(let n):
                 if let failure = body.sink.failure {
-                    log(kind: "spool", "cannot write the spooled body: \(failure)", into: &out)
+                    log(kind: "spool", "spool write failed", error: "\(failure)", into: &out)
                     abort(status: 500, kind: "body_sink_failed", into: &out)
                     return true
                 }
@@ -766,8 +790,7 @@ struct ConnectionMachine {
                 }
                 switch result {
                 case .failure(let error):
-                    log(kind: "upstream", "malformed response head from upstream \(serverName(ex)): \(error)",
-                        into: &out)
+                    log(kind: "upstream", "malformed upstream response head", error: "\(error)", into: &out)
                     reportHealth(ex, ok: false, into: &out)
                     abort(status: 502, kind: "bad_upstream_response", into: &out)
                     return true
@@ -859,7 +882,7 @@ struct ConnectionMachine {
                     }
                 }
                 if failed {
-                    log(kind: "upstream", "malformed response body from upstream \(serverName(ex))", into: &out)
+                    log(kind: "upstream", "malformed upstream response body", error: nil, into: &out)
                     abort(status: 502, kind: "bad_upstream_response", into: &out)
                     return true
                 }
@@ -909,7 +932,8 @@ struct ConnectionMachine {
                 try upstreamOut.writeBytes(log)
                 try upstreamOut.writeBytes(unsent)
             } catch {
-                out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(serverName(ex)) closed a reused connection; the request could not be replayed"))
+                out.append(.log(FailureLine(kind: "upstream", msg: "upstream closed a reused connection, not replayed",
+                                            requestID: ex.requestID, upstream: serverName(ex))))
                 abort(status: 502, kind: "upstream_closed", into: &out)
                 return
             }
@@ -934,7 +958,8 @@ struct ConnectionMachine {
             state = .closing(discard: false)
             if clientOut.readableBytes == 0 { finishClosing(into: &out) }
         } else {
-            out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(serverName(ex)) closed the connection before answering"))
+            out.append(.log(FailureLine(kind: "upstream", msg: "upstream closed before answering",
+                                        requestID: ex.requestID, upstream: serverName(ex))))
             reportHealth(ex, ok: false, into: &out)
             abort(status: 502, kind: "upstream_closed", into: &out)
         }
@@ -976,19 +1001,20 @@ struct ConnectionMachine {
             abort(status: 400, kind: "malformed_body", detail: error.kind.rawValue, into: &out)
         // The reason (errno text, paths) goes to stderr; the client only learns what failed.
         case .form(.quarantineFailed(let why)):
-            log(kind: "quarantine", "quarantine failed: \(why)", into: &out)
+            log(kind: "quarantine", "quarantine failed", error: "\(why)", into: &out)
             abort(status: 503, kind: "quarantine_unavailable", detail: "the quarantine store cannot take the part",
                   into: &out)
         case .form(.holdFailed(let why)):
-            log(kind: "spool", "cannot hold a part in --spool-dir: \(why)", into: &out)
+            log(kind: "spool", "hold failed", error: "\(why)", into: &out)
             abort(status: 500, kind: "staging_failed", detail: "a part could not be staged", into: &out)
         }
     }
 
     /// Queues a `.log` line naming the current request.
-    private func log(kind: String, _ message: String, into out: inout [Action]) {
+    private func log(kind: String, _ msg: StaticString, error: String?, into out: inout [Action]) {
         guard case .exchanging(let ex) = state else { return }
-        out.append(.log(kind: kind, message: "request \(ex.requestID): " + message))
+        out.append(.log(FailureLine(kind: kind, msg: msg, requestID: ex.requestID, error: error,
+                                    upstream: kind == "upstream" ? serverName(ex) : nil)))
     }
 
     private mutating func abort(violation: Violation, into out: inout [Action]) {
@@ -1172,7 +1198,8 @@ struct ConnectionMachine {
                 abort(status: 408, kind: "client_body_too_slow", into: &out)
             } else if ex.upstream == .connecting, let started = ex.connectStartedAt,
                       over(started, t.upstreamConnect) {
-                out.append(.log(kind: "upstream", message: "request \(ex.requestID): upstream \(serverName(ex)) did not accept the connection within \(t.upstreamConnect) s"))
+                out.append(.log(FailureLine(kind: "upstream", msg: "upstream connect timed out", requestID: ex.requestID,
+                                            error: "no connection within \(t.upstreamConnect) s", upstream: serverName(ex))))
                 if !retryNextServer(ex, into: &out) {
                     abort(status: 504, kind: "upstream_connect_timeout", into: &out)
                 }

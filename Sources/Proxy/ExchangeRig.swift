@@ -210,8 +210,9 @@ final class ExchangeRig {
             closed = true
         case .requestEnded(let record):
             records.append(record)
-        case .log(_, let message):
-            logs.append(message)
+        case .log(let line):
+            let text = EventLog(format: .text).render(.error, line.msg, line.fields, at: .now(), pid: 0)
+            logs.append(String(decoding: text, as: UTF8.self))
         }
     }
 

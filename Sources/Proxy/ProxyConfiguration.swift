@@ -1,3 +1,4 @@
+import Audit
 import Glibc
 import HTTP1
 import Multipart
@@ -50,6 +51,15 @@ public struct ProxyConfiguration: Sendable {
 
     /// Whether each request's `AuditRecord` is built: for the audit log, or for the admin listener's metrics.
     public var buildsAuditRecords: Bool { audit != nil || admin != nil }
+
+    /// The least severe event line written on stderr (`--log-level debug|info|warn|error`, default `info`: listening,
+    /// reloads, process starts and exits, and every failure; `error` keeps only failures).
+    public var logLevel: LogLevel = .info
+    /// How event lines on stderr look (`--log-format json|text`, default `json`: one JSON object per line).
+    public var logFormat: LogFormat = .json
+
+    /// The stderr event log these settings describe.
+    public var eventLog: EventLog { EventLog(level: logLevel, format: logFormat) }
 
     /// Where quarantined parts go.
     public struct QuarantineSettings: Sendable {

@@ -47,7 +47,7 @@ public final class ProxyServer {
         try Self.checkSpoolDirectory(configuration.spoolDirectory)
         let policy = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil,
                                          upstreamGroups: configuration.upstreams.map(\.name))
-        rulesInfo = policy == nil ? nil : RulesInfo.read(paths: configuration.rules)
+        rulesInfo = policy.map { RulesInfo(policy: $0) }
         if let q = configuration.quarantine {
             do {
                 let store = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),
@@ -82,19 +82,20 @@ public final class ProxyServer {
             adminListener = nil
         }
         let handout = ListenerHandout(inheritedListeners)
+        let numbering = Atomic<Int>(0)
         group = try EventLoopGroup(count: max(1, configuration.workers))
         let config = configuration
         let stats = self.stats
         let registry = self.registry
         let store = quarantine
         do {
-            try group.runOnEach { loop in
+            try group.runOnEach { [numbering] loop in
                 let audit = try config.audit.flatMap { $0.human ? nil : $0 }.map {
                     try AuditLog(path: $0.path,
                                  rotation: $0.rotateBytes.map { AuditLog.Rotation(maxBytes: $0, keep: config.audit!.keep) })
                 }
                 let worker = Worker(loop: loop, config: config, stats: stats, policy: policy, quarantine: store,
-                                    audit: audit)
+                                    audit: audit, index: numbering.add(1, ordering: .relaxed).oldValue)
                 try worker.start(inherited: handout.take().map { try TCPListener(adopting: $0) })
                 registry.add(loop.handle, worker)
             }
@@ -164,7 +165,9 @@ public final class ProxyServer {
         let paths: [String]
         do { paths = try rulePaths?() ?? configuration.rules } catch {
             ruleReloads.failed += 1
-            FileOutput.stderr("formwall: reload failed, keeping the previous rules: \(error)")
+            configuration.eventLog.write(.error, "rules reload failed", [
+                .error(error), .string("action", "keeping the previous rules"),
+            ])
             return
         }
         guard !paths.isEmpty else { return }
@@ -172,19 +175,24 @@ public final class ProxyServer {
             let fresh = try Self.loadPolicy(paths, quarantine: configuration.quarantine != nil,
                                             upstreamGroups: configuration.upstreams.map(\.name))
             ruleReloads.ok += 1
-            rulesInfo = RulesInfo.read(paths: paths)
-            // The message is printed once every worker has switched, so "reloaded" means in force everywhere.
+            rulesInfo = RulesInfo(policy: fresh ?? Policy())
+            // The line is written once every worker has switched, so "reloaded" means in force everywhere.
             let pending = Countdown(registry.count)
-            let message = "formwall: rules reloaded from \(paths.joined(separator: " "))"
+            let events = configuration.eventLog
+            let rules = paths
             registry.forEach { handle, worker in
                 _ = handle.execute { _ in
                     worker.value.policy = fresh
-                    if pending.finishOne() { FileOutput.stderr(message) }
+                    guard pending.finishOne() else { return }
+                    events.write(.info, "rules reloaded", [LogField("rules", .strings(rules))])
                 }
             }
         } catch {
             ruleReloads.failed += 1
-            FileOutput.stderr("formwall: reload failed, keeping the previous rules: \(error)")
+            configuration.eventLog.write(.error, "rules reload failed", [
+                LogField("rules", .strings(paths)), .error(error),
+                .string("action", "keeping the previous rules"),
+            ])
         }
     }
 
@@ -196,8 +204,15 @@ public final class ProxyServer {
         let reopenAll: () -> Void = { [registry] in
             registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.reopenAudit() } }
         }
-        try control.onSignal(SIGHUP) { [weak self] _, _ in self?.reloadRules(); reopenAll(); onReload(); onReopen() }
-        try control.onSignal(SIGUSR1) { _, _ in reopenAll(); onReopen() }
+        let events = configuration.eventLog
+        try control.onSignal(SIGHUP) { [weak self] _, _ in
+            events.write(.debug, "signal received", [.string("signal", "SIGHUP")])
+            self?.reloadRules(); reopenAll(); onReload(); onReopen()
+        }
+        try control.onSignal(SIGUSR1) { _, _ in
+            events.write(.debug, "signal received", [.string("signal", "SIGUSR1")])
+            reopenAll(); onReopen()
+        }
         if let store = quarantine {
             func prune(_ loop: EventLoop) {
                 _ = try? store.prune(now: Date())
@@ -205,9 +220,11 @@ public final class ProxyServer {
             }
             prune(control)
         }
-        let beginDrain: (EventLoop, Int32) -> Void = { [registry] loop, _ in
+        let beginDrain: (EventLoop, Int32) -> Void = { [registry] loop, signal in
             guard drainDeadline == nil else { return }
             self.draining = true
+            events.write(.info, "draining", [.string("signal", signal == SIGINT ? "SIGINT" : "SIGTERM"),
+                                             .seconds("drain_timeout_s", self.configuration.timeouts.drain)])
             drainDeadline = loop.now() + UInt64(self.configuration.timeouts.drain * 1e9)
             registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.beginDrain() } }
             self.pollDrain(control: loop, deadline: drainDeadline!)
@@ -215,8 +232,7 @@ public final class ProxyServer {
         try control.onSignal(SIGTERM, beginDrain)
         try control.onSignal(SIGINT, beginDrain)
         let admin = try adminListener.map { listener in
-            let readiness = ReadinessProbe(upstream: configuration.upstream.address,
-                                           upstreamName: configuration.upstream.authority,
+            let readiness = ReadinessProbe(groups: configuration.upstreams,
                                            quarantineDirectory: configuration.quarantine?.directory)
             return try AdminServer(listener: listener, loop: control) { [unowned self] route, loop, reply in
                 self.answerAdmin(route, loop: loop, readiness: readiness, reply: reply)

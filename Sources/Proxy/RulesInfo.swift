@@ -1,6 +1,7 @@
 import Audit
 import Foundation
 import Inspect
+import Rules
 
 /// What /rules reports about the policy in force: its files, their digest and when it was loaded.
 public struct RulesInfo: Sendable, Equatable {
@@ -11,25 +12,19 @@ public struct RulesInfo: Sendable, Equatable {
     /// When the policy was loaded (start-up or the last successful SIGHUP reload).
     public var loadedAt: AuditTimestamp
 
-    /// Reads the files named by `paths` (as `--rules` lists them) and hashes them. Files pulled in by `include`
-    /// are not part of the list or the digest.
-    public static func read(paths: [String], at time: AuditTimestamp = .now()) -> RulesInfo {
-        var files: [String] = []
-        for path in paths {
-            var isDirectory: ObjCBool = false
-            if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
-                let names = (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []
-                let base = path.hasSuffix("/") ? path : path + "/"
-                files += names.filter { $0.hasSuffix(".rules") }.sorted().map { base + $0 }
-            } else {
-                files.append(path)
-            }
-        }
+    /// The files `policy` was compiled from, in the order they were read (`include`d files where they were
+    /// included), and the SHA-256 of their bytes, as read, concatenated in that order: the digest describes the
+    /// policy in force, even if a file changed on disk since.
+    public init(policy: Policy, at time: AuditTimestamp = .now()) {
         let hasher = SHA256Hasher()
-        for file in files {
-            if let data = FileManager.default.contents(atPath: file) { hasher.update(Array(data)) }
-        }
-        return RulesInfo(files: files, digest: hasher.finalizeHex(), loadedAt: time)
+        for source in policy.sources { hasher.update(source.contents) }
+        self.init(files: policy.sources.map(\.path), digest: hasher.finalizeHex(), loadedAt: time)
+    }
+
+    public init(files: [String], digest: String, loadedAt: AuditTimestamp) {
+        self.files = files
+        self.digest = digest
+        self.loadedAt = loadedAt
     }
 
     /// `{"files":[...],"digest":"...","loaded_at":"..."}`.

@@ -48,11 +48,17 @@ final class Worker {
     /// This worker's share of /metrics: plain counters, touched only on this loop's thread (a scrape copies them
     /// here, inside `execute`). Counted only with `--admin`.
     private(set) var metrics = RequestMetrics()
+    /// This worker's number (0 …), the `worker` field of its stderr lines.
+    let index: Int
+    /// Event and error lines on stderr.
+    let events: EventLog
 
     init(loop: EventLoop, config: ProxyConfiguration, stats: ProxyStats, policy: Policy?, quarantine: QuarantineStore?,
-         audit: AuditLog?) {
+         audit: AuditLog?, index: Int = 0) {
         self.loop = loop
         self.config = config
+        self.index = index
+        events = config.eventLog
         self.stats = stats
         self.policy = policy
         self.quarantine = quarantine
@@ -82,7 +88,11 @@ final class Worker {
             try audit.write(record)
             auditFailed = false
         } catch {
-            if !auditFailed { FileOutput.stderr("formwall: audit log write failed: \(error)") }
+            if !auditFailed {
+                events.write(.error, "audit log write failed", [
+                    .int("worker", index), .string("path", audit.configuration.path), .error(error),
+                ])
+            }
             auditFailed = true
         }
     }
@@ -90,18 +100,20 @@ final class Worker {
     /// Per kind of failure: when its last line was printed, and how many were suppressed since.
     private var failureLines: [String: (at: UInt64, suppressed: Int)] = [:]
 
-    /// Prints a failure line on stderr: at most one per `kind` (upstream, spool, quarantine) per second in this
-    /// worker; the next printed line says how many were left out meanwhile.
-    func logFailure(kind: String, _ message: String) {
+    /// Writes a failure line on stderr (level error): at most one per `kind` (upstream, spool, quarantine) per
+    /// second in this worker; the next written line's `suppressed` field says how many were left out meanwhile.
+    func logFailure(_ line: ConnectionMachine.FailureLine) {
         let now = loop.now()
-        if let last = failureLines[kind], now &- last.at < 1_000_000_000 {
-            failureLines[kind] = (last.at, last.suppressed + 1)
+        if let last = failureLines[line.kind], now &- last.at < 1_000_000_000 {
+            failureLines[line.kind] = (last.at, last.suppressed + 1)
             return
         }
-        let suppressed = failureLines[kind]?.suppressed ?? 0
-        failureLines[kind] = (now, 0)
-        let note = suppressed > 0 ? " (\(suppressed) more \(kind) failures not shown)" : ""
-        FileOutput.stderr("formwall: \(message)\(note)")
+        let suppressed = failureLines[line.kind]?.suppressed ?? 0
+        failureLines[line.kind] = (now, 0)
+        var fields = line.fields
+        fields.append(.int("worker", index))
+        if suppressed > 0 { fields.append(.int("suppressed", suppressed)) }
+        events.write(.error, line.msg, fields)
     }
 
     /// Reopens the audit log (SIGUSR1/SIGHUP, for logrotate).
@@ -160,7 +172,8 @@ final class Worker {
         acceptPaused = true
         acceptPauses += 1
         if acceptPauses == 1 || acceptPauses % 100 == 0 {
-            FileOutput.stderr("formwall: accept failed (out of descriptors or memory); pausing accepts, pause \(acceptPauses)")
+            events.write(.warn, "accept paused", [.int("worker", index), .int("pauses", acceptPauses),
+                                                  .string("error", "out of descriptors or memory")])
         }
         try? loop.setInterest([], for: reg)
         acceptBackoffMs = acceptBackoffMs == 0 ? 50 : min(acceptBackoffMs * 2, 1000)
@@ -226,8 +239,10 @@ final class Worker {
     func reportServer(group: Int, server: Int, ok: Bool) {
         guard balancers[group].report(server, ok: ok, now: loop.now()) else { return }
         let g = config.upstreams[group]
-        logFailure(kind: "upstream-down", "upstream \(g.servers[server].upstream.authority) of group \(g.name) "
-            + "failed \(g.maxFails) request(s) in a row; not used for \(g.failTimeout) s")
+        events.write(.warn, "upstream marked down", [
+            .string("upstream", g.servers[server].upstream.authority), .string("group", g.name),
+            .int("failures", g.maxFails), .seconds("down_s", g.failTimeout), .int("worker", index),
+        ])
     }
 
     /// Returns a finished upstream connection to the pool (or closes it when the pool is full or draining).
@@ -271,16 +286,11 @@ final class AcceptHandler: EventHandler {
     func readable(loop: EventLoop) { worker.acceptReady() }
 }
 
-/// One line to stderr or stdout with a single write.
+/// One line to stdout with a single write (`demo`'s human audit lines).
 enum FileOutput {
     static func stdout(_ line: String) {
         var bytes = Array((line + "\n").utf8)
         _ = bytes.withUnsafeMutableBytes { Glibc.write(1, $0.baseAddress, $0.count) }
-    }
-
-    static func stderr(_ line: String) {
-        var bytes = Array((line + "\n").utf8)
-        _ = bytes.withUnsafeMutableBytes { Glibc.write(2, $0.baseAddress, $0.count) }
     }
 }
 

@@ -13,6 +13,9 @@ public struct Policy: Sendable, Hashable {
     /// fallback, which accepts any Content-Type and any method, applies the main context's limits
     /// (1 MiB body by default) and rejects every form part with 403 `unknown_part`.
     public var fallback: Route
+    /// The rule files this policy was compiled from, in the order they were read (an `include`d file where it
+    /// was included), with the bytes that were read: what `/rules` on the admin listener lists and hashes.
+    public var sources: [PolicySource] = []
 
     /// A policy with no routes: enforce mode, default anomaly actions, the implicit fallback.
     public init() {
@@ -165,5 +168,15 @@ public struct Policy: Sendable, Hashable {
         default:
             return false
         }
+    }
+}
+
+/// One rule file as it was read when a policy was compiled.
+public struct PolicySource: Sendable, Hashable {
+    public var path: String
+    public var contents: [UInt8]
+    public init(path: String, contents: [UInt8]) {
+        self.path = path
+        self.contents = contents
     }
 }

@@ -16,20 +16,21 @@ public enum RuleChecker {
     public static func compile(paths: [String]) -> (policy: Policy?, diagnostics: [Diagnostic]) {
         var loader = RuleLoader()
         let statements = loader.load(paths: paths)
-        return finish(statements: statements, diagnostics: loader.diagnostics)
+        return finish(statements: statements, diagnostics: loader.diagnostics, sources: loader.sources)
     }
 
     /// Compiles rule text held in memory; `include` paths resolve relative to `file`'s directory.
     public static func compile(source: String, file: String) -> (policy: Policy?, diagnostics: [Diagnostic]) {
         var loader = RuleLoader()
         let statements = loader.load(source: source, file: file)
-        return finish(statements: statements, diagnostics: loader.diagnostics)
+        return finish(statements: statements, diagnostics: loader.diagnostics, sources: loader.sources)
     }
 
-    private static func finish(statements: [RuleStatement],
-                               diagnostics: [Diagnostic]) -> (policy: Policy?, diagnostics: [Diagnostic]) {
+    private static func finish(statements: [RuleStatement], diagnostics: [Diagnostic],
+                               sources: [PolicySource]) -> (policy: Policy?, diagnostics: [Diagnostic]) {
         var compiler = RuleCompiler()
-        let policy = compiler.compile(statements)
+        var policy = compiler.compile(statements)
+        policy.sources = sources
         // Sorted by file, line and column (stable: two at one position keep the order they were found in).
         let all = (diagnostics + compiler.diagnostics).enumerated().sorted { a, b in
             let (x, y) = (a.element, b.element)
@@ -64,6 +65,8 @@ extension Policy {
 /// Reads files and expands `include`, producing the main-context statements of all files in order.
 struct RuleLoader {
     private(set) var diagnostics: [Diagnostic] = []
+    /// Every file read, in the order read (includes where they were included), with its bytes.
+    private(set) var sources: [PolicySource] = []
     private var loaded: Set<String> = []
     private var stack: [(canonical: String, display: String)] = []
 
@@ -96,6 +99,7 @@ struct RuleLoader {
         loaded.insert(canonical)
         stack.append((canonical, file))
         defer { stack.removeLast() }
+        sources.append(PolicySource(path: file, contents: Array(source.utf8)))
         return expand(source: source, file: file)
     }
 
@@ -125,6 +129,7 @@ struct RuleLoader {
         loaded.insert(canonical)
         stack.append((canonical, path))
         defer { stack.removeLast() }
+        sources.append(PolicySource(path: path, contents: Array(data)))
         return expand(source: String(decoding: data, as: UTF8.self), file: path)
     }
 

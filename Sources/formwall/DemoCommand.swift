@@ -56,6 +56,7 @@ enum DemoCommand: Command {
             audit.human = true
             config.audit = audit
             config.timeouts.drain = 2
+            config.logFormat = .text   // demo is for a terminal: event lines as `formwall: msg key=value`
         } catch {
             printError("cannot start the demo: \(error)")
             return 1

@@ -1,3 +1,4 @@
+import Audit
 import CLinux
 import Foundation
 import Glibc
@@ -88,14 +89,21 @@ enum ServeCommand: Command {
                                       a loopback or private address: it has no authentication
       --single-process                no supervisor: one process that binds and serves itself (for
                                       debugging, or under an init that restarts it)
+      --log-level debug|info|warn|error
+                                      least severe event line written on stderr (default info; error:
+                                      failures only). Lines are JSON objects, one per line, with ts,
+                                      level, msg, pid and fields such as request_id, error
+      --log-format json|text          event lines as JSON (default) or as `formwall: msg key=value`
+                                      text for a terminal
       --pid-file FILE                 write the pid to signal (the supervisor's, or with --single-process
                                       the one process's) to FILE (0644) once started; removed at exit
       --help                          show this help
 
     Exit status: 0 after SIGTERM/SIGINT; 1 when start-up fails (address in use, invalid rules, a route naming
-    an undeclared upstream group, a spool, quarantine or audit path that cannot be used) or the proxy fails
-    later; 2 for a usage error (unknown option, missing or invalid value, an option that needs another one,
-    a mistake in the --config file).
+    an undeclared upstream group, a spool, quarantine or audit path that cannot be used; an event line with
+    "level":"error","msg":"cannot start") or the proxy fails later; 2 for a usage error (unknown option,
+    missing or invalid value, an option that needs another one, a mistake in the --config file; one
+    `formwall: …` text line, as every other subcommand prints).
     """
 
     static func run(_ args: [String]) -> Int32 {
@@ -130,19 +138,24 @@ enum ServeCommand: Command {
         if inherited == nil && !source.flag("single-process") {
             return supervise(config, pidFile: pidFile)
         }
+        // From here on every line is an event line (docs/operations.md, "Logs on stderr"), start-up failures included.
+        let events = config.eventLog
         if let supervisor = inherited?.supervisor {
             // Drain (SIGTERM) if the supervisor dies; it may already have, just before this call.
             _ = cl_set_parent_death_signal(SIGTERM)
             if getppid() != supervisor {
-                printError("the supervisor (pid \(supervisor)) is gone; not starting")
+                events.write(.error, "cannot start", [.int("supervisor_pid", Int(supervisor)),
+                                                      .string("error", "the supervisor is gone")])
                 return 1
             }
         }
         if let inherited, inherited.listeners.count != config.workers {
             // The configuration file changed since the supervisor bound one socket per worker: the sockets win
             // until a restart of formwall itself.
-            printError("workers changed to \(config.workers) in the configuration; keeping \(inherited.listeners.count) "
-                + "until formwall is restarted")
+            events.write(.warn, "configuration change needs a restart", [
+                .string("setting", "workers"), .int("configured", config.workers),
+                .int("running", inherited.listeners.count),
+            ])
             config.workers = inherited.listeners.count
         }
         let server: ProxyServer
@@ -151,7 +164,7 @@ enum ServeCommand: Command {
                                      inheritedAdmin: inherited?.admin)
             server.supervisorRestarts = inherited?.restarts ?? 0
         } catch {
-            printError("cannot start: \(error)")
+            events.write(.error, "cannot start", [.error(error)])
             return 1
         }
         if let path = parsed.value("config") {
@@ -166,28 +179,34 @@ enum ServeCommand: Command {
                     .filter { $0 != "rules" && started[$0] != file.settings[$0]?.values }
                 let names = changed.sorted() + (file.groups.map(\.summary) != groups ? ["upstream groups"] : [])
                 if !names.isEmpty {
-                    printError("reload: \(names.joined(separator: ", ")) changed in \(path); "
-                        + "only rules are reloaded, restart formwall for the rest")
+                    events.write(.warn, "configuration change needs a restart", [
+                        .string("config", path), LogField("settings", .strings(names)),
+                    ])
                 }
                 return parsedRules(fresh)
             }
         }
         if let pidFile {
             do { try PIDFile.write(pidFile) } catch {
-                printError("cannot start: \(error)")
+                events.write(.error, "cannot start", [.error(error)])
                 return 1
             }
         }
         defer { if let pidFile { PIDFile.remove(pidFile) } }
-        printError("listening on \(config.listen), upstream \(config.upstream), \(config.workers) workers"
-            + (config.admin.map { ", admin on \($0)" } ?? ""))
+        var listening: [LogField] = [.string("listen", "\(config.listen)"),
+                                     .string("upstream", config.upstream.authority), .int("workers", config.workers)]
+        if let admin = config.admin { listening.append(.string("admin", "\(admin)")) }
+        if config.upstreams.count > 1 || config.upstreams[0].servers.count > 1 {
+            listening.append(LogField("upstream_groups", .strings(config.upstreams.map(\.name))))
+        }
+        events.write(.info, "listening", listening)
         do {
             try server.run()
         } catch {
-            printError("\(error)")
+            events.write(.error, "proxy failed", [.error(error)])
             return 1
         }
-        printError("stopped")
+        events.write(.info, "stopped")
         return 0
     }
 
@@ -199,14 +218,14 @@ enum ServeCommand: Command {
             try supervisor.bind()
             if let pidFile { try PIDFile.write(pidFile) }
         } catch {
-            printError("cannot start: \(error)")
+            config.eventLog.write(.error, "cannot start", [.error(error)])
             return 1
         }
         defer { if let pidFile { PIDFile.remove(pidFile) } }
         do {
             return try supervisor.run()
         } catch {
-            printError("supervisor: \(error)")
+            config.eventLog.write(.error, "supervisor failed", [.error(error)])
             return 1
         }
     }

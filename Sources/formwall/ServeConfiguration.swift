@@ -1,4 +1,5 @@
 import Foundation
+import Audit
 import Proxy
 import Reactor
 import Rules
@@ -12,7 +13,7 @@ extension ServeCommand {
         "max-headers", "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
         "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
         "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir",
-        "quarantine-max", "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file", "admin",
+        "quarantine-max", "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file", "admin", "log-level", "log-format",
     ]
     /// `serve`'s flags; `NAME on;` in the file.
     static let flagOptions: Set<String> = ["single-process", "proxy-protocol"]
@@ -60,6 +61,18 @@ extension ServeCommand {
             config.upstreamBody = mode
         }
         if let v = source.value("spool-dir") { config.spoolDirectory = v }
+        if let v = source.value("log-level") {
+            guard let level = LogLevel(name: v) else {
+                throw ConfigurationError("\(source.label("log-level")) must be debug, info, warn or error, got '\(v)'")
+            }
+            config.logLevel = level
+        }
+        if let v = source.value("log-format") {
+            guard let format = LogFormat(rawValue: v) else {
+                throw ConfigurationError("\(source.label("log-format")) must be json or text, got '\(v)'")
+            }
+            config.logFormat = format
+        }
         if let v = source.value("admin") {
             do { config.admin = try SocketAddress.resolve(v) } catch {
                 throw ConfigurationError("\(source.label("admin")): invalid address \(v): \(error)")
@@ -101,7 +114,8 @@ extension ServeCommand {
                                 ("audit-rotate", "audit-log"), ("audit-keep", "audit-log"),
                                 ("audit-field", "audit-log")]
             where source.value(option) != nil && source.value(needs) == nil {
-            throw ConfigurationError("\(source.label(option)) needs \(needs) (--\(needs))")
+            let label = source.label(option)
+            throw ConfigurationError("\(label) needs \(label.hasPrefix("--") ? "--\(needs)" : "`\(needs)`")")
         }
         if let path = source.value("pid-file"), path.isEmpty { throw ConfigurationError("\(source.label("pid-file")) needs a path") }
         if let dir = source.value("quarantine-dir") {

@@ -98,11 +98,13 @@ final class Supervisor {
     private var restartTimer: TimerID?
     private var stopping = false
     private var exitCode: Int32 = 0
+    private let events: EventLog
 
     /// A supervisor that will run `/proc/self/exe` with `arguments` (argv, including argv[0]).
     init(configuration: ProxyConfiguration, arguments: [String]) {
         self.configuration = configuration
         self.arguments = arguments
+        events = configuration.eventLog
     }
 
     /// Checks what the proxy process would check at start-up, so a mistake is one error and exit status 1
@@ -160,7 +162,11 @@ final class Supervisor {
         let loop = try EventLoop()
         try loop.onSignal(SIGCHLD) { [unowned self] loop, _ in self.reap(loop) }
         for s in [SIGHUP, SIGUSR1] {
-            try loop.onSignal(s) { [unowned self] _, s in if let child = self.child { kill(child, s) } }
+            try loop.onSignal(s) { [unowned self] _, s in
+                self.events.write(.debug, "signal received", [.string("signal", Self.name(of: s)),
+                                                              .int("child_pid", Int(self.child ?? 0))])
+                if let child = self.child { kill(child, s) }
+            }
         }
         for s in [SIGTERM, SIGINT] {
             try loop.onSignal(s) { [unowned self] loop, s in self.stop(loop, signal: s) }
@@ -189,12 +195,12 @@ final class Supervisor {
         }
         childStarted = loop.now()
         guard code == 0 else {
-            printError("cannot start the proxy process: \(String(cString: strerror(code)))")
+            events.write(.error, "proxy process spawn failed", [.string("error", String(cString: strerror(code)))])
             scheduleRestart(loop, after: backoff.delay(afterUptime: 0))
             return
         }
         child = pid
-        printError("supervisor \(getpid()): proxy process \(pid) started")
+        events.write(.info, "proxy process started", [.int("child_pid", Int(pid))])
     }
 
     /// Reaps every exited child; the proxy process's exit leads to a restart, or ends the supervisor when stopping.
@@ -213,17 +219,20 @@ final class Supervisor {
     private func exited(_ loop: EventLoop, pid: pid_t, status: Int32, signal: Int32) {
         if stopping {
             exitCode = signal == 0 ? status : 1
-            if signal != 0 { printError("proxy process \(pid) was killed by \(Self.name(of: signal)) while draining") }
+            if signal != 0 {
+                events.write(.error, "proxy process killed while draining", [.int("child_pid", Int(pid)),
+                                                                             .string("signal", Self.name(of: signal))])
+            }
             loop.stop()
             return
         }
         let uptime = Double(loop.now() &- childStarted) / 1e9
         restarts += 1
         let delay = backoff.delay(afterUptime: uptime)
-        let how = signal != 0 ? "was killed by \(Self.name(of: signal))" : "exited with status \(status)"
-        let when = delay > 0 ? "in \(delay) s" : "now"
-        printError("proxy process \(pid) \(how) after \(String(format: "%.1f", uptime)) s; "
-            + "restarting \(when) (restart \(restarts))")
+        var fields: [LogField] = [.int("child_pid", Int(pid))]
+        fields.append(signal != 0 ? .string("signal", Self.name(of: signal)) : .int("exit_status", Int(status)))
+        fields += [.seconds("uptime_s", uptime), .seconds("restart_in_s", delay), .int("restarts", restarts)]
+        events.write(.error, "proxy process exited", fields)
         writeAudit(WorkerExitRecord(pid: Int(pid), signal: signal != 0 ? Self.name(of: signal) : nil,
                                     exitStatus: signal == 0 ? Int(status) : nil, restarts: restarts))
         scheduleRestart(loop, after: delay)
@@ -264,7 +273,7 @@ final class Supervisor {
             })
             try record.jsonLine.withUnsafeBytes { try log.write(line: $0) }
         } catch {
-            printError("audit log write failed: \(error)")
+            events.write(.error, "audit log write failed", [.string("path", settings.path), .error(error)])
         }
     }
 

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Inspect
 import Testing
+import Rules
 @testable import Proxy
 
 // The pure half of /metrics: counting audit records, merging the workers' copies, rendering the text format.
@@ -180,18 +181,22 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
 }
 
 @Suite struct RulesInfoTests {
+    /// Includes count, where they are included; a file included twice is read once.
     @Test func digestIsSHA256OfTheFilesInLoadOrder() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fw-rulesinfo-\(getpid())").path
         try FileManager.default.createDirectory(atPath: dir + "/d", withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }
-        try "route /a {}\n".write(toFile: dir + "/top.rules", atomically: true, encoding: .utf8)
+        try "include inc/x.rules;\nroute /a {}\n".write(toFile: dir + "/top.rules", atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: dir + "/inc", withIntermediateDirectories: true)
+        try "route /x {}\n".write(toFile: dir + "/inc/x.rules", atomically: true, encoding: .utf8)
         try "route /c {}\n".write(toFile: dir + "/d/2.rules", atomically: true, encoding: .utf8)
-        try "route /b {}\n".write(toFile: dir + "/d/1.rules", atomically: true, encoding: .utf8)
+        try "route /b {}\ninclude ../inc/x.rules;\n".write(toFile: dir + "/d/1.rules", atomically: true, encoding: .utf8)
         try "not rules".write(toFile: dir + "/d/notes.txt", atomically: true, encoding: .utf8)
-        let info = RulesInfo.read(paths: [dir + "/top.rules", dir + "/d"],
-                                  at: AuditTimestamp(millisecondsSinceEpoch: 0))
-        #expect(info.files == [dir + "/top.rules", dir + "/d/1.rules", dir + "/d/2.rules"])
-        #expect(info.digest == SHA256Hasher.hex(Array("route /a {}\nroute /b {}\nroute /c {}\n".utf8)))
+        let policy = try Policy.load(paths: [dir + "/top.rules", dir + "/d"])
+        let info = RulesInfo(policy: policy, at: AuditTimestamp(millisecondsSinceEpoch: 0))
+        #expect(info.files == [dir + "/top.rules", dir + "/inc/x.rules", dir + "/d/1.rules", dir + "/d/2.rules"])
+        #expect(info.digest == SHA256Hasher.hex(Array(
+            "include inc/x.rules;\nroute /a {}\nroute /x {}\nroute /b {}\ninclude ../inc/x.rules;\nroute /c {}\n".utf8)))
         #expect(info.json.hasSuffix(#""loaded_at":"1970-01-01T00:00:00.000Z"}"#))
     }
 }

@@ -32,6 +32,30 @@ class ProcessExited(RuntimeError):
     pass
 
 
+EVENT_KEYS = {"ts", "level", "msg", "pid"}
+LEVELS = ("debug", "info", "warn", "error")
+
+
+def event_lines(text: str) -> list[dict]:
+    """Every complete line of `formwall serve`'s stderr as its JSON event object (docs/operations.md, "Logs on
+    stderr"). A line that is not one JSON object with ts, level, msg and pid fails the test."""
+    events = []
+    for line in text[:text.rfind("\n") + 1].splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"a stderr line is not JSON: {line!r}") from None
+        assert isinstance(event, dict) and EVENT_KEYS <= event.keys(), line
+        assert event["level"] in LEVELS, line
+        events.append(event)
+    return events
+
+
+def events_with(text: str, msg: str) -> list[dict]:
+    """The stderr events whose `msg` is `msg`."""
+    return [e for e in event_lines(text) if e["msg"] == msg]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
@@ -198,6 +222,10 @@ class Formwall:
             return self.stderr_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def events(self, msg: str | None = None) -> list[dict]:
+        """The JSON event lines on stderr so far (those with `msg` when given)."""
+        return event_lines(self.stderr_text()) if msg is None else events_with(self.stderr_text(), msg)
 
     def signal(self, sig: int) -> None:
         self.stopped_by_test = True

@@ -37,6 +37,8 @@ from urllib.parse import parse_qsl
 import pytest
 from python_multipart.multipart import MultipartParser
 
+from e2e_helpers import event_lines, events_with
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("FORMWALL_BIN", str(ROOT / ".build/release/formwall"))
 RULES = Path(__file__).resolve().parent / "rules"
@@ -698,6 +700,10 @@ class Formwall:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
+
+    def events(self, msg: str | None = None) -> list[dict]:
+        """The JSON event lines on stderr so far (those with `msg` when given)."""
+        return event_lines(self.stderr()) if msg is None else events_with(self.stderr(), msg)
 
     def reload(self):
         self.proc.send_signal(signal.SIGHUP)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import requests
 
-from e2e_helpers import HOST, IO_TIMEOUT, START_TIMEOUT, formwall_binary, free_port, wait_until
+from e2e_helpers import HOST, IO_TIMEOUT, START_TIMEOUT, events_with, formwall_binary, free_port, wait_until
 
 RULES = """route /r {
     methods POST;
@@ -312,6 +312,7 @@ def test_admin_address_in_use_is_a_startup_error(upstream, tmp_path):
                                    "--upstream", upstream.url, "--admin", f"{HOST}:{port}", *extra],
                                   capture_output=True, text=True, timeout=START_TIMEOUT)
             assert proc.returncode == 1, proc.stderr
-            assert "cannot start: admin address in use" in proc.stderr
+            [line] = events_with(proc.stderr, "cannot start")
+            assert line["level"] == "error" and line["error"].startswith("admin address in use"), proc.stderr
     finally:
         taken.close()

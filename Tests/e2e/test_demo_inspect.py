@@ -228,7 +228,10 @@ def test_port_in_use_is_one_clear_line(tmp_path):
                            capture_output=True, timeout=10)
         assert r.returncode == 1
         lines = r.stderr.decode().strip().splitlines()
-        assert lines == [f"formwall: cannot start: address already in use: 127.0.0.1:{port}"], lines
+        assert len(lines) == 1, lines
+        event = json.loads(lines[0])
+        assert event["level"] == "error" and event["msg"] == "cannot start", event
+        assert event["error"] == f"address already in use: 127.0.0.1:{port}", event
     finally:
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=15) == 0

@@ -90,7 +90,7 @@ def test_reload_under_load(tmp_path, upstream):  # noqa: F811
         install(rules, REJECT_B)
         hup_at = time.monotonic()
         fw.reload()
-        wait_for(lambda: "rules reloaded" in fw.stderr(), 10, "the reload message on stderr")
+        wait_for(lambda: fw.events("rules reloaded"), 10, "the reload message on stderr")
         seen_at = time.monotonic()
         # Every worker switches right after the reload; 0.5 s of grace covers a worker busy in its event loop.
         wait_for(lambda: load.count(403, since=seen_at + 0.5) >= 20, 30,
@@ -99,7 +99,7 @@ def test_reload_under_load(tmp_path, upstream):  # noqa: F811
         # An invalid file: the reload fails, the policy stays, stderr says why.
         install(rules, INVALID)
         fw.reload()
-        wait_for(lambda: "reload failed" in fw.stderr(), 10, "the reload failure on stderr")
+        wait_for(lambda: fw.events("rules reload failed"), 10, "the reload failure on stderr")
         failed_at = time.monotonic()
         wait_for(lambda: load.count(403, since=failed_at) >= 20, 30,
                  "every client thread to get 20 answers after the failed reload")
@@ -107,7 +107,7 @@ def test_reload_under_load(tmp_path, upstream):  # noqa: F811
         load.stop.set()
         for t in load.threads:
             t.join(timeout=15)
-        stderr = fw.stderr()
+        events = fw.events()
         fw.stop()
 
     assert load.errors() == [], f"failed requests during the reload: {load.errors()[:10]}"
@@ -122,7 +122,8 @@ def test_reload_under_load(tmp_path, upstream):  # noqa: F811
         late_200 = [s for s, _, o in results if o == 200 and s > first_403 and s >= seen_at]
         assert late_200 == [], f"200 answers after the new rules were in force: {len(late_200)}"
 
-    failure = stderr[stderr.index("reload failed"):]
-    assert "bogus-directive" in failure or "10MB" in failure, failure
-    assert str(rules) in failure or rules.name in failure, failure
-    assert stderr.count("rules reloaded") == 1, stderr
+    (failure,) = [e for e in events if e["msg"] == "rules reload failed"]
+    assert failure["level"] == "error", failure
+    assert "bogus-directive" in failure["error"] or "10MB" in failure["error"], failure
+    assert str(rules) in failure["error"] or rules.name in failure["error"], failure
+    assert [e["msg"] for e in events].count("rules reloaded") == 1, events

@@ -1,8 +1,9 @@
 """Start-up checks: a configuration mistake is refused at once, with one clear line on stderr, instead of a
 proxy that starts and then fails every request (docs/configuration.md, "Exit status").
 
-Exit status 1 for a start-up failure (a path that cannot be used, rules that cannot work), 2 for a usage error
-(an option without the option it needs). Each case runs with the supervisor (the default) and, where the check
+Exit status 1 for a start-up failure (a path that cannot be used, rules that cannot work), with one JSON event line
+(level error, msg "cannot start", the cause in `error`); 2 for a usage error (an option without the option it
+needs), with one `formwall: …` text line. Each case runs with the supervisor (the default) and, where the check
 is made in both processes, with `--single-process`. A binary that starts instead of refusing fails the test as
 soon as its port accepts.
 """
@@ -17,7 +18,7 @@ import time
 
 import pytest
 
-from e2e_helpers import START_TIMEOUT, Formwall, free_port, port_accepts, wait_until
+from e2e_helpers import START_TIMEOUT, Formwall, event_lines, free_port, port_accepts, wait_until
 from policy_helpers import BIN
 
 MODES = [[], ["--single-process"]]
@@ -49,9 +50,18 @@ def refuse(*args: str) -> tuple[int, str]:
 
 
 def one_line(stderr: str) -> str:
+    """The one text line of a usage error."""
     lines = stderr.splitlines()
     assert len(lines) == 1, f"expected one line on stderr, got {lines}"
+    assert lines[0].startswith("formwall: "), lines
     return lines[0]
+
+
+def start_error(stderr: str) -> str:
+    """The cause named by the one `cannot start` event line of a start-up failure."""
+    (event,) = event_lines(stderr)
+    assert event["level"] == "error" and event["msg"] == "cannot start", event
+    return event["error"]
 
 
 # ---------------------------------------------------------------------------------------------- --spool-dir
@@ -64,7 +74,7 @@ def test_unusable_spool_dir_is_refused(tmp_path, mode, what):
         spool.write_text("a file")
     code, err = refuse("--spool-dir", str(spool), *mode)
     assert code == 1, err
-    line = one_line(err)
+    line = start_error(err)
     assert "--spool-dir" in line and str(spool) in line, line
 
 
@@ -77,7 +87,7 @@ def test_rules_directory_without_rules_files_is_refused(tmp_path, mode):
     (empty / "README").write_text("not a rules file")
     code, err = refuse("--rules", str(empty), *mode)
     assert code == 1, err
-    assert f"directory '{empty}' has no *.rules files" in err, err
+    assert f"directory '{empty}' has no *.rules files" in start_error(err), err
     # `formwall check` loads rules exactly as serve does, so it says the same.
     check = subprocess.run([BIN, "check", str(empty)], capture_output=True, text=True, timeout=30)
     assert check.returncode == 1 and "has no *.rules files" in check.stderr, check
@@ -99,7 +109,7 @@ def test_quarantine_action_without_quarantine_dir_is_refused(tmp_path, mode):
                      "        action quarantine;\n    }\n}\n")
     code, err = refuse("--rules", str(rules), *mode)
     assert code == 1, err
-    line = one_line(err)
+    line = start_error(err)
     assert f"{rules}:3:" in line and "action quarantine" in line and "--quarantine-dir" in line, line
 
 
@@ -110,7 +120,7 @@ def test_quarantine_dir_with_missing_parent_is_refused_and_not_created(tmp_path,
     typo = tmp_path / "var" / "lib" / "formwal" / "quarantine"
     code, err = refuse("--quarantine-dir", str(typo), *mode)
     assert code == 1, err
-    line = one_line(err)
+    line = start_error(err)
     assert str(typo.parent) in line and "does not exist" in line, line
     assert not (tmp_path / "var").exists(), "the missing parents were created"
 
@@ -174,5 +184,5 @@ def test_pid_file_names_the_process_to_signal_and_is_removed_at_exit(tmp_path, u
 def test_pid_file_in_a_missing_directory_is_refused(tmp_path):
     code, err = refuse("--pid-file", str(tmp_path / "run" / "formwall.pid"))
     assert code == 1, err
-    assert "--pid-file" in one_line(err)
+    assert "--pid-file" in start_error(err)
 
