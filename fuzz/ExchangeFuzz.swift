@@ -119,8 +119,15 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     } else {
         policy = generatedPolicy(policyByte)
     }
-    let upstream = script(data[1])
+    var upstream = script(data[1])
     let piece = Int(data[2])
+    // An upstream group of 1 to 3 servers (from the read size), whose first may refuse and second never answer
+    // the connect: requests move on to the next server before any byte went up.
+    let servers = 1 + piece % 3
+    if servers > 1 {
+        if data[1] & 0x20 != 0 { upstream.refuseServers = [0] }
+        if data[1] & 0x10 != 0 { upstream.ignoreServers = [1] }
+    }
     let client = Array(UnsafeBufferPointer(start: data + 3, count: size - 3))
 
     guard var config = try? ExchangeRig.configuration(spoolDirectory: "/tmp") else {
@@ -129,6 +136,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     config.buffers.clientRead = 4096
     config.buffers.outputHighWater = 2048
     config.linger.bytes = 8192
+    if servers > 1, let first = config.upstreams.first?.servers.first {
+        config.upstreams[0].servers = Array(repeating: first, count: servers)
+    }
     let whole = ExchangeRig(config: config, policy: policy, script: upstream)
     whole.run(client: client)
     let problems = whole.violations()
@@ -143,7 +153,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         // legitimately: which comes first depends on the reads. Compare only scripts that accept and answer at
         // the end.
         if case .atEnd = upstream.answer, case .accept = upstream.connect, upstream.readLimit == nil,
-           !upstream.firstIsStale, summary(split) != summary(whole) {
+           !upstream.firstIsStale, upstream.refuseServers.isEmpty, upstream.ignoreServers.isEmpty,
+           summary(split) != summary(whole) {
             fatalError("outcome depends on reads: \(summary(whole)) vs \(summary(split)) (reads of \(piece))")
         }
     }

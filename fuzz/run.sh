@@ -122,7 +122,8 @@ rm -f fuzz/build/exchange-fuzz   # a failed compile must not leave an old binary
 PURE_PROXY=()
 for f in Sources/Proxy/*.swift; do
     case "$(basename "$f")" in
-        ClientConnection.swift|UpstreamConnection.swift|Worker.swift|ProxyServer.swift|EchoUpstream.swift) ;;
+        ClientConnection.swift|UpstreamConnection.swift|Worker.swift|ProxyServer.swift|ProxyServer+Admin.swift) ;;
+        EchoUpstream.swift|AdminServer.swift|AdminServer+Readiness.swift) ;;
         *) PURE_PROXY+=("$f") ;;
     esac
 done
