@@ -7,8 +7,12 @@ import Rules
 
 /// Everything one proxy instance needs; every limit has a documented, safe default (docs/configuration.md).
 public struct ProxyConfiguration: Sendable {
-    /// Where clients connect (`--listen`).
+    /// Where clients connect (`--listen`): the first address; `additionalListeners` holds the others.
     public var listen: SocketAddress
+    /// More addresses to accept clients on (`--listen` given several times, several `listen` directives).
+    public var additionalListeners: [SocketAddress] = []
+    /// Every listening address, the first first. Each worker has one SO_REUSEPORT socket on each.
+    public var listeners: [SocketAddress] { [listen] + additionalListeners }
     /// The upstream groups. The first is the default, used by routes without `upstream NAME;`: the one server of
     /// `--upstream http://host:port` (named `default`), or the group a configuration file's `upstream NAME;`
     /// chooses. Never empty; every group has at least one server.

@@ -66,13 +66,15 @@ public final class ProxyServer {
         }
         // Workers bind with SO_REUSEPORT, which would silently share a port another formwall already
         // serves; a plain bind first turns that into a clear "address already in use".
+        let perWorker = configuration.listeners.count
         if inheritedListeners.isEmpty {
-            let probe = try TCPListener(bindingTo: configuration.listen,
-                                        options: .init(reuseAddress: true, reusePort: false))
-            try? probe.close()
-        } else if inheritedListeners.count != max(1, configuration.workers) {
-            throw ConfigurationError(
-                "\(inheritedListeners.count) inherited listeners for \(configuration.workers) workers")
+            for address in configuration.listeners {
+                let probe = try TCPListener(bindingTo: address, options: .init(reuseAddress: true, reusePort: false))
+                try? probe.close()
+            }
+        } else if inheritedListeners.count != max(1, configuration.workers) * perWorker {
+            throw ConfigurationError("\(inheritedListeners.count) inherited listeners for \(configuration.workers) "
+                + "workers on \(perWorker) addresses")
         }
         if let fd = inheritedAdmin {
             adminListener = try TCPListener(adopting: fd)
@@ -96,7 +98,7 @@ public final class ProxyServer {
                 }
                 let worker = Worker(loop: loop, config: config, stats: stats, policy: policy, quarantine: store,
                                     audit: audit, index: numbering.add(1, ordering: .relaxed).oldValue)
-                try worker.start(inherited: handout.take().map { try TCPListener(adopting: $0) })
+                try worker.start(inherited: handout.take(perWorker).map { try TCPListener(adopting: $0) })
                 registry.add(loop.handle, worker)
             }
         } catch {
@@ -280,7 +282,13 @@ final class WorkerRegistry: Sendable {
 final class ListenerHandout: Sendable {
     private let remaining: Mutex<[Int32]>
     init(_ fds: [Int32]) { remaining = Mutex(fds.reversed()) }
-    func take() -> Int32? { remaining.withLock { $0.popLast() } }
+    /// The next `count` descriptors (a worker's listeners, one per address), or none when there are fewer.
+    func take(_ count: Int) -> [Int32] {
+        remaining.withLock { fds in
+            guard fds.count >= count else { return [] }
+            return (0..<count).compactMap { _ in fds.popLast() }
+        }
+    }
 }
 
 /// Counts down from `n`; `finishOne` is true for exactly the call that reaches zero.

@@ -24,8 +24,8 @@ final class Worker {
     let config: ProxyConfiguration
     let stats: ProxyStats
     private(set) var draining = false
-    private var listener: TCPListener?
-    private var listenerRegistration: Registration?
+    /// This worker's listening sockets, one per listening address, and their registrations.
+    private var listeners: [(socket: TCPListener, registration: Registration)] = []
     private var idle: [UpstreamConnection] = []
     private(set) var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var poolTimer: TimerID?
@@ -121,19 +121,24 @@ final class Worker {
         try? audit?.reopen()
     }
 
-    /// Opens this worker's listener (SO_REUSEPORT, so every worker binds the same address), or uses `inherited`,
-    /// one the supervisor process bound and passed down.
-    func start(inherited: TCPListener? = nil) throws {
-        let listener = try inherited
-            ?? TCPListener(bindingTo: config.listen, options: .init(reuseAddress: true, reusePort: true))
-        self.listener = listener
-        listenerRegistration = try loop.register(fd: listener.fd, interest: .readable, handler: AcceptHandler(self))
+    /// Opens this worker's listeners, one per listening address (SO_REUSEPORT, so every worker binds the same
+    /// addresses), or uses `inherited`, the ones the supervisor process bound and passed down (one per address,
+    /// in the order of `config.listeners`).
+    func start(inherited: [TCPListener] = []) throws {
+        let sockets = try inherited.isEmpty
+            ? config.listeners.map { try TCPListener(bindingTo: $0, options: .init(reuseAddress: true, reusePort: true)) }
+            : inherited
+        for (i, socket) in sockets.enumerated() {
+            let registration = try loop.register(fd: socket.fd, interest: .readable, handler: AcceptHandler(self, i))
+            listeners.append((socket, registration))
+        }
         schedulePoolSweep()
     }
 
-    /// Accepts every pending connection.
-    func acceptReady() {
-        guard let listener, !draining, !acceptPaused else { return }
+    /// Accepts every pending connection on listener `index`.
+    func acceptReady(_ index: Int) {
+        guard listeners.indices.contains(index), !draining, !acceptPaused else { return }
+        let listener = listeners[index].socket
         while true {
             let result: IOResult<TCPSocket>
             do { result = try listener.accept() } catch {
@@ -168,14 +173,14 @@ final class Worker {
     private(set) var acceptPauses = 0
 
     private func pauseAccepting() {
-        guard !acceptPaused, let reg = listenerRegistration else { return }
+        guard !acceptPaused, !listeners.isEmpty else { return }
         acceptPaused = true
         acceptPauses += 1
         if acceptPauses == 1 || acceptPauses % 100 == 0 {
             events.write(.warn, "accept paused", [.int("worker", index), .int("pauses", acceptPauses),
                                                   .string("error", "out of descriptors or memory")])
         }
-        try? loop.setInterest([], for: reg)
+        for l in listeners { try? loop.setInterest([], for: l.registration) }
         acceptBackoffMs = acceptBackoffMs == 0 ? 50 : min(acceptBackoffMs * 2, 1000)
         acceptTimer = loop.schedule(after: .milliseconds(acceptBackoffMs)) { [weak self] _ in
             self?.acceptTimer = nil
@@ -187,8 +192,8 @@ final class Worker {
         guard acceptPaused, !draining else { return }
         acceptPaused = false
         if let t = acceptTimer { loop.cancel(t); acceptTimer = nil }
-        if let reg = listenerRegistration { try? loop.setInterest(.readable, for: reg) }
-        acceptReady()
+        for l in listeners { try? loop.setInterest(.readable, for: l.registration) }
+        for i in listeners.indices { acceptReady(i) }
         if !acceptPaused { acceptBackoffMs = 0 }
     }
 
@@ -196,9 +201,11 @@ final class Worker {
     func beginDrain() {
         guard !draining else { return }
         draining = true
-        if let reg = listenerRegistration { try? loop.deregister(reg) }
-        try? listener?.close()
-        listener = nil
+        for l in listeners {
+            try? loop.deregister(l.registration)
+            try? l.socket.close()
+        }
+        listeners = []
         for client in Array(clients.values) { client.drainIfIdle() }
         for up in idle { up.close() }
         idle.removeAll()
@@ -279,11 +286,15 @@ final class Worker {
     }
 }
 
-/// Wakes the worker when its listener has connections.
+/// Wakes the worker when one of its listeners has connections.
 final class AcceptHandler: EventHandler {
     unowned let worker: Worker
-    init(_ worker: Worker) { self.worker = worker }
-    func readable(loop: EventLoop) { worker.acceptReady() }
+    let index: Int
+    init(_ worker: Worker, _ index: Int) {
+        self.worker = worker
+        self.index = index
+    }
+    func readable(loop: EventLoop) { worker.acceptReady(index) }
 }
 
 /// One line to stdout with a single write (`demo`'s human audit lines).

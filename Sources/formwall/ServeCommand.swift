@@ -34,7 +34,8 @@ enum ServeCommand: Command {
                                       on;`), plus upstream groups and `include rules/*.rules;`. Options on
                                       the command line override the file. Check it with
                                       `formwall check --config FILE`; docs/configuration.md
-      --listen HOST:PORT              address to accept clients on (required), e.g. 127.0.0.1:8080
+      --listen HOST:PORT              address to accept clients on (required), e.g. 127.0.0.1:8080; repeat it
+                                      to listen on several addresses
       --upstream http://HOST:PORT     the application to protect (required); with --config, or the name of an
                                       upstream group the file declares (`upstream app { server …; }`)
       --workers N                     event-loop threads (default: number of cores)
@@ -149,14 +150,21 @@ enum ServeCommand: Command {
                 return 1
             }
         }
-        if let inherited, inherited.listeners.count != config.workers {
-            // The configuration file changed since the supervisor bound one socket per worker: the sockets win
-            // until a restart of formwall itself.
+        if let inherited, inherited.listeners.count != config.workers * config.listeners.count {
+            // The configuration file changed since the supervisor bound one socket per worker and address: the
+            // sockets win until a restart of formwall itself.
+            let perWorker = inherited.listeners.count / max(1, config.workers)
+            let running = inherited.listeners.count % config.listeners.count == 0
+                ? inherited.listeners.count / config.listeners.count : 0
+            guard running > 0 else {
+                events.write(.error, "cannot start", [.string("error", "listen addresses changed in the configuration "
+                    + "(\(config.listeners.count) now, \(perWorker) bound); restart formwall to apply")])
+                return 1
+            }
             events.write(.warn, "configuration change needs a restart", [
-                .string("setting", "workers"), .int("configured", config.workers),
-                .int("running", inherited.listeners.count),
+                .string("setting", "workers"), .int("configured", config.workers), .int("running", running),
             ])
-            config.workers = inherited.listeners.count
+            config.workers = running
         }
         let server: ProxyServer
         do {
@@ -193,7 +201,7 @@ enum ServeCommand: Command {
             }
         }
         defer { if let pidFile { PIDFile.remove(pidFile) } }
-        var listening: [LogField] = [.string("listen", "\(config.listen)"),
+        var listening: [LogField] = [.string("listen", config.listeners.map { "\($0)" }.joined(separator: ",")),
                                      .string("upstream", config.upstream.authority), .int("workers", config.workers)]
         if let admin = config.admin { listening.append(.string("admin", "\(admin)")) }
         if config.upstreams.count > 1 || config.upstreams[0].servers.count > 1 {

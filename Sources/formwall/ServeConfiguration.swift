@@ -44,14 +44,23 @@ extension ServeCommand {
     /// resolve here is a warning, not an error: it may resolve where `serve` runs (a container network).
     static func configuration(from source: OptionSource, resolve: Bool = true,
                               warn: (String) -> Void = { _ in }) throws -> ProxyConfiguration {
-        guard let listen = source.value("listen") else {
+        let listens = source.values("listen")
+        guard !listens.isEmpty else {
             throw ConfigurationError("--listen is required (or `listen` in the --config file)")
         }
-        let address: SocketAddress
-        do { address = try SocketAddress.resolve(listen) } catch {
-            throw ConfigurationError("\(source.label("listen")): invalid address \(listen): \(error)")
+        var addresses: [SocketAddress] = []
+        for listen in listens {
+            let address: SocketAddress
+            do { address = try SocketAddress.resolve(listen) } catch {
+                throw ConfigurationError("\(source.label("listen")): invalid address \(listen): \(error)")
+            }
+            guard !addresses.contains(address) else {
+                throw ConfigurationError("\(source.label("listen")): \(listen) is given twice")
+            }
+            addresses.append(address)
         }
-        var config = ProxyConfiguration(listen: address, upstream: placeholderUpstream)
+        var config = ProxyConfiguration(listen: addresses[0], upstream: placeholderUpstream)
+        config.additionalListeners = Array(addresses.dropFirst())
         config.upstreams = try upstreamGroups(source, resolve: resolve, warn: warn)
         if let v = source.value("workers") { config.workers = try positiveInt(v, source.label("workers")) }
         if let v = source.value("upstream-body") {

@@ -24,7 +24,8 @@ import Reactor
 
 /// The environment through which the supervisor hands its sockets to the proxy process.
 enum SupervisorEnvironment {
-    /// Comma-separated listening descriptors, one per worker, e.g. `3,4`.
+    /// Comma-separated listening descriptors, one per worker and listening address, worker by worker, e.g. `3,4`
+    /// (two workers, one address) or `3,4,5,6` (two workers, two addresses: worker 0 adopts 3 and 4).
     static let listenFDs = "FORMWALL_LISTEN_FDS"
     /// The supervisor's pid. The proxy process asks for SIGTERM (a drain) when that process goes away.
     static let supervised = "FORMWALL_SUPERVISED"
@@ -129,18 +130,21 @@ final class Supervisor {
     /// Binds one SO_REUSEPORT socket per worker; throws "address in use" and the like before anything runs.
     func bind() throws {
         // A plain bind first: SO_REUSEPORT would silently share a port another formwall already serves.
-        let probe = try TCPListener(bindingTo: configuration.listen,
-                                    options: .init(reuseAddress: true, reusePort: false))
-        try? probe.close()
+        for address in configuration.listeners {
+            let probe = try TCPListener(bindingTo: address, options: .init(reuseAddress: true, reusePort: false))
+            try? probe.close()
+        }
         // Bound, not listening: the proxy process listens once it is ready, so the first connections do not
         // wait for its start-up (or for a start-up that fails). From then on the sockets stay listening.
         var options = TCPListener.Options(reuseAddress: true, reusePort: true)
         options.listens = false
-        let first = try TCPListener(bindingTo: configuration.listen, options: options)
-        listeners = [first]
+        // One socket per worker on each address, worker by worker (worker i adopts the i-th run of them).
+        var firsts: [TCPListener] = []
+        for address in configuration.listeners { firsts.append(try TCPListener(bindingTo: address, options: options)) }
+        listeners = firsts
         for _ in 1..<max(1, configuration.workers) {
             // The first listener's address, so a port-0 bind gives every worker the same port.
-            listeners.append(try TCPListener(bindingTo: first.localAddress, options: options))
+            for first in firsts { listeners.append(try TCPListener(bindingTo: first.localAddress, options: options)) }
         }
         // The admin listener too, so it keeps its port across restarts; a port in use is a start-up error here.
         if let address = configuration.admin {

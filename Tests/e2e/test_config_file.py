@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from e2e_helpers import HOST, IO_TIMEOUT, events_with, formwall_binary, free_port, wait_until
+from e2e_helpers import HOST, IO_TIMEOUT, events_with, formwall_binary, free_port, port_accepts, wait_until
 
 
 def write_config(tmp_path: Path, text: str, name: str = "formwall.conf") -> Path:
@@ -300,3 +300,31 @@ def test_check_warns_about_a_host_that_does_not_resolve_here(tmp_path):
     proc = subprocess.run([str(formwall_binary()), "serve", "--config", str(conf)], capture_output=True, text=True,
                           timeout=IO_TIMEOUT)
     assert proc.returncode == 2 and "cannot resolve upstream" in proc.stderr, proc
+
+
+@pytest.mark.parametrize("supervised", [True, False])
+def test_several_listeners_serve_the_same_policy(tmp_path, upstream_factory, formwall_factory, supervised):
+    up = upstream_factory("echo")
+    first, second = free_port(), free_port()
+    conf = write_config(tmp_path, f"""
+listen {HOST}:{first};
+listen {HOST}:{second};
+upstream {up.url};
+workers 2;
+""")
+    args = ["--config", str(conf)] + ([] if supervised else ["--single-process"])
+    fw = formwall_factory(None, *args, port=first)
+    wait_until(lambda: requests.get(f"http://{HOST}:{second}/", timeout=IO_TIMEOUT).status_code == 200, IO_TIMEOUT,
+               what="the second listener answering")
+    for port in (first, second):
+        for _ in range(4):
+            assert post(f"http://{HOST}:{port}").status_code == 200
+    assert len([r for r in up.requests() if r["method"] == "POST"]) == 8
+    [listening] = events_with(fw.stderr_text(), "listening")
+    assert listening["listen"] == f"{HOST}:{first},{HOST}:{second}", listening
+    # The command line replaces the file's list.
+    fw.terminate()
+    third = free_port()
+    fw2 = formwall_factory(None, *args, "--listen", f"{HOST}:{third}", port=third)
+    assert post(fw2.url).status_code == 200
+    assert not port_accepts(first, timeout=0.2) and not port_accepts(second, timeout=0.2)
