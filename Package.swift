@@ -9,6 +9,7 @@
 //   Rules                     rule-file language and compiled Policy (pure)
 //   Audit, Quarantine         JSON-lines audit sink; durable quarantine store
 //   Reactor                   syscall funnel, epoll selector, event loop, timers, sockets
+//   TLS                       OpenSSL contexts and sessions as a byte transform over memory BIOs
 //   Proxy                     per-connection state machines and body stages
 //   formwall                  thin executable: CLI, configuration, signals
 import PackageDescription
@@ -37,6 +38,7 @@ let package = Package(
         .target(name: "Audit", dependencies: ["CZlib"]),
         .target(name: "Quarantine", dependencies: ["Inspect", "COpenSSL"]),
         .target(name: "Reactor", dependencies: ["CLinux"]),
+        .target(name: "TLS", dependencies: ["COpenSSL", "Reactor"]),
         .target(
             name: "Proxy",
             dependencies: ["Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine"]
@@ -60,6 +62,7 @@ let package = Package(
         .testTarget(name: "AuditTests", dependencies: ["Audit"]),
         .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect"]),
         .testTarget(name: "ReactorTests", dependencies: ["Reactor", "CLinux"]),
+        .testTarget(name: "TLSTests", dependencies: ["TLS", "Reactor", "COpenSSL"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect"]),
     ]
 )

@@ -1,0 +1,307 @@
+// TLS as a byte transform inside the event loop: one SSL object between two memory BIOs. OpenSSL never touches
+// the socket; this type moves ciphertext between the BIOs and the lower transport, never blocking.
+//
+//            plaintext                       ciphertext                       ciphertext
+//   handler <---------- SSL_read  <-- read BIO  <-- BIO_write <-- lower.read (<= 16 KiB steps, only when
+//                                                                            OpenSSL wants more input)
+//   handler ----------> SSL_write --> write BIO --> BIO_read --> outbound --> lower.write
+//                                                               (bounded)     (short/would-block: stays pending,
+//                                                                              wantsWritable, flush() later)
+//
+// Who flushes: every call (read, write, flush, shutdownWrite) moves the write BIO into `outbound` and pushes it
+// to the lower transport, so handshake flights produced inside `read` leave at once. Backpressure: `write`
+// accepts no plaintext while ciphertext is pending, and at most one record (16 KiB) per call, so `outbound`
+// holds at most one SSL_write's output plus what the handshake or alerts produced.
+import COpenSSL
+import Reactor
+
+/// A `Transport` that speaks TLS over a lower transport (a `PlainTransport` of a TCP socket, or any test double).
+///
+/// One loop thread owns it. `read` returns plaintext, `.wouldBlock` until some is available, `.processed(0)` on
+/// close_notify or end of file; everything the peer can get wrong is a thrown `TLSError` (or `IOError` from the
+/// socket), never a trap.
+public final class TLSTransport: Transport {
+    /// Which side of the handshake this session plays.
+    public enum Role: Sendable, Equatable {
+        /// Accepts (a listener's session).
+        case server
+        /// Connects (an upstream session).
+        case client
+    }
+
+    /// Largest plaintext passed to one SSL_write, and ciphertext read from the lower transport per step.
+    static let recordSize = 16 * 1024
+    /// Cap of the pending ciphertext: one record plus overhead, plus room for handshake flights and alerts.
+    static let outboundLimit = 64 * 1024
+
+    /// The role of this session.
+    public let role: Role
+    /// The transport carrying the ciphertext (for a plain-text `400` after `TLSError.plainHTTP`).
+    public let lower: any Transport
+    /// The SSL object; nil once freed by `close()`.
+    private(set) var ssl: OpaquePointer?
+    private let readBIO: OpaquePointer
+    private let writeBIO: OpaquePointer
+    /// Keeps the context (and its callback state) alive as long as the session.
+    private let owner: AnyObject
+    private let outbound = ByteBuffer(initialCapacity: 1, maxCapacity: TLSTransport.outboundLimit)
+    /// Server side: the first ciphertext byte has not been checked for plain HTTP yet.
+    private var awaitingFirstByte: Bool
+    /// The lower transport reported end of file.
+    private var receivedEOF = false
+    /// The peer sent close_notify.
+    private var receivedCloseNotify = false
+    /// `shutdownWrite()` was called: close_notify queued, lower write side shut once flushed.
+    private var shutdownRequested = false
+    private var lowerWriteShut = false
+
+    init(context: OpaquePointer, role: Role, lower: any Transport, owner: AnyObject) throws {
+        OpenSSLErrorQueue.clear()
+        guard let ssl = SSL_new(context) else { throw OpenSSLErrorQueue.error(.configuration, "SSL_new") }
+        guard let readBIO = BIO_new(BIO_s_mem()) else {
+            SSL_free(ssl)
+            throw OpenSSLErrorQueue.error(.configuration, "BIO_new")
+        }
+        guard let writeBIO = BIO_new(BIO_s_mem()) else {
+            BIO_free(readBIO)
+            SSL_free(ssl)
+            throw OpenSSLErrorQueue.error(.configuration, "BIO_new")
+        }
+        SSL_set_bio(ssl, readBIO, writeBIO)  // the SSL object owns both BIOs from here on
+        switch role {
+        case .server: SSL_set_accept_state(ssl)
+        case .client: SSL_set_connect_state(ssl)
+        }
+        self.ssl = ssl
+        self.readBIO = readBIO
+        self.writeBIO = writeBIO
+        self.role = role
+        self.lower = lower
+        self.owner = owner
+        self.awaitingFirstByte = role == .server
+    }
+
+    deinit {
+        if let ssl { SSL_free(ssl) }
+    }
+
+    // MARK: Transport
+
+    /// The lower transport's descriptor.
+    public var fd: Int32 { lower.fd }
+
+    /// Reads plaintext, driving the handshake and pulling ciphertext from the lower transport as needed.
+    public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> IOResult<Int> {
+        guard let ssl else { throw TLSError(.closed, "read after close") }
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return .processed(0) }
+        let wanted = Int32(clamping: buffer.count)
+        while true {
+            if receivedCloseNotify { return .processed(0) }
+            OpenSSLErrorQueue.clear()
+            let count = SSL_read(ssl, base, wanted)
+            if count > 0 {
+                _ = try pushOutbound()
+                return .processed(Int(count))
+            }
+            let code = SSL_get_error(ssl, count)
+            switch code {
+            case SSL_ERROR_ZERO_RETURN:
+                receivedCloseNotify = true
+                _ = try pushOutbound()
+                return .processed(0)
+            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+                _ = try pushOutbound()
+                switch try pullCiphertext() {
+                case .fed: continue
+                case .wouldBlock: return .wouldBlock
+                case .endOfFile: return .processed(0)
+                }
+            default:
+                throw failure(code, during: "read")
+            }
+        }
+    }
+
+    /// Encrypts up to one record of `bytes`; returns the plaintext bytes accepted. `.wouldBlock` while earlier
+    /// ciphertext is still pending (`wantsWritable`) or while the handshake waits for the peer.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws -> IOResult<Int> {
+        guard let ssl else { throw TLSError(.closed, "write after close") }
+        guard !shutdownRequested else { throw TLSError(.closed, "write after shutdownWrite") }
+        _ = try pushOutbound()
+        if outbound.readableBytes > 0 { return .wouldBlock }
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return .processed(0) }
+        let chunk = Int32(min(bytes.count, TLSTransport.recordSize))
+        while true {
+            OpenSSLErrorQueue.clear()
+            let count = SSL_write(ssl, base, chunk)
+            if count > 0 {
+                _ = try pushOutbound()
+                return .processed(Int(count))
+            }
+            let code = SSL_get_error(ssl, count)
+            switch code {
+            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+                // Only during the handshake (renegotiation is off): send our flight, then look for the peer's.
+                _ = try pushOutbound()
+                switch try pullCiphertext() {
+                case .fed: continue
+                case .wouldBlock: return .wouldBlock
+                case .endOfFile: throw TLSError(.handshakeFailed, "peer closed the connection during the handshake")
+                }
+            case SSL_ERROR_ZERO_RETURN:
+                throw TLSError(.closed, "peer sent close_notify during the handshake")
+            default:
+                throw failure(code, during: "write")
+            }
+        }
+    }
+
+    /// Sends close_notify (once the handshake is complete), flushes what it can, and shuts the lower write side
+    /// when everything is out; if the socket blocks, `flush()` finishes the job.
+    public func shutdownWrite() throws {
+        guard let ssl, !shutdownRequested else { return }
+        shutdownRequested = true
+        if SSL_is_init_finished(ssl) == 1 {
+            OpenSSLErrorQueue.clear()
+            _ = SSL_shutdown(ssl)  // 0: close_notify queued, the peer's not seen yet; errors: nothing more to send
+            OpenSSLErrorQueue.clear()
+        }
+        _ = try pushOutbound()
+    }
+
+    /// Frees the SSL object (and its BIOs) and closes the lower transport. Idempotent for the SSL part.
+    public func close() throws {
+        if let ssl {
+            SSL_free(ssl)
+            self.ssl = nil
+        }
+        outbound.clear()
+        try lower.close()
+    }
+
+    // MARK: Pending ciphertext
+
+    /// Ciphertext is waiting for the socket: register for writable and call `flush()`.
+    public var wantsWritable: Bool {
+        outbound.readableBytes > 0 || (ssl != nil && BIO_ctrl_pending(writeBIO) > 0)
+            || (shutdownRequested && !lowerWriteShut && ssl != nil)
+    }
+
+    /// OpenSSL holds input already pulled from the socket (for example by a `write` during the handshake): call
+    /// `read` even without a readable event.
+    public var hasBufferedInput: Bool {
+        guard let ssl else { return false }
+        return SSL_pending(ssl) > 0 || BIO_ctrl_pending(readBIO) > 0
+    }
+
+    /// Pushes pending ciphertext: `.processed(n)` bytes went out (0: nothing was pending), `.wouldBlock` if none
+    /// could. Completes a pending `shutdownWrite()` once everything is out.
+    public func flush() throws -> IOResult<Int> {
+        guard ssl != nil else { return .processed(0) }
+        let hadPending = wantsWritable
+        let sent = try pushOutbound()
+        if sent == 0 && hadPending && wantsWritable { return .wouldBlock }
+        return .processed(sent)
+    }
+
+    /// Moves the write BIO into `outbound`, writes `outbound` to the lower transport until it would block;
+    /// returns the bytes written.
+    private func pushOutbound() throws -> Int {
+        try drainWriteBIO()
+        var sent = 0
+        while outbound.readableBytes > 0 {
+            guard case .processed(let count) = try lower.write(from: outbound), count > 0 else { break }
+            sent += count
+        }
+        if outbound.readableBytes == 0 {
+            outbound.clear()
+            if shutdownRequested && !lowerWriteShut {
+                lowerWriteShut = true
+                try lower.shutdownWrite()
+            }
+        }
+        return sent
+    }
+
+    private func drainWriteBIO() throws {
+        while true {
+            let pending = Int(BIO_ctrl_pending(writeBIO))
+            if pending == 0 { return }
+            do {
+                try outbound.reserveWritable(min(pending, TLSTransport.recordSize))
+            } catch {
+                throw TLSError(.bufferLimit, "more than \(TLSTransport.outboundLimit) bytes of ciphertext pending")
+            }
+            let moved = outbound.withUnsafeMutableWritableBytes { region in
+                BIO_read(writeBIO, region.baseAddress, Int32(clamping: min(region.count, pending)))
+            }
+            guard moved > 0 else { return }
+            outbound.moveWriterIndex(forwardBy: Int(moved))
+        }
+    }
+
+    // MARK: Incoming ciphertext
+
+    private enum Pull {
+        case fed, wouldBlock, endOfFile
+    }
+
+    /// Reads at most one record's worth of ciphertext from the lower transport into the read BIO.
+    private func pullCiphertext() throws -> Pull {
+        if receivedEOF { return .endOfFile }
+        return try withUnsafeTemporaryAllocation(byteCount: TLSTransport.recordSize, alignment: 16) { scratch in
+            switch try lower.read(into: scratch) {
+            case .wouldBlock:
+                return .wouldBlock
+            case .processed(0):
+                receivedEOF = true
+                return .endOfFile
+            case .processed(let count):
+                if awaitingFirstByte {
+                    awaitingFirstByte = false
+                    if PlainHTTPDetector.looksLikeHTTP(UnsafeRawBufferPointer(rebasing: scratch.prefix(count))) {
+                        throw TLSError(.plainHTTP, "the plain HTTP request was sent to HTTPS port")
+                    }
+                }
+                let written = BIO_write(readBIO, scratch.baseAddress, Int32(count))
+                guard written == Int32(count) else {
+                    throw OpenSSLErrorQueue.error(.bufferLimit, "BIO_write of \(count) ciphertext bytes")
+                }
+                return .fed
+            }
+        }
+    }
+
+    // MARK: Errors
+
+    /// Turns a failed SSL_read/SSL_write into a `TLSError` with the error queue and the verify result.
+    private func failure(_ code: Int32, during operation: String) -> TLSError {
+        let detail = OpenSSLErrorQueue.drain()
+        guard let ssl else { return TLSError(.closed, detail) }
+        let verify = SSL_get_verify_result(ssl)
+        if verify != Int(X509_V_OK) {
+            let text = String(cString: X509_verify_cert_error_string(verify))
+            return TLSError(.peerVerificationFailed, "peer certificate: \(text) (\(detail))")
+        }
+        if detail.contains("peer did not return a certificate") || detail.contains("certificate required") {
+            return TLSError(.peerVerificationFailed, "peer certificate required: \(detail)")
+        }
+        if SSL_is_init_finished(ssl) != 1 {
+            return TLSError(.handshakeFailed, "handshake (\(operation), SSL error \(code)): \(detail)")
+        }
+        return TLSError(.protocolError, "\(operation) (SSL error \(code)): \(detail)")
+    }
+}
+
+/// Recognizes a plain-text HTTP request on a TLS port from its first bytes.
+///
+/// A TLS connection starts with a handshake record (0x16), an SSLv2-style hello has the high bit set; an HTTP
+/// request starts with an upper-case method token (`GET `, `POST`, `HEAD`, `PUT `, `DELE`, `OPTI`, `PATC`,
+/// `CONN`, ...). Any upper-case ASCII letter first is taken as HTTP, like nginx, which needs only one byte to decide.
+public enum PlainHTTPDetector {
+    /// Whether `bytes` (at least one) look like the start of an HTTP request rather than TLS.
+    public static func looksLikeHTTP(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let first = bytes.first else { return false }
+        return first >= UInt8(ascii: "A") && first <= UInt8(ascii: "Z")
+    }
+}
