@@ -23,7 +23,7 @@ public final class TLSClientContext: @unchecked Sendable {
         }
         do {
             try TLSContextSettings.apply(
-                to: context, minimumVersion: configuration.minimumVersion,
+                to: context, minimumVersion: configuration.minimumVersion, maximumVersion: configuration.maximumVersion,
                 cipherList: configuration.cipherList, cipherSuites: configuration.cipherSuites)
             try TLSClientContext.applyTrust(configuration, to: context)
             if let files = configuration.clientCertificate {
@@ -53,15 +53,23 @@ public final class TLSClientContext: @unchecked Sendable {
 
     /// A client session over `lower` (a connected socket's transport) that verifies `serverName` (a DNS name or an
     /// IP literal) and sends it as SNI when it is a DNS name.
-    public func makeTransport(over lower: any Transport, serverName: String) throws -> TLSTransport {
+    /// Pass a `session` taken from an earlier connection to the same upstream to resume it (no full handshake).
+    public func makeTransport(
+        over lower: any Transport, serverName: String, resuming session: TLSSession? = nil
+    ) throws -> TLSTransport {
         let transport = try TLSTransport(context: context, role: .client, lower: lower, owner: self)
         try transport.configureClient(serverName: serverName, verify: !configuration.insecureSkipVerification)
+        if let session, let ssl = transport.ssl {
+            _ = SSL_set_session(ssl, session.pointer)  // a session the server no longer accepts means a full handshake
+        }
         return transport
     }
 
     /// A client session over a connected socket.
-    public func makeTransport(socket: TCPSocket, serverName: String) throws -> TLSTransport {
-        try makeTransport(over: PlainTransport(socket), serverName: serverName)
+    public func makeTransport(
+        socket: TCPSocket, serverName: String, resuming session: TLSSession? = nil
+    ) throws -> TLSTransport {
+        try makeTransport(over: PlainTransport(socket), serverName: serverName, resuming: session)
     }
 
     private static func applyTrust(_ configuration: TLSClientConfiguration, to context: OpaquePointer) throws {
@@ -85,8 +93,11 @@ public final class TLSClientContext: @unchecked Sendable {
 
 extension TLSTransport {
     /// Host name (or IP) verification and SNI for a client session.
-    func configureClient(serverName: String, verify: Bool) throws {
+    func configureClient(serverName name: String, verify: Bool) throws {
         guard let ssl else { throw TLSError(.closed, "session already closed") }
+        // "example.com." and "example.com" are the same host; SNI and the certificate carry the latter.
+        let serverName = name.hasSuffix(".") ? String(name.dropLast()) : name
+        guard !serverName.isEmpty else { throw TLSError(.configuration, "empty upstream server name") }
         var address = in6_addr()
         let isIPv4 = serverName.withCString { inet_pton(AF_INET, $0, &address) } == 1
         let isIPv6 = serverName.withCString { inet_pton(AF_INET6, $0, &address) } == 1
@@ -107,5 +118,28 @@ extension TLSTransport {
                 throw OpenSSLErrorQueue.error(.configuration, "verify host \"\(serverName)\"")
             }
         }
+    }
+}
+
+/// A resumable client session (an `SSL_SESSION` reference), taken from a finished connection with
+/// `TLSTransport.resumableSession` and handed to the next `makeTransport(...resuming:)` for the same upstream.
+public final class TLSSession: @unchecked Sendable {
+    let pointer: OpaquePointer
+
+    init(retaining pointer: OpaquePointer) { self.pointer = pointer }
+
+    deinit { SSL_SESSION_free(pointer) }
+}
+
+extension TLSTransport {
+    /// The session to resume on the next connection, if the server issued a resumable one (with TLS 1.3 the
+    /// ticket arrives after the handshake, so take it after the first response was read).
+    public var resumableSession: TLSSession? {
+        guard let ssl, let session = SSL_get1_session(ssl) else { return nil }
+        guard SSL_SESSION_is_resumable(session) == 1 else {
+            SSL_SESSION_free(session)
+            return nil
+        }
+        return TLSSession(retaining: session)
     }
 }

@@ -53,6 +53,8 @@ public struct TLSServerConfiguration: Sendable, Equatable {
     public var certificates: [Certificate]
     /// The oldest version accepted. Default TLS 1.3; `.tls12` admits TLS 1.2 clients too.
     public var minimumVersion: TLSVersion = .tls13
+    /// The newest version offered (TLS 1.3 unless pinned to 1.2 for a test or an old peer).
+    public var maximumVersion: TLSVersion = .tls13
     /// TLS 1.2 cipher list (OpenSSL syntax): ECDHE with AEAD only.
     public var cipherList = TLSServerConfiguration.modernCipherList
     /// TLS 1.3 cipher suites (OpenSSL syntax).
@@ -104,6 +106,8 @@ public struct TLSClientConfiguration: Sendable, Equatable {
     public var clientCertificate: TLSCertificateFiles?
     /// The oldest version accepted from the upstream. Default TLS 1.2, which most upstreams still speak.
     public var minimumVersion: TLSVersion = .tls12
+    /// The newest version offered.
+    public var maximumVersion: TLSVersion = .tls13
     /// TLS 1.2 cipher list.
     public var cipherList = TLSServerConfiguration.modernCipherList
     /// TLS 1.3 cipher suites.

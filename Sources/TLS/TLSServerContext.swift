@@ -85,7 +85,7 @@ public final class TLSServerContext: @unchecked Sendable {
         }
         do {
             try TLSContextSettings.apply(
-                to: context, minimumVersion: configuration.minimumVersion,
+                to: context, minimumVersion: configuration.minimumVersion, maximumVersion: configuration.maximumVersion,
                 cipherList: configuration.cipherList, cipherSuites: configuration.cipherSuites)
             var options = cossl_op_cipher_server_preference()
             if !configuration.sessionTickets { options |= cossl_op_no_ticket() }
@@ -151,11 +151,20 @@ public final class TLSServerContext: @unchecked Sendable {
 /// renegotiation, partial writes.
 enum TLSContextSettings {
     static func apply(
-        to context: OpaquePointer, minimumVersion: TLSVersion, cipherList: String, cipherSuites: String
+        to context: OpaquePointer, minimumVersion: TLSVersion, maximumVersion: TLSVersion, cipherList: String,
+        cipherSuites: String
     ) throws {
-        let minimum = minimumVersion == .tls13 ? cossl_tls1_3_version() : cossl_tls1_2_version()
-        guard cossl_ctx_set_min_proto_version(context, minimum) == 1,
-              cossl_ctx_set_max_proto_version(context, cossl_tls1_3_version()) == 1
+        func number(_ version: TLSVersion) -> Int32 {
+            switch version {
+            case .tls12: return cossl_tls1_2_version()
+            case .tls13: return cossl_tls1_3_version()
+            }
+        }
+        guard number(minimumVersion) <= number(maximumVersion) else {
+            throw TLSError(.configuration, "minimum version \(minimumVersion.rawValue) above maximum \(maximumVersion.rawValue)")
+        }
+        guard cossl_ctx_set_min_proto_version(context, number(minimumVersion)) == 1,
+              cossl_ctx_set_max_proto_version(context, number(maximumVersion)) == 1
         else { throw OpenSSLErrorQueue.error(.configuration, "protocol versions") }
         guard SSL_CTX_set_cipher_list(context, cipherList) == 1 else {
             throw OpenSSLErrorQueue.error(.configuration, "TLS 1.2 cipher list \"\(cipherList)\"")

@@ -54,6 +54,8 @@ public final class TLSTransport: Transport {
     /// `shutdownWrite()` was called: close_notify queued, lower write side shut once flushed.
     private var shutdownRequested = false
     private var lowerWriteShut = false
+    /// A fatal error was thrown: the session must not be resumed.
+    private var failed = false
 
     init(context: OpaquePointer, role: Role, lower: any Transport, owner: AnyObject) throws {
         OpenSSLErrorQueue.clear()
@@ -82,7 +84,18 @@ public final class TLSTransport: Transport {
     }
 
     deinit {
-        if let ssl { SSL_free(ssl) }
+        freeSession()
+    }
+
+    /// Frees the SSL object exactly once. A session that ended without an error is marked shut down first, so
+    /// OpenSSL does not mark it "bad" (not resumable) just because the socket closed without close_notify.
+    private func freeSession() {
+        guard let ssl else { return }
+        if !failed && SSL_is_init_finished(ssl) == 1 {
+            SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN)
+        }
+        SSL_free(ssl)
+        self.ssl = nil
     }
 
     // MARK: Transport
@@ -171,10 +184,7 @@ public final class TLSTransport: Transport {
 
     /// Frees the SSL object (and its BIOs) and closes the lower transport. Idempotent for the SSL part.
     public func close() throws {
-        if let ssl {
-            SSL_free(ssl)
-            self.ssl = nil
-        }
+        freeSession()
         outbound.clear()
         try lower.close()
     }
@@ -278,6 +288,9 @@ public final class TLSTransport: Transport {
     private func failure(_ code: Int32, during operation: String) -> TLSError {
         let detail = OpenSSLErrorQueue.drain()
         guard let ssl else { return TLSError(.closed, detail) }
+        failed = true
+        // The fatal alert OpenSSL queued tells the peer why; send what the socket takes, the error wins anyway.
+        _ = try? pushOutbound()
         let verify = SSL_get_verify_result(ssl)
         if verify != Int(X509_V_OK) {
             let text = String(cString: X509_verify_cert_error_string(verify))
