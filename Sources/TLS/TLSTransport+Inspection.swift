@@ -5,7 +5,7 @@ extension TLSTransport {
     /// Whether the handshake has completed.
     public var isHandshakeComplete: Bool {
         guard let ssl else { return false }
-        return SSL_is_init_finished(ssl) == 1
+        return !failed && SSL_is_init_finished(ssl) == 1
     }
 
     /// The ALPN protocol agreed on (`"http/1.1"`), or nil.

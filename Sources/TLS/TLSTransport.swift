@@ -55,7 +55,9 @@ public final class TLSTransport: Transport {
     private var shutdownRequested = false
     private var lowerWriteShut = false
     /// A fatal error was thrown: the session must not be resumed.
-    private var failed = false
+    private(set) var failed = false
+    /// The handshake finished at some point (OpenSSL's own state is unusable after a fatal error).
+    private(set) var handshakeFinished = false
 
     init(context: OpaquePointer, role: Role, lower: any Transport, owner: AnyObject) throws {
         OpenSSLErrorQueue.clear()
@@ -91,7 +93,7 @@ public final class TLSTransport: Transport {
     /// OpenSSL does not mark it "bad" (not resumable) just because the socket closed without close_notify.
     private func freeSession() {
         guard let ssl else { return }
-        if !failed && SSL_is_init_finished(ssl) == 1 {
+        if !failed && handshakeFinished {
             SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN)
         }
         SSL_free(ssl)
@@ -112,6 +114,7 @@ public final class TLSTransport: Transport {
             if receivedCloseNotify { return .processed(0) }
             OpenSSLErrorQueue.clear()
             let count = SSL_read(ssl, base, wanted)
+            noteHandshakeState(ssl)
             if count > 0 {
                 _ = try pushOutbound()
                 return .processed(Int(count))
@@ -147,6 +150,7 @@ public final class TLSTransport: Transport {
         while true {
             OpenSSLErrorQueue.clear()
             let count = SSL_write(ssl, base, chunk)
+            noteHandshakeState(ssl)
             if count > 0 {
                 _ = try pushOutbound()
                 return .processed(Int(count))
@@ -174,7 +178,7 @@ public final class TLSTransport: Transport {
     public func shutdownWrite() throws {
         guard let ssl, !shutdownRequested else { return }
         shutdownRequested = true
-        if SSL_is_init_finished(ssl) == 1 {
+        if handshakeFinished && !failed {
             OpenSSLErrorQueue.clear()
             _ = SSL_shutdown(ssl)  // 0: close_notify queued, the peer's not seen yet; errors: nothing more to send
             OpenSSLErrorQueue.clear()
@@ -195,6 +199,11 @@ public final class TLSTransport: Transport {
     public var wantsWritable: Bool {
         outbound.readableBytes > 0 || (ssl != nil && BIO_ctrl_pending(writeBIO) > 0)
             || (shutdownRequested && !lowerWriteShut && ssl != nil)
+    }
+
+    /// Ciphertext bytes waiting for the lower transport (bounded by one record plus handshake flights).
+    public var pendingCiphertextBytes: Int {
+        outbound.readableBytes + (ssl == nil ? 0 : Int(BIO_ctrl_pending(writeBIO)))
     }
 
     /// OpenSSL holds input already pulled from the socket (for example by a `write` during the handshake): call
@@ -284,6 +293,10 @@ public final class TLSTransport: Transport {
 
     // MARK: Errors
 
+    private func noteHandshakeState(_ ssl: OpaquePointer) {
+        if !handshakeFinished && SSL_is_init_finished(ssl) == 1 { handshakeFinished = true }
+    }
+
     /// Turns a failed SSL_read/SSL_write into a `TLSError` with the error queue and the verify result.
     private func failure(_ code: Int32, during operation: String) -> TLSError {
         let detail = OpenSSLErrorQueue.drain()
@@ -299,7 +312,7 @@ public final class TLSTransport: Transport {
         if detail.contains("peer did not return a certificate") || detail.contains("certificate required") {
             return TLSError(.peerVerificationFailed, "peer certificate required: \(detail)")
         }
-        if SSL_is_init_finished(ssl) != 1 {
+        if !handshakeFinished {
             return TLSError(.handshakeFailed, "handshake (\(operation), SSL error \(code)): \(detail)")
         }
         return TLSError(.protocolError, "\(operation) (SSL error \(code)): \(detail)")
