@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets — the multipart codec (FUZZ_SECONDS, default 60), the content sniffer
-# (SNIFF_FUZZ_SECONDS, default 30), the request body path (REQUEST_FUZZ_SECONDS, default 30) and the whole
-# exchange of one connection (EXCHANGE_FUZZ_SECONDS, default 30) — and runs them.
+# (SNIFF_FUZZ_SECONDS, default 30), the request body path (REQUEST_FUZZ_SECONDS, default 30), the whole
+# exchange of one connection (EXCHANGE_FUZZ_SECONDS, default 30) and the TLS server session (TLS_FUZZ_SECONDS,
+# default 30) — and runs them.
 # Usage: fuzz/run.sh              (FUZZ_SECONDS=600 fuzz/run.sh for a longer run; see docs/fuzzing.md)
 # Exits non-zero on any crash, trap, sanitizer report or leak; the reproducer is left in fuzz/build/.
 set -euo pipefail
@@ -146,3 +147,69 @@ cd fuzz/build
 FORMWALL_RULES_DIR=../../rules ./exchange-fuzz -max_total_time="$EXCHANGE_SECONDS" -max_len=4096 -timeout=20 \
     -rss_limit_mb=2048 -print_final_stats=1 ../corpus-exchange 2>&1 | tail -6
 echo "fuzz: whole exchange path ran ${EXCHANGE_SECONDS}s without findings"
+
+# The TLS transport: arbitrary client flights (and a real client's bytes corrupted in transit) to a server
+# session over an in-memory socket. The TLS sources are compiled with the harness; Reactor is the static library.
+TLS_SECONDS="${TLS_FUZZ_SECONDS:-30}"
+cd ../..
+B=fuzz/build/request
+rm -f fuzz/build/tls-fuzz
+swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name TLSFuzz fuzz/TLSFuzz.swift Sources/TLS/*.swift \
+    -L "$B" -lReactor "$B/shim.o" -lssl -lcrypto -o fuzz/build/tls-fuzz 2>&1 | grep -v "warning:" || true
+test -x fuzz/build/tls-fuzz
+# Certificates (a CA, a.test/localhost, b.test/*.b.test, a client) and seed ClientHellos from Python's ssl module.
+CERTS=fuzz/build/tls-certs
+if [ ! -f "$CERTS/client.pem" ]; then
+    mkdir -p "$CERTS"
+    chmod 700 "$CERTS"
+    (
+        umask 077
+        cd "$CERTS"
+        ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+        openssl req -x509 "${ec[@]}" -keyout ca.key -out ca.pem -subj /CN=Fuzz-CA -days 3650 2>/dev/null
+        for leaf in "a:DNS:a.test,DNS:localhost" "b:DNS:b.test,DNS:*.b.test" "client:DNS:client.test"; do
+            name="${leaf%%:*}"
+            openssl req -new "${ec[@]}" -keyout "$name.key" -out "$name.csr" -subj "/CN=$name.test" 2>/dev/null
+            printf 'subjectAltName=%s\n' "${leaf#*:}" > "$name.ext"
+            openssl x509 -req -in "$name.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+                -extfile "$name.ext" -out "$name.pem" 2>/dev/null
+        done
+    )
+fi
+mkdir -p fuzz/corpus-tls
+python3 - fuzz/corpus-tls <<'PY'
+import ssl, sys
+out = sys.argv[1]
+def hello(name, maximum, alpn):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = maximum
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    conn = ctx.wrap_bio(incoming, outgoing, server_hostname=name)
+    try:
+        conn.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+n = 0
+for name in ["a.test", "x.b.test", "unknown.test", None]:
+    for maximum in [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]:
+        for alpn in [["http/1.1"], ["h2"], None]:
+            data = hello(name, maximum, alpn)
+            for mode in (0x00, 0x13, 0x27, 0xf1):
+                with open(f"{out}/seed-hello-{n:03d}", "wb") as f:
+                    f.write(bytes([mode]) + data)
+                n += 1
+for i, mode in enumerate((0x08, 0x0c, 0x39, 0xf8)):
+    with open(f"{out}/seed-mitm-{i}", "wb") as f:
+        f.write(bytes([mode]) + b"\x00" * (40 + 300 * i) + b"\x01")
+with open(f"{out}/seed-plain-http", "wb") as f:
+    f.write(b"\x00GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+PY
+cd fuzz/build
+TLS_FUZZ_CERTS=tls-certs ./tls-fuzz -max_total_time="$TLS_SECONDS" -max_len=8192 -timeout=20 -rss_limit_mb=2048 \
+    -print_final_stats=1 ../corpus-tls 2>&1 | tail -6
+echo "fuzz: TLS server session ran ${TLS_SECONDS}s without findings"
