@@ -71,7 +71,8 @@ private func setUp() {
         }
     }
     var client = TLSClientConfiguration(trust: .caFile("\(directory)/ca.pem"))
-    client.clientCertificate = TLSCertificateFiles(chainPath: "\(directory)/client.pem", keyPath: "\(directory)/client.key")
+    client.clientCertificate = TLSCertificateFiles(
+        chainPath: "\(directory)/client.pem", keyPath: "\(directory)/client.key")
     clientContext = try? TLSClientContext(configuration: client)
 }
 

@@ -161,7 +161,8 @@ enum TLSContextSettings {
             }
         }
         guard number(minimumVersion) <= number(maximumVersion) else {
-            throw TLSError(.configuration, "minimum version \(minimumVersion.rawValue) above maximum \(maximumVersion.rawValue)")
+            throw TLSError(
+                .configuration, "minimum version \(minimumVersion.rawValue) above maximum \(maximumVersion.rawValue)")
         }
         guard cossl_ctx_set_min_proto_version(context, number(minimumVersion)) == 1,
               cossl_ctx_set_max_proto_version(context, number(maximumVersion)) == 1

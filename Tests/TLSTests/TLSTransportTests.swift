@@ -10,7 +10,9 @@ import Testing
                       maxPending: inout Int) throws -> Bool {
         var progressed = false
         if sent < outgoing.count {
-            let result = try outgoing.withUnsafeBytes { try transport.write(UnsafeRawBufferPointer(rebasing: $0[sent...])) }
+            let result = try outgoing.withUnsafeBytes {
+                try transport.write(UnsafeRawBufferPointer(rebasing: $0[sent...]))
+            }
             if case .processed(let n) = result, n > 0 {
                 sent += n
                 progressed = true
@@ -132,7 +134,9 @@ import Testing
         let (_, server, lowers) = try makePair()
         _ = Array(request.utf8).withUnsafeBytes { lowers.client.outbox.append($0) }
         var scratch = [UInt8](repeating: 0, count: 64)
-        let error = #expect(throws: TLSError.self) { _ = try scratch.withUnsafeMutableBytes { try server.read(into: $0) } }
+        let error = #expect(throws: TLSError.self) {
+            _ = try scratch.withUnsafeMutableBytes { try server.read(into: $0) }
+        }
         #expect(error?.code == .plainHTTP)
         // The caller answers in clear text on the lower transport.
         let answer = Array("HTTP/1.1 400 Bad Request\r\n\r\n".utf8)
@@ -167,7 +171,9 @@ import Testing
         let junk: [UInt8] = [0x17, 0x03, 0x03, 0x00, 0x20] + [UInt8](repeating: 0x5a, count: 32)
         junk.withUnsafeBytes { lowers.client.outbox.append($0) }
         var scratch = [UInt8](repeating: 0, count: 64)
-        let error = #expect(throws: TLSError.self) { _ = try scratch.withUnsafeMutableBytes { try server.read(into: $0) } }
+        let error = #expect(throws: TLSError.self) {
+            _ = try scratch.withUnsafeMutableBytes { try server.read(into: $0) }
+        }
         #expect(error?.code == .protocolError)
     }
 

@@ -136,3 +136,19 @@ import Testing
         #expect(throws: Never.self) { try TLSClientContext(configuration: TLSClientConfiguration()) }
     }
 }
+
+@Suite struct TLSSNIClientAuthenticationTests {
+    @Test func switchedContextStillRequiresTheClientCertificate() throws {
+        let certificates = Certificates.shared
+        var configuration = certificates.serverConfiguration()
+        configuration.clientAuthentication = .required(caPath: certificates.path("ca.pem"))
+        let (client, server, _) = try makePair(server: configuration, serverName: "b.test")
+        #expect(handshake(client, server).serverTLS?.code == .peerVerificationFailed)
+        var withCertificate = certificates.clientConfiguration()
+        withCertificate.clientCertificate = certificates.files("client")
+        let (client2, server2, _) = try makePair(server: configuration, client: withCertificate, serverName: "b.test")
+        #expect(handshake(client2, server2).serverError == nil)
+        #expect(client2.peerSubject == "CN=b.test")
+        #expect(server2.peerSubject == "O=Formwall,CN=client.test")
+    }
+}
