@@ -41,12 +41,12 @@ let package = Package(
         .target(name: "TLS", dependencies: ["COpenSSL", "Reactor"]),
         .target(
             name: "Proxy",
-            dependencies: ["Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine"]
+            dependencies: ["Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine", "TLS"]
         ),
         .executableTarget(
             name: "formwall",
             dependencies: [
-                "CLinux", "Proxy", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine",
+                "CLinux", "Proxy", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine", "TLS",
             ]
         ),
         .executableTarget(

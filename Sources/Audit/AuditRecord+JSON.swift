@@ -11,6 +11,21 @@ extension AuditRecord {
         writer.string(requestID)
         writer.key("client")
         writer.string(client)
+        writer.key("tls")
+        if let tls {
+            writer.beginObject()
+            writer.key("version")
+            writer.string(tls.version)
+            writer.key("cipher")
+            writer.string(tls.cipher)
+            writer.key("sni")
+            writer.string(tls.serverName)
+            writer.key("client_subject")
+            writer.string(tls.clientSubject)
+            writer.endObject()
+        } else {
+            writer.null()
+        }
         writer.key("method")
         writer.string(method)
         writer.key("path")

@@ -175,6 +175,8 @@ public struct AuditRecord: Sendable {
     public var durationMs: Double
     /// Time waiting for the upstream in milliseconds, nil if never contacted.
     public var upstreamMs: Double?
+    /// The client connection's TLS facts; nil for plain HTTP.
+    public var tls: TLSInfo?
     /// The upstream server (`host:port`) that answered, or that was tried last when none did; nil if none was
     /// contacted.
     public var upstream: String?
@@ -191,7 +193,8 @@ public struct AuditRecord: Sendable {
 
     /// Creates a record; collections default to empty.
     public init(
-        timestamp: AuditTimestamp, requestID: String, client: String, method: String, path: AuditText,
+        timestamp: AuditTimestamp, requestID: String, client: String, tls: TLSInfo? = nil, method: String,
+        path: AuditText,
         route: String?, decision: Decision, status: Int, reason: String? = nil, wouldStatus: Int? = nil,
         bytesIn: Int = 0, bytesUpstream: Int = 0, durationMs: Double = 0, upstreamMs: Double? = nil,
         upstream: String? = nil, parts: [Part] = [], violations: [Violation] = [], anomalies: [String] = [],
@@ -200,6 +203,7 @@ public struct AuditRecord: Sendable {
         self.timestamp = timestamp
         self.requestID = requestID
         self.client = client
+        self.tls = tls
         self.method = method
         self.path = path
         self.route = route
@@ -217,5 +221,21 @@ public struct AuditRecord: Sendable {
         self.anomalies = anomalies
         self.fields = fields
         self.error = error
+    }
+}
+
+/// What the audit record says about a TLS client connection.
+public struct TLSInfo: Sendable, Hashable {
+    public var version: String
+    public var cipher: String
+    /// The server name the client sent (SNI).
+    public var serverName: String?
+    /// The verified client certificate's subject (RFC 2253), with client certificates on.
+    public var clientSubject: String?
+    public init(version: String, cipher: String, serverName: String?, clientSubject: String?) {
+        self.version = version
+        self.cipher = cipher
+        self.serverName = serverName
+        self.clientSubject = clientSubject
     }
 }

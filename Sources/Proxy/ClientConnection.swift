@@ -23,7 +23,12 @@ final class ClientConnection: EventHandler {
 
     let worker: Worker
     private let socket: TCPSocket
-    private let transport: PlainTransport
+    /// Plain, or TLS over memory BIOs (then it may want to write on its own: a handshake flight, close_notify).
+    private let transport: any Transport
+    /// When the connection was accepted (a TLS handshake must end within the header timeout from here).
+    private let acceptedAt: UInt64
+    /// The TLS handshake finished and its facts went to the machine (always true for plain connections).
+    private var secured: Bool
     private var registration: Registration?
     private var currentInterest: Interest = []
     private(set) var machine: ConnectionMachine
@@ -36,10 +41,12 @@ final class ClientConnection: EventHandler {
     private var closed = false
     let peer: String
 
-    init(worker: Worker, socket: TCPSocket) {
+    init(worker: Worker, socket: TCPSocket, transport: (any Transport)? = nil) {
         self.worker = worker
         self.socket = socket
-        transport = PlainTransport(socket)
+        self.transport = transport ?? PlainTransport(socket)
+        secured = transport == nil
+        acceptedAt = worker.loop.now()
         peer = socket.peerAddress ?? "unknown"
         machine = ConnectionMachine(context: worker, peer: peer, now: worker.loop.now())
         actions.reserveCapacity(8)
@@ -61,6 +68,9 @@ final class ClientConnection: EventHandler {
 
     func writable(loop: EventLoop) {
         guard !closed else { return }
+        if transport.wantsWritable {
+            do { _ = try transport.flush() } catch { queue.append(.clientReset) }
+        }
         run()
     }
 
@@ -85,12 +95,22 @@ final class ClientConnection: EventHandler {
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return }
         do {
-            if case .processed(let n) = try transport.read(into: input, maxBytes: room) {
+            let result = try transport.read(into: input, maxBytes: room)
+            if !secured { transportSecured() }
+            if case .processed(let n) = result {
                 queue.append(n == 0 ? .clientEOF : .clientData)
             }
         } catch {
+            if !secured, worker.handshakeFailed(self, transport: transport, error: error) { closeSocket(); return }
             queue.append(.clientReset)
         }
+    }
+
+    /// Once a TLS handshake completed: tell the machine what the connection is (scheme, client certificate).
+    private func transportSecured() {
+        guard let facts = worker.secureFacts(of: transport) else { return }
+        secured = true
+        machine.secure(facts)
     }
 
     // MARK: Running the machine
@@ -114,6 +134,16 @@ final class ClientConnection: EventHandler {
             flushClient()
             if let up = upstream, up.isConnected, machine.wantsUpstreamWrite, let e = up.write(from: machine.upstreamOut) {
                 queue.append(e)
+            }
+            // TLS may hold decrypted bytes the socket will not announce again.
+            if queue.isEmpty, let up = upstream, up.isConnected, up.hasBufferedInput, machine.wantsUpstreamRead,
+               let e = up.readBuffered() {
+                queue.append(e)
+            }
+            if queue.isEmpty, transport.hasBufferedInput, machine.wantsClientRead {
+                let before = machine.clientIn.readableBytes
+                readClient()
+                if queue.isEmpty && machine.clientIn.readableBytes == before { break }
             }
             if queue.isEmpty { break }
         }
@@ -191,7 +221,7 @@ final class ClientConnection: EventHandler {
         guard !closed, let registration else { return }
         var want: Interest = []
         if machine.wantsClientRead { want.insert(.readable) }
-        if machine.clientOut.readableBytes > 0 { want.insert(.writable) }
+        if machine.clientOut.readableBytes > 0 || transport.wantsWritable { want.insert(.writable) }
         if want != currentInterest {
             currentInterest = want
             try? worker.loop.setInterest(want, for: registration)
@@ -213,6 +243,12 @@ final class ClientConnection: EventHandler {
     /// Called about once a second by the worker.
     func tick(now: UInt64) {
         guard !closed else { return }
+        // A TLS handshake that has not finished within the header timeout (slow or abandoned) ends here.
+        if !secured, now &- acceptedAt > UInt64(worker.config.timeouts.clientHeader * 1e9) {
+            _ = worker.handshakeFailed(self, transport: transport, error: HandshakeTimeout())
+            closeSocket()
+            return
+        }
         queue.append(.timer)
         run()
     }
@@ -242,4 +278,9 @@ final class ClientConnection: EventHandler {
         try? transport.close()
         worker.connectionClosed(self)
     }
+}
+
+/// A TLS handshake that did not finish within `--client-header-timeout`.
+struct HandshakeTimeout: Error, CustomStringConvertible {
+    var description: String { "handshake timeout" }
 }

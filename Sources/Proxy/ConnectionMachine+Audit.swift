@@ -63,6 +63,7 @@ extension ConnectionMachine {
         let sent = allSent ? payload : min(payload, ex.upstreamAccepted)
         return AuditRecord(
             timestamp: context.timestamp(), requestID: ex.requestID, client: ex.forwardedClient ?? peer,
+            tls: tlsInfo,
             method: ex.head.method,
             path: AuditText(ex.head.target), route: matched, decision: decision, status: status,
             reason: violation?.kind.name ?? reason ?? decidedBy?.kind.name, wouldStatus: wouldReject?.status, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
@@ -72,10 +73,16 @@ extension ConnectionMachine {
             parts: parts, violations: violations, anomalies: anomalies.names + reencodeOff, fields: fields, error: error)
     }
 
+    /// The record's `tls` member.
+    var tlsInfo: TLSInfo? {
+        secureFacts.map { TLSInfo(version: $0.version, cipher: $0.cipher, serverName: $0.serverName,
+                                  clientSubject: $0.clientSubject) }
+    }
+
     /// A request refused before its head could be parsed still gets a record.
     func headErrorRecord(status: Int, kind: String, requestID: String) -> AuditRecord? {
         guard config.buildsAuditRecords else { return nil }
-        return AuditRecord(timestamp: context.timestamp(), requestID: requestID, client: peer, method: "-", path: "-",
+        return AuditRecord(timestamp: context.timestamp(), requestID: requestID, client: peer, tls: tlsInfo, method: "-", path: "-",
                            route: nil, decision: .reject, status: status, reason: kind, error: kind)
     }
 }

@@ -71,6 +71,8 @@ struct ConnectionMachine {
         case upstreamConnected(reused: Bool, server: Int)
         /// Dialling server `server` of the exchange's group failed.
         case upstreamConnectFailed(String, server: Int)
+        /// The TLS handshake with an `https://` upstream failed (verification, protocol): no request byte went up.
+        case upstreamTLSFailed(String)
         /// The driver is dialling server `server` of the exchange's group (sent before the connect's outcome, so a
         /// connect timeout names the server).
         case upstreamChosen(server: Int)
@@ -183,6 +185,20 @@ struct ConnectionMachine {
     private var lingerBudget: Int?
 
     /// Creates the machine for a connection accepted at `now`.
+    /// What a TLS handshake established about this connection; nil for a plain one.
+    struct SecureFacts: Equatable {
+        var version: String
+        var cipher: String
+        /// The server name the client asked for (SNI), if any.
+        var serverName: String?
+        /// The verified client certificate's subject (RFC 2253), with `--tls-client-ca`.
+        var clientSubject: String?
+    }
+    private(set) var secureFacts: SecureFacts?
+
+    /// The driver finished the TLS handshake: requests on this connection are `https`.
+    mutating func secure(_ facts: SecureFacts) { secureFacts = facts }
+
     init(context: ExchangeContext, peer: String, now: UInt64) {
         self.context = context
         config = context.config
@@ -290,6 +306,23 @@ struct ConnectionMachine {
             ex.reused = reused
             ex.replayLog = reused ? [] : nil
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
+        case .upstreamTLSFailed(let why):
+            guard case .exchanging(let ex) = state, ex.upstream == .connected, !ex.responseStarted else { break }
+            out.append(.log(FailureLine(kind: "upstream", msg: "upstream tls failed", requestID: ex.requestID,
+                                        error: why, upstream: serverName(ex))))
+            if ex.upstreamAccepted == 0 {
+                // Nothing of the request went up: the next server of the group may take it.
+                if retryNextServer(ex, into: &out) {
+                    upstreamIn.clear()
+                    ex.upReadEnded = false
+                    ex.upWriteFailed = false
+                    break
+                }
+            } else {
+                reportHealth(ex, ok: false, into: &out)
+            }
+            abort(status: 502, kind: "upstream_tls_failed", into: &out)
+            return
         case .upstreamChosen(let server):
             if case .exchanging(let ex) = state, ex.upstream == .connecting { ex.server = server }
         case .upstreamConnectFailed(let why, let server):
@@ -541,8 +574,16 @@ struct ConnectionMachine {
                 return
             }
         }
-        var forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: "http", requestID: requestID)
+        var forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: secureFacts == nil ? "http" : "https",
+                                               requestID: requestID)
         forwarding.keepForwardedFor = resolution.keepChain
+        // The client-certificate field is Formwall's alone: a client's copy never passes, on any listener.
+        if let name = config.tls?.clientSubjectHeader {
+            head.headers.removeAll(named: name)
+            if let subject = secureFacts?.clientSubject {
+                forwarding.added.append(HTTPHeaderField(name: name, value: Self.fieldSafe(subject)))
+            }
+        }
         // A re-encoded chunked body tells the upstream what was stripped in a trailer field (its head left before
         // the parts were judged), announced by `Trailer`; a spooled body does it in its head.
         let trailerName: String? = {
@@ -1258,6 +1299,12 @@ struct ConnectionMachine {
     }
 
     // MARK: - Helpers
+
+    /// `text` with every byte outside visible ASCII and space replaced by `?` (a header value must not carry CR,
+    /// LF or other controls, whatever a certificate says).
+    static func fieldSafe(_ text: String) -> String {
+        String(decoding: text.utf8.map { $0 >= 0x20 && $0 < 0x7F ? $0 : UInt8(ascii: "?") }, as: UTF8.self)
+    }
 
     static func address(of peer: String) -> String {
         if peer.hasPrefix("["), let end = peer.firstIndex(of: "]") {

@@ -112,6 +112,13 @@ extension MetricsSnapshot {
         for (server, n) in r.upstreamErrors.sorted(by: { $0.key < $1.key }) {
             p.sample("formwall_upstream_errors_total", labels: [("server", server)], n)
         }
+        p.family("formwall_tls_handshakes_total", "counter", help: "TLS handshakes completed with clients.")
+        p.sample("formwall_tls_handshakes_total", r.tlsHandshakes)
+        p.family("formwall_tls_handshake_failures_total", "counter",
+                 help: "TLS handshakes with clients that failed, by reason.")
+        for (reason, n) in r.tlsHandshakeFailures.sorted(by: { $0.key < $1.key }) {
+            p.sample("formwall_tls_handshake_failures_total", labels: [("reason", reason)], n)
+        }
         p.family("formwall_request_duration_seconds", "histogram", help: "Time from request start to its end.")
         p.histogram("formwall_request_duration_seconds", r.requestDuration)
         p.family("formwall_upstream_duration_seconds", "histogram",

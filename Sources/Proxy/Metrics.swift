@@ -55,6 +55,11 @@ public struct RequestMetrics: Sendable, Equatable {
     public var quarantineBytes = 0
     /// Requests that involved the upstream and ended with decision `error`, by upstream server (`host:port`).
     public var upstreamErrors: [String: Int] = [:]
+    /// TLS handshakes completed on client connections.
+    public var tlsHandshakes = 0
+    /// TLS handshakes that failed, by reason (`plain_http`, `handshake_failed`, `client_certificate`, `timeout`,
+    /// `protocol_error`).
+    public var tlsHandshakeFailures: [String: Int] = [:]
     /// Whole-request durations, seconds.
     public var requestDuration = Histogram(bounds: Histogram.durationBounds)
     /// Time waiting for the upstream, seconds, for requests that contacted it.
@@ -95,6 +100,8 @@ public struct RequestMetrics: Sendable, Equatable {
         quarantineItems += other.quarantineItems
         quarantineBytes += other.quarantineBytes
         upstreamErrors.merge(other.upstreamErrors, uniquingKeysWith: +)
+        tlsHandshakes += other.tlsHandshakes
+        tlsHandshakeFailures.merge(other.tlsHandshakeFailures, uniquingKeysWith: +)
         requestDuration.merge(other.requestDuration)
         upstreamDuration.merge(other.upstreamDuration)
     }

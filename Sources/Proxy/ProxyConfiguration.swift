@@ -13,6 +13,50 @@ public struct ProxyConfiguration: Sendable {
     public var additionalListeners: [SocketAddress] = []
     /// Every listening address, the first first. Each worker has one SO_REUSEPORT socket on each.
     public var listeners: [SocketAddress] { [listen] + additionalListeners }
+    /// Which of `listeners` (by index) terminate TLS with `tls`'s certificates.
+    public var tlsListeners: Set<Int> = []
+    /// TLS for clients (`--tls-certificate`, `--tls-key`, …); nil: no TLS listener.
+    public var tls: TLSSettings?
+    /// TLS to upstream servers given as `https://host:port`.
+    public var upstreamTLS = UpstreamTLSSettings()
+
+    /// Client-side TLS: certificates, protocols, client certificates (docs/tls.md).
+    public struct TLSSettings: Sendable {
+        /// Certificate chains (PEM) and their keys; the first is the default, the others are chosen by the
+        /// server name a client sends (SNI), matched against each certificate's DNS names.
+        public var certificates: [(certificate: String, key: String)]
+        /// Oldest protocol accepted: `1.3` (default) or `1.2`.
+        public var minimumVersion: String = "1.3"
+        /// TLS 1.2 cipher list (OpenSSL syntax); nil: a modern AEAD-only default.
+        public var ciphers: String?
+        /// TLS 1.3 cipher suites; nil: OpenSSL's default (AES-GCM and ChaCha20-Poly1305).
+        public var ciphersuites: String?
+        /// A server name that no certificate matches gets the `unrecognized_name` alert instead of the default
+        /// certificate.
+        public var strictSNI = false
+        /// CA bundle (PEM) that client certificates must chain to (`--tls-client-ca`); nil: none asked for.
+        public var clientCA: String?
+        /// With `clientCA`: whether a client without a certificate is refused (`required`, default) or served
+        /// (`optional`; an invalid certificate is still refused).
+        public var clientCertificateRequired = true
+        /// The request field that carries the verified client subject upstream (default
+        /// `X-Client-Cert-Subject`); a client's own copy is always removed.
+        public var clientSubjectHeader = "X-Client-Cert-Subject"
+
+        public init(certificates: [(certificate: String, key: String)]) { self.certificates = certificates }
+    }
+
+    /// Upstream-side TLS, for `https://` upstream servers.
+    public struct UpstreamTLSSettings: Sendable {
+        /// CA bundle to verify upstream certificates against (`--upstream-ca`); nil: the system store.
+        public var caFile: String?
+        /// Verification of the upstream's certificate and host name (`--upstream-tls-verify off` turns it off,
+        /// loudly). Default on.
+        public var verify = true
+        /// A client certificate and key for mTLS to the upstream.
+        public var certificate: (certificate: String, key: String)?
+        public init() {}
+    }
     /// The upstream groups. The first is the default, used by routes without `upstream NAME;`: the one server of
     /// `--upstream http://host:port` (named `default`), or the group a configuration file's `upstream NAME;`
     /// chooses. Never empty; every group has at least one server.
@@ -144,17 +188,33 @@ public struct ProxyConfiguration: Sendable {
         public var address: SocketAddress
         /// The `host[:port]` text, for error messages.
         public var authority: String
-
-        public init(address: SocketAddress, authority: String) {
-            self.address = address
-            self.authority = authority
+        /// `https://`: connections to it are TLS, verified against `host` (docs/tls.md).
+        public var tls = false
+        /// The host name as written, for SNI and certificate verification (no port, no brackets).
+        public var host: String {
+            if authority.hasPrefix("["), let end = authority.firstIndex(of: "]") {
+                return String(authority[authority.index(after: authority.startIndex)..<end])
+            }
+            return authority.lastIndex(of: ":").map { String(authority[..<$0]) } ?? authority
         }
 
-        /// Parses `http://host:port` (or `host:port`); resolves the host once, at start-up.
+        public init(address: SocketAddress, authority: String, tls: Bool = false) {
+            self.address = address
+            self.authority = authority
+            self.tls = tls
+        }
+
+        /// Parses `http://host:port`, `https://host:port` or `host:port` (plain); resolves the host once, at start-up.
         public static func parse(_ text: String) throws -> Upstream {
             var rest = Substring(text)
-            if rest.hasPrefix("http://") { rest = rest.dropFirst(7) } else if rest.contains("://") {
-                throw ConfigurationError("upstream must be http://host:port (TLS to the upstream is not supported): \(text)")
+            var tls = false
+            if rest.hasPrefix("http://") {
+                rest = rest.dropFirst(7)
+            } else if rest.hasPrefix("https://") {
+                rest = rest.dropFirst(8)
+                tls = true
+            } else if rest.contains("://") {
+                throw ConfigurationError("upstream must be http://host:port or https://host:port: \(text)")
             }
             if let slash = rest.firstIndex(of: "/") {
                 guard rest[slash...] == "/" else {
@@ -163,16 +223,16 @@ public struct ProxyConfiguration: Sendable {
                 rest = rest[..<slash]
             }
             var authority = String(rest)
-            if !authority.contains(":") || authority.hasSuffix("]") { authority += ":80" }
+            if !authority.contains(":") || authority.hasSuffix("]") { authority += tls ? ":443" : ":80" }
             let address: SocketAddress
             do { address = try SocketAddress.resolve(authority) } catch {
                 if error.isResolutionFailure { throw UpstreamResolutionError(text: text, reason: "\(error)") }
                 throw ConfigurationError("cannot resolve upstream \(text): \(error)")
             }
-            return Upstream(address: address, authority: authority)
+            return Upstream(address: address, authority: authority, tls: tls)
         }
 
-        public var description: String { "http://\(authority)" }
+        public var description: String { "\(tls ? "https" : "http")://\(authority)" }
     }
 
     /// How a re-encoded body travels to the upstream: `chunked` (default), `hold` or `spool`; a route's

@@ -5,6 +5,7 @@ import Quarantine
 import Reactor
 import Rules
 import Synchronization
+import TLS
 
 // The process: N worker loops (each with its own SO_REUSEPORT listener, bound here or inherited from the
 // supervisor process) plus a control loop on the main thread that owns the signals.
@@ -22,6 +23,8 @@ public final class ProxyServer {
     private let group: EventLoopGroup
     let registry = WorkerRegistry()
     private let quarantine: QuarantineStore?
+    /// The TLS listeners' certificates in force (SIGHUP builds a new one from the same files).
+    private var tlsServerContext: TLSServerContext?
     /// Where SIGHUP finds the rule files: set when a configuration file lists them (its `include`s are read
     /// again); nil: `configuration.rules`.
     public var rulePaths: (() throws -> [String])?
@@ -83,6 +86,12 @@ public final class ProxyServer {
         } else {
             adminListener = nil
         }
+        let tlsServer = try configuration.tls.map { try Self.tlsServerContext($0) }
+        tlsServerContext = tlsServer
+        let tlsClient = try Self.tlsClientContext(configuration)
+        if tlsClient != nil, !configuration.upstreamTLS.verify {
+            Self.warnInsecureUpstream(configuration)
+        }
         let handout = ListenerHandout(inheritedListeners)
         let numbering = Atomic<Int>(0)
         group = try EventLoopGroup(count: max(1, configuration.workers))
@@ -97,7 +106,8 @@ public final class ProxyServer {
                                  rotation: $0.rotateBytes.map { AuditLog.Rotation(maxBytes: $0, keep: config.audit!.keep) })
                 }
                 let worker = Worker(loop: loop, config: config, stats: stats, policy: policy, quarantine: store,
-                                    audit: audit, index: numbering.add(1, ordering: .relaxed).oldValue)
+                                    audit: audit, index: numbering.add(1, ordering: .relaxed).oldValue,
+                                    tlsServer: tlsServer, tlsClient: tlsClient)
                 try worker.start(inherited: handout.take(perWorker).map { try TCPListener(adopting: $0) })
                 registry.add(loop.handle, worker)
             }
@@ -198,6 +208,69 @@ public final class ProxyServer {
         }
     }
 
+    /// The server context for `--tls-certificate`…: every certificate and key is read and checked here, so a bad
+    /// file is a start-up error (or, on reload, keeps the old certificates).
+    public static func tlsServerContext(_ settings: ProxyConfiguration.TLSSettings,
+                                        keys: TLSTicketKeys? = nil) throws -> TLSServerContext {
+        var tls = TLSServerConfiguration(certificates: settings.certificates.map {
+            .init(chainPath: $0.certificate, keyPath: $0.key)
+        })
+        tls.minimumVersion = settings.minimumVersion == "1.2" ? .tls12 : .tls13
+        if let ciphers = settings.ciphers { tls.cipherList = ciphers }
+        if let suites = settings.ciphersuites { tls.cipherSuites = suites }
+        tls.strictSNI = settings.strictSNI
+        if let ca = settings.clientCA {
+            tls.clientAuthentication = settings.clientCertificateRequired ? .required(caPath: ca) : .optional(caPath: ca)
+        }
+        do { return try TLSServerContext(configuration: tls, ticketKeys: keys) } catch {
+            throw ConfigurationError("TLS: \(error)")
+        }
+    }
+
+    /// The client context for `https://` upstream servers; nil when there are none.
+    public static func tlsClientContext(_ configuration: ProxyConfiguration) throws -> TLSClientContext? {
+        guard configuration.upstreams.contains(where: { $0.servers.contains { $0.upstream.tls } }) else { return nil }
+        let settings = configuration.upstreamTLS
+        var tls = TLSClientConfiguration(trust: settings.caFile.map { .caFile($0) } ?? .system)
+        tls.insecureSkipVerification = !settings.verify
+        if let pair = settings.certificate {
+            tls.clientCertificate = TLSCertificateFiles(chainPath: pair.certificate, keyPath: pair.key)
+        }
+        do { return try TLSClientContext(configuration: tls) } catch {
+            throw ConfigurationError("TLS to the upstream: \(error)")
+        }
+    }
+
+    /// `--upstream-tls-verify off`: said at start-up and on every reload, at level error, so it is never missed.
+    static func warnInsecureUpstream(_ configuration: ProxyConfiguration) {
+        let servers = configuration.upstreams.flatMap { $0.servers.filter(\.upstream.tls).map(\.upstream.authority) }
+        configuration.eventLog.write(.error, "upstream tls verification off", [
+            LogField("upstreams", .strings(servers)),
+            .string("risk", "any certificate is accepted: a machine in the middle can read and change every request"),
+        ])
+    }
+
+    /// SIGHUP: reads the certificates and keys again. On success new connections use them (open ones keep
+    /// theirs); on failure the old ones stay and the error is logged.
+    public func reloadCertificates() {
+        if !configuration.upstreamTLS.verify, configuration.upstreams.contains(where: { $0.servers.contains { $0.upstream.tls } }) {
+            Self.warnInsecureUpstream(configuration)
+        }
+        guard let current = tlsServerContext else { return }
+        do {
+            let fresh = try current.reloaded()
+            tlsServerContext = fresh
+            registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.tlsServer = fresh } }
+            configuration.eventLog.write(.info, "certificates reloaded", [
+                LogField("certificates", .strings(configuration.tls?.certificates.map(\.certificate) ?? [])),
+            ])
+        } catch {
+            configuration.eventLog.write(.error, "certificates reload failed", [
+                .error(error), .string("action", "keeping the previous certificates"),
+            ])
+        }
+    }
+
     /// Serves until SIGTERM or SIGINT, then drains in-flight requests (up to the drain timeout) and returns.
     /// `onReload` runs on SIGHUP; `onReopen` on SIGUSR1 and SIGHUP (log reopening).
     public func run(onReload: @escaping () -> Void = {}, onReopen: @escaping () -> Void = {}) throws {
@@ -209,7 +282,7 @@ public final class ProxyServer {
         let events = configuration.eventLog
         try control.onSignal(SIGHUP) { [weak self] _, _ in
             events.write(.debug, "signal received", [.string("signal", "SIGHUP")])
-            self?.reloadRules(); reopenAll(); onReload(); onReopen()
+            self?.reloadRules(); self?.reloadCertificates(); reopenAll(); onReload(); onReopen()
         }
         try control.onSignal(SIGUSR1) { _, _ in
             events.write(.debug, "signal received", [.string("signal", "SIGUSR1")])

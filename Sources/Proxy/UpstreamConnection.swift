@@ -1,5 +1,6 @@
 import Glibc
 import Reactor
+import TLS
 
 /// The I/O half of one upstream connection: connecting, attached to a client connection, or idle in the
 /// worker's pool. It has no buffers of its own: while attached it reads into and writes from the client's
@@ -11,7 +12,9 @@ final class UpstreamConnection: EventHandler {
 
     let worker: Worker
     let socket: TCPSocket
-    let transport: PlainTransport
+    /// Plain, or TLS for an `https://` server (the handshake runs on the first reads; writes wait for it).
+    let transport: any Transport
+    private let tls: TLSTransport?
     private(set) var phase: Phase
     private var registration: Registration?
     private var currentInterest: Interest = []
@@ -29,21 +32,49 @@ final class UpstreamConnection: EventHandler {
     let group: Int
     let server: Int
 
-    private init(worker: Worker, socket: TCPSocket, connected: Bool, group: Int, server: Int) {
+    private init(worker: Worker, socket: TCPSocket, connected: Bool, group: Int, server: Int) throws {
         self.worker = worker
         self.group = group
         self.server = server
         self.socket = socket
-        transport = PlainTransport(socket)
+        let upstream = worker.config.upstreams[group].servers[server].upstream
+        if upstream.tls {
+            guard let context = worker.tlsClient else {
+                throw ConfigurationError("https upstream \(upstream.authority) without a TLS client context")
+            }
+            let session = try context.makeTransport(socket: socket, serverName: upstream.host)
+            tls = session
+            transport = session
+        } else {
+            tls = nil
+            transport = PlainTransport(socket)
+        }
         phase = connected ? .attached : .connecting
     }
+
+    /// Whether a TLS error ended the handshake (not a failure after it, which is a plain read failure).
+    private func handshakeFailedNow(_ error: TLSError) -> Bool {
+        tls.map { !$0.isHandshakeComplete } ?? false
+    }
+
+    /// A TLS upstream whose handshake has not finished: reads drive it, writes wait for it.
+    private var handshaking: Bool { tls.map { !$0.isHandshakeComplete } ?? false }
+
+    /// TLS decoded more than the last read returned; the client's run reads again (the socket will not say so).
+    var hasBufferedInput: Bool { transport.hasBufferedInput }
 
     /// Starts a non-blocking connect to server `server` of upstream group `group`.
     static func connect(worker: Worker, group: Int, server: Int) throws -> UpstreamConnection {
         let (socket, progress) = try TCPSocket.connect(to: worker.config.upstreams[group].servers[server].upstream.address)
         try? socket.setNoDelay()
-        let up = UpstreamConnection(worker: worker, socket: socket, connected: progress == .connected,
-                                    group: group, server: server)
+        let up: UpstreamConnection
+        do {
+            up = try UpstreamConnection(worker: worker, socket: socket, connected: progress == .connected,
+                                        group: group, server: server)
+        } catch {
+            try? socket.close()
+            throw error
+        }
         let interest: Interest = progress == .connected ? [] : .writable
         do {
             up.registration = try worker.loop.register(fd: socket.fd, interest: interest, handler: up)
@@ -105,8 +136,9 @@ final class UpstreamConnection: EventHandler {
             return
         }
         var want: Interest = []
-        if wantsRead && !readEnded { want.insert(.readable) }
-        if wantsWrite { want.insert(.writable) }
+        // During a TLS handshake the server's flight must be read before anything can be written.
+        if (wantsRead || handshaking) && !readEnded { want.insert(.readable) }
+        if (wantsWrite && !handshaking) || transport.wantsWritable { want.insert(.writable) }
         set(want)
     }
 
@@ -128,6 +160,9 @@ final class UpstreamConnection: EventHandler {
         }
     }
 
+    /// Reads again when TLS holds decoded bytes (called by the client's run while the machine wants them).
+    func readBuffered() -> Event? { read() }
+
     /// Reads what fits into the machine's `upstreamIn`.
     private func read() -> Event? {
         guard let input = client?.machine.upstreamIn, !readEnded else { return nil }
@@ -143,6 +178,7 @@ final class UpstreamConnection: EventHandler {
             return .upstreamData
         } catch {
             readEnded = true
+            if let failure = error as? TLSError, handshakeFailedNow(failure) { return .upstreamTLSFailed("\(failure)") }
             return .upstreamReadFailed
         }
     }
@@ -164,6 +200,7 @@ final class UpstreamConnection: EventHandler {
             set([])
             client?.upstreamEvent(self, .upstreamConnected(reused: false, server: server))
         case .attached:
+            if transport.wantsWritable { _ = try? transport.flush() }
             client?.upstreamEvent(self, nil)   // the client's run writes upstreamOut
         case .idle, .closed:
             return

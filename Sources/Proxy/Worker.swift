@@ -6,6 +6,7 @@ import Quarantine
 import Reactor
 import Rules
 import Synchronization
+import TLS
 
 /// Counters shared by all workers and read by the control thread (drain, tests).
 public final class ProxyStats: Sendable {
@@ -50,11 +51,18 @@ final class Worker {
     private(set) var metrics = RequestMetrics()
     /// This worker's number (0 …), the `worker` field of its stderr lines.
     let index: Int
+    /// The certificates TLS listeners present; replaced on a SIGHUP reload (connections keep the context they
+    /// started with).
+    var tlsServer: TLSServerContext?
+    /// For `https://` upstream servers.
+    let tlsClient: TLSClientContext?
     /// Event and error lines on stderr.
     let events: EventLog
 
     init(loop: EventLoop, config: ProxyConfiguration, stats: ProxyStats, policy: Policy?, quarantine: QuarantineStore?,
-         audit: AuditLog?, index: Int = 0) {
+         audit: AuditLog?, index: Int = 0, tlsServer: TLSServerContext? = nil, tlsClient: TLSClientContext? = nil) {
+        self.tlsServer = tlsServer
+        self.tlsClient = tlsClient
         self.loop = loop
         self.config = config
         self.index = index
@@ -103,17 +111,22 @@ final class Worker {
     /// Writes a failure line on stderr (level error): at most one per `kind` (upstream, spool, quarantine) per
     /// second in this worker; the next written line's `suppressed` field says how many were left out meanwhile.
     func logFailure(_ line: ConnectionMachine.FailureLine) {
+        logEvent(kind: line.kind, level: .error, line.msg, line.fields + [.int("worker", index)])
+    }
+
+    /// Writes an event line, at most one per `kind` per second in this worker; the next one written says how many
+    /// were left out (`suppressed`).
+    func logEvent(kind: String, level: LogLevel, _ msg: StaticString, _ fields: [LogField]) {
         let now = loop.now()
-        if let last = failureLines[line.kind], now &- last.at < 1_000_000_000 {
-            failureLines[line.kind] = (last.at, last.suppressed + 1)
+        if let last = failureLines[kind], now &- last.at < 1_000_000_000 {
+            failureLines[kind] = (last.at, last.suppressed + 1)
             return
         }
-        let suppressed = failureLines[line.kind]?.suppressed ?? 0
-        failureLines[line.kind] = (now, 0)
-        var fields = line.fields
-        fields.append(.int("worker", index))
+        let suppressed = failureLines[kind]?.suppressed ?? 0
+        failureLines[kind] = (now, 0)
+        var fields = fields
         if suppressed > 0 { fields.append(.int("suppressed", suppressed)) }
-        events.write(.error, line.msg, fields)
+        events.write(level, msg, fields)
     }
 
     /// Reopens the audit log (SIGUSR1/SIGHUP, for logrotate).
@@ -150,7 +163,15 @@ final class Worker {
             }
             guard case .processed(let socket) = result else { return }
             try? socket.setNoDelay()
-            let client = ClientConnection(worker: self, socket: socket)
+            var transport: (any Transport)?
+            if config.tlsListeners.contains(index), let tls = tlsServer {
+                do { transport = try tls.makeTransport(socket: socket) } catch {
+                    tlsFailed(reason: "protocol_error", error: error)
+                    try? socket.close()
+                    continue
+                }
+            }
+            let client = ClientConnection(worker: self, socket: socket, transport: transport)
             do {
                 try client.start()
                 clients[ObjectIdentifier(client)] = client
@@ -283,6 +304,54 @@ final class Worker {
             }
             self.schedulePoolSweep()
         }
+    }
+}
+
+// MARK: - TLS client connections
+
+extension Worker {
+    /// What a finished TLS handshake established, for the machine; nil for a plain transport or while the
+    /// handshake is still going on.
+    func secureFacts(of transport: any Transport) -> ConnectionMachine.SecureFacts? {
+        guard let tls = transport as? TLSTransport, tls.isHandshakeComplete else { return nil }
+        if config.admin != nil { metrics.tlsHandshakes += 1 }
+        return ConnectionMachine.SecureFacts(version: tls.protocolVersion ?? "TLS", cipher: tls.cipher ?? "",
+                                             serverName: tls.serverName, clientSubject: tls.peerSubject)
+    }
+
+    /// A client connection failed before its TLS handshake finished. Plain HTTP sent to a TLS port is answered
+    /// 400 in clear text, as nginx does; every failure is counted (/metrics) and logged (rate-limited). True when
+    /// the caller should close the connection now; false for errors that are not the handshake's (a reset).
+    func handshakeFailed(_ client: ClientConnection, transport: any Transport, error: any Error) -> Bool {
+        guard let tls = transport as? TLSTransport else { return false }
+        let reason: String
+        if error is HandshakeTimeout {
+            reason = "timeout"
+        } else if let failure = error as? TLSError {
+            switch failure.code {
+            case .plainHTTP:
+                reason = "plain_http"
+                let body = #"{"error":"plain_http_to_tls_port","status":400}"#
+                let answer = Array(("HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                    + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n" + body).utf8)
+                _ = try? answer.withUnsafeBytes { try tls.lower.write($0) }
+            case .peerVerificationFailed: reason = "client_certificate"
+            case .handshakeFailed: reason = "handshake_failed"
+            case .closed: reason = "closed"
+            default: reason = "protocol_error"
+            }
+        } else {
+            return false
+        }
+        tlsFailed(reason: reason, error: error, peer: client.peer)
+        return true
+    }
+
+    func tlsFailed(reason: String, error: any Error, peer: String? = nil) {
+        if config.admin != nil { metrics.tlsHandshakeFailures[reason, default: 0] += 1 }
+        var fields: [LogField] = [.string("reason", reason), .error(error), .int("worker", index)]
+        if let peer { fields.append(.string("client", peer)) }
+        logEvent(kind: "tls", level: .warn, "tls handshake failed", fields)
     }
 }
 

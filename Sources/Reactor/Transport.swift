@@ -16,6 +16,21 @@ public protocol Transport: AnyObject {
     func shutdownWrite() throws
     /// Releases the transport and its descriptor.
     func close() throws
+    /// Bytes of its own (a TLS flight, close_notify) wait to go out: the driver must ask for EPOLLOUT and call
+    /// `flush`. Always false for a plain socket.
+    var wantsWritable: Bool { get }
+    /// Pushes those bytes to the socket.
+    func flush() throws -> IOResult<Int>
+    /// Input was decoded beyond what the last read returned (TLS records hold up to 16 KiB of plaintext): the
+    /// socket may not become readable again, so the driver reads again whenever it wants input. False for a
+    /// plain socket.
+    var hasBufferedInput: Bool { get }
+}
+
+extension Transport {
+    public var wantsWritable: Bool { false }
+    public func flush() throws -> IOResult<Int> { .processed(0) }
+    public var hasBufferedInput: Bool { false }
 }
 
 extension Transport {

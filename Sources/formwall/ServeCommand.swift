@@ -36,7 +36,8 @@ enum ServeCommand: Command {
                                       `formwall check --config FILE`; docs/configuration.md
       --listen HOST:PORT              address to accept clients on (required), e.g. 127.0.0.1:8080; repeat it
                                       to listen on several addresses
-      --upstream http://HOST:PORT     the application to protect (required); with --config, or the name of an
+      --upstream http://HOST:PORT     the application to protect (required; https://HOST:PORT for TLS to it,
+                                      verified); with --config, or the name of an
                                       upstream group the file declares (`upstream app { server …; }`)
       --workers N                     event-loop threads (default: number of cores)
       --upstream-body chunked|hold|spool
@@ -85,6 +86,27 @@ enum ServeCommand: Command {
       --audit-keep N                  rotated audit files to keep (default 10)
       --audit-field NAME              also log this field's value, truncated to 256 bytes (repeatable;
                                       off by default because field values can be secrets)
+      --tls-certificate FILE --tls-key FILE
+                                      terminate TLS: a PEM certificate chain and its key (repeatable, in
+                                      pairs; the first is the default, the others are chosen by the server
+                                      name a client sends, matched against each certificate's names). Then
+                                      every --listen is TLS, unless some are written http://HOST:PORT
+                                      (plain) and https://HOST:PORT (TLS) to mix them. SIGHUP reloads them
+      --tls-min-version 1.2|1.3       oldest protocol accepted (default 1.3)
+      --tls-ciphers LIST              TLS 1.2 ciphers (OpenSSL syntax; default ECDHE with AES-GCM/ChaCha20)
+      --tls-ciphersuites LIST         TLS 1.3 suites (default AES-128-GCM, AES-256-GCM, ChaCha20-Poly1305)
+      --tls-strict-sni                a server name no certificate matches gets an alert, not the default
+      --tls-client-ca FILE            ask clients for certificates chained to this CA (mTLS)
+      --tls-client-certificate required|optional
+                                      with --tls-client-ca: refuse clients without one (default required)
+      --tls-client-subject-header NAME
+                                      field carrying the verified client subject upstream (default
+                                      X-Client-Cert-Subject; a client's own copy is always removed)
+      --upstream-ca FILE              CA bundle for https:// upstreams (default: the system store)
+      --upstream-tls-verify on|off    verify https:// upstream certificates and host names (default on;
+                                      off is logged as an error at start-up and on every reload)
+      --upstream-tls-certificate FILE --upstream-tls-key FILE
+                                      client certificate for mTLS to https:// upstreams
       --admin HOST:PORT               admin listener (default off), e.g. 127.0.0.1:9901: plain HTTP GET
                                       /metrics (Prometheus text), /healthz, /readyz, /rules. Bind it to
                                       a loopback or private address: it has no authentication

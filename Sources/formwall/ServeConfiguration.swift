@@ -14,9 +14,12 @@ extension ServeCommand {
         "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
         "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir",
         "quarantine-max", "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file", "admin", "log-level", "log-format",
+        "tls-certificate", "tls-key", "tls-min-version", "tls-ciphers", "tls-ciphersuites", "tls-client-ca",
+        "tls-client-certificate", "tls-client-subject-header", "upstream-ca", "upstream-tls-verify",
+        "upstream-tls-certificate", "upstream-tls-key",
     ]
     /// `serve`'s flags; `NAME on;` in the file.
-    static let flagOptions: Set<String> = ["single-process", "proxy-protocol"]
+    static let flagOptions: Set<String> = ["single-process", "proxy-protocol", "tls-strict-sni"]
 
     /// Reads a --config file; its diagnostics (file:line:col) become one error.
     static func readConfigFile(_ path: String) throws -> ConfigFile {
@@ -49,9 +52,16 @@ extension ServeCommand {
             throw ConfigurationError("--listen is required (or `listen` in the --config file)")
         }
         var addresses: [SocketAddress] = []
-        for listen in listens {
+        var schemes: [Bool?] = []   // true: https://, false: http://, nil: none written
+        for written in listens {
+            var listen = Substring(written)
+            var scheme: Bool?
+            if listen.hasPrefix("https://") { scheme = true; listen = listen.dropFirst(8) }
+            else if listen.hasPrefix("http://") { scheme = false; listen = listen.dropFirst(7) }
+            if listen.hasSuffix("/") { listen = listen.dropLast() }
+            schemes.append(scheme)
             let address: SocketAddress
-            do { address = try SocketAddress.resolve(listen) } catch {
+            do { address = try SocketAddress.resolve(String(listen)) } catch {
                 throw ConfigurationError("\(source.label("listen")): invalid address \(listen): \(error)")
             }
             guard !addresses.contains(address) else {
@@ -61,6 +71,7 @@ extension ServeCommand {
         }
         var config = ProxyConfiguration(listen: addresses[0], upstream: placeholderUpstream)
         config.additionalListeners = Array(addresses.dropFirst())
+        try tlsSettings(source, schemes: schemes, into: &config)
         config.upstreams = try upstreamGroups(source, resolve: resolve, warn: warn)
         if let v = source.value("workers") { config.workers = try positiveInt(v, source.label("workers")) }
         if let v = source.value("upstream-body") {
@@ -215,5 +226,76 @@ extension ServeCommand {
                 : "which upstream group is the default? add `upstream NAME;` to the configuration file")
         }
         return groups
+    }
+
+    /// `--tls-*` and `--upstream-tls-*`. With certificates, a listen address without a scheme is TLS unless some
+    /// address names one (`http://` plain, `https://` TLS), which is how plain and TLS listeners are mixed.
+    static func tlsSettings(_ source: OptionSource, schemes: [Bool?], into config: inout ProxyConfiguration) throws {
+        let certificates = source.values("tls-certificate")
+        let keys = source.values("tls-key")
+        guard certificates.count == keys.count else {
+            throw ConfigurationError("\(source.label("tls-certificate")): give one --tls-key per --tls-certificate, "
+                + "in the same order (\(certificates.count) certificates, \(keys.count) keys)")
+        }
+        let explicit = schemes.contains { $0 != nil }
+        if certificates.isEmpty {
+            if schemes.contains(true) {
+                throw ConfigurationError("\(source.label("listen")): https:// needs --tls-certificate and --tls-key")
+            }
+            for option in ["tls-min-version", "tls-ciphers", "tls-ciphersuites", "tls-client-ca",
+                           "tls-client-certificate", "tls-client-subject-header"] where source.value(option) != nil {
+                throw ConfigurationError("\(source.label(option)) needs --tls-certificate and --tls-key")
+            }
+            if source.flag("tls-strict-sni") {
+                throw ConfigurationError("\(source.label("tls-strict-sni")) needs --tls-certificate and --tls-key")
+            }
+        } else {
+            var tls = ProxyConfiguration.TLSSettings(certificates: Array(zip(certificates, keys)))
+            if let v = source.value("tls-min-version") {
+                guard ["1.2", "1.3"].contains(v) else {
+                    throw ConfigurationError("\(source.label("tls-min-version")) must be 1.2 or 1.3, got '\(v)'")
+                }
+                tls.minimumVersion = v
+            }
+            tls.ciphers = source.value("tls-ciphers")
+            tls.ciphersuites = source.value("tls-ciphersuites")
+            tls.strictSNI = source.flag("tls-strict-sni")
+            tls.clientCA = source.value("tls-client-ca")
+            if let v = source.value("tls-client-certificate") {
+                guard tls.clientCA != nil else {
+                    throw ConfigurationError("\(source.label("tls-client-certificate")) needs --tls-client-ca")
+                }
+                guard ["required", "optional"].contains(v) else {
+                    throw ConfigurationError("\(source.label("tls-client-certificate")) must be required or optional, "
+                        + "got '\(v)'")
+                }
+                tls.clientCertificateRequired = v == "required"
+            }
+            if let v = source.value("tls-client-subject-header") {
+                guard !v.isEmpty, v.utf8.allSatisfy({ b in b < 0x80 && (b == 0x2D || b == 0x5F || (b >= 0x30 && b <= 0x39) || ((b | 0x20) >= 0x61 && (b | 0x20) <= 0x7A)) }) else {
+                    throw ConfigurationError("\(source.label("tls-client-subject-header")) must be a header field name")
+                }
+                tls.clientSubjectHeader = v
+            }
+            config.tls = tls
+            config.tlsListeners = Set(schemes.indices.filter { explicit ? schemes[$0] == true : true })
+            if config.tlsListeners.isEmpty {
+                throw ConfigurationError("\(source.label("tls-certificate")): no listener is TLS; write "
+                    + "--listen https://HOST:PORT")
+            }
+        }
+        if let v = source.value("upstream-ca") { config.upstreamTLS.caFile = v }
+        if let v = source.value("upstream-tls-verify") {
+            guard ["on", "off"].contains(v) else {
+                throw ConfigurationError("\(source.label("upstream-tls-verify")) must be on or off, got '\(v)'")
+            }
+            config.upstreamTLS.verify = v == "on"
+        }
+        let upstreamCertificate = source.value("upstream-tls-certificate")
+        let upstreamKey = source.value("upstream-tls-key")
+        guard (upstreamCertificate == nil) == (upstreamKey == nil) else {
+            throw ConfigurationError("--upstream-tls-certificate and --upstream-tls-key go together")
+        }
+        if let upstreamCertificate, let upstreamKey { config.upstreamTLS.certificate = (upstreamCertificate, upstreamKey) }
     }
 }

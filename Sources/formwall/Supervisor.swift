@@ -112,6 +112,8 @@ final class Supervisor {
     /// here rather than a proxy process that fails over and over.
     static func validate(_ config: ProxyConfiguration) throws {
         try ProxyServer.checkSpoolDirectory(config.spoolDirectory)
+        _ = try config.tls.map { try ProxyServer.tlsServerContext($0) }
+        _ = try ProxyServer.tlsClientContext(config)
         _ = try ProxyServer.loadPolicy(config.rules, quarantine: config.quarantine != nil,
                                        upstreamGroups: config.upstreams.map(\.name))
         if let q = config.quarantine {

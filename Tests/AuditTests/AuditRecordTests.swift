@@ -12,7 +12,7 @@ import Testing
         #expect(line.filter { $0 == 0x0A }.count == 1)
         let object = try #require(parseObject(String(decoding: line, as: UTF8.self)))
         let expectedKeys: Set = [
-            "ts", "request_id", "client", "method", "path", "route", "decision", "status", "reason", "would_status",
+            "ts", "request_id", "client", "tls", "method", "path", "route", "decision", "status", "reason", "would_status",
             "bytes_in",
             "bytes_upstream", "duration_ms", "upstream_ms", "upstream", "parts", "violations", "anomalies", "error",
         ]

@@ -144,7 +144,7 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         #expect(lines.contains("formwall_supervisor_restarts_total 1"))
         // Every family is announced exactly once, HELP before TYPE, before its samples.
         let types = lines.filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
-        #expect(Set(types).count == types.count && types.count == 15)
+        #expect(Set(types).count == types.count && types.count == 17)
         #expect(text.hasSuffix("\n"))
     }
 

@@ -45,8 +45,8 @@ def _attach(request, label, path):
 def upstream_factory(tmp_path, request):
     started: list[Upstream] = []
 
-    def start(mode: str = "echo", delay: float = 5.0) -> Upstream:
-        up = Upstream(tmp_path, mode=mode, delay=delay, name=f"upstream{len(started)}")
+    def start(mode: str = "echo", delay: float = 5.0, extra: list[str] = ()) -> Upstream:
+        up = Upstream(tmp_path, mode=mode, delay=delay, name=f"upstream{len(started)}", extra=list(extra))
         started.append(up)
         _attach(request, f"upstream stderr [{mode}]", up.stderr_path)
         _attach(request, "upstream log", up.log_path)

@@ -97,18 +97,19 @@ def formwall_binary() -> Path:
 class Upstream:
     """The werkzeug upstream (upstream_app.py) in a subprocess, with its JSON-lines log."""
 
-    def __init__(self, workdir: Path, mode: str = "echo", delay: float = 5.0, name: str = "upstream"):
+    def __init__(self, workdir: Path, mode: str = "echo", delay: float = 5.0, name: str = "upstream",
+                 extra: list[str] = ()):
         self.log_path = workdir / f"{name}.jsonl"
         self.stderr_path = workdir / f"{name}.stderr"
         self.log_path.touch()
         self._stderr = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(UPSTREAM_APP), "--port", "0", "--mode", mode,
-             "--delay", str(delay), "--log", str(self.log_path)],
+             "--delay", str(delay), "--log", str(self.log_path), *extra],
             stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL,
         )
         self.port = self._read_ready_line()
-        self.url = f"http://{HOST}:{self.port}"
+        self.url = f"{'https' if '--tls-cert' in extra else 'http'}://{HOST}:{self.port}"
 
     def _read_ready_line(self) -> int:
         deadline = time.monotonic() + START_TIMEOUT

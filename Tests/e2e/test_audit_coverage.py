@@ -28,7 +28,7 @@ RULES = """route /u {
 }
 """
 
-RECORD_KEYS = ["ts", "request_id", "client", "method", "path", "route", "decision", "status", "reason", "would_status",
+RECORD_KEYS = ["ts", "request_id", "client", "tls", "method", "path", "route", "decision", "status", "reason", "would_status",
                "bytes_in",
                "bytes_upstream", "duration_ms", "upstream_ms", "upstream", "parts", "violations", "anomalies", "error"]
 

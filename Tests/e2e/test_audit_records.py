@@ -12,7 +12,7 @@ import pytest
 
 from policy_helpers import RULES, Formwall, Part, Upstream, multipart, new_id, post_form, request, wait_for
 
-KEYS = ["ts", "request_id", "client", "method", "path", "route", "decision", "status", "reason", "would_status",
+KEYS = ["ts", "request_id", "client", "tls", "method", "path", "route", "decision", "status", "reason", "would_status",
         "bytes_in",
         "bytes_upstream", "duration_ms", "upstream_ms", "upstream", "parts", "violations", "anomalies", "error"]
 PART_KEYS = ["index", "name", "kind", "filename", "declared_type", "sniffed_type", "size", "sha256", "action",

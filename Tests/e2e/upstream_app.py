@@ -498,10 +498,22 @@ def main(argv=None) -> int:
     parser.add_argument("--mode", choices=["echo", "slow", "die-mid-response", "close-early"], default="echo")
     parser.add_argument("--delay", type=float, default=5.0, help="seconds, for --mode slow")
     parser.add_argument("--log", default=None, help="JSON-lines file recording every request")
+    parser.add_argument("--tls-cert", default=None, help="serve HTTPS with this PEM certificate chain")
+    parser.add_argument("--tls-key", default=None)
+    parser.add_argument("--tls-client-ca", default=None, help="require client certificates from this CA")
     args = parser.parse_args(argv)
 
     upstream = Upstream(args.mode, args.delay, args.log)
-    server = ThreadedWSGIServer(args.host, args.port, app=None, handler=make_handler(upstream))
+    context = None
+    if args.tls_cert:
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            context.load_verify_locations(args.tls_client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+    server = ThreadedWSGIServer(args.host, args.port, app=None, handler=make_handler(upstream),
+                                ssl_context=context)
     server.daemon_threads = True
     port = server.socket.getsockname()[1]
     print(f"READY {port}", flush=True)
