@@ -41,7 +41,7 @@ let package = Package(
         .target(name: "TLS", dependencies: ["COpenSSL", "Reactor"]),
         .target(
             name: "Proxy",
-            dependencies: ["Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine", "TLS"]
+            dependencies: ["CLinux", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine", "TLS"]
         ),
         .executableTarget(
             name: "formwall",

@@ -1,4 +1,5 @@
 import Audit
+import CLinux
 import Foundation
 import Glibc
 import Inspect
@@ -31,6 +32,8 @@ final class Worker {
     private(set) var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var poolTimer: TimerID?
     private var lastClientTick: UInt64 = 0
+    /// The most client connections open at once since memory was last returned (`returnMemoryAfterBurst`).
+    private var peakClients = 0
     /// Accepting is paused after EMFILE/ENFILE/ENOBUFS/ENOMEM; new connections wait in the backlog.
     private var acceptPaused = false
     private var acceptBackoffMs = 0
@@ -287,6 +290,16 @@ final class Worker {
 
     /// Every `idleTimeout / 4` (50 ms to 1 s): closes pooled connections idle longer than the idle timeout;
     /// about once a second, lets every client check its deadlines.
+    /// After a burst of connections closed (the count fell to a quarter of its peak since the last trim, and by at
+    /// least 256), gives freed heap pages back to the kernel (`malloc_trim`), so RSS returns towards its baseline
+    /// instead of staying at the burst's peak. At most once a second per worker.
+    private func returnMemoryAfterBurst() {
+        peakClients = max(peakClients, clients.count)
+        guard peakClients - clients.count >= 256, clients.count * 4 <= peakClients else { return }
+        _ = cl_malloc_trim()
+        peakClients = clients.count
+    }
+
     private func schedulePoolSweep() {
         let interval = Int(min(1000, max(50, config.pool.idleTimeout * 250)))
         poolTimer = loop.schedule(after: .milliseconds(interval)) { [weak self] loop in
@@ -301,6 +314,7 @@ final class Worker {
             if now &- self.lastClientTick >= 1_000_000_000 - 1_000_000 {
                 self.lastClientTick = now
                 for client in Array(self.clients.values) { client.tick(now: now) }
+                self.returnMemoryAfterBurst()
             }
             self.schedulePoolSweep()
         }

@@ -58,7 +58,7 @@ struct ConfigFile {
     /// Options a file may not set: they only make sense on a command line.
     static let commandLineOnly: Set<String> = ["config", "help"]
     /// Options that may be written more than once; the values accumulate.
-    static let repeatable: Set<String> = ["listen", "rules", "audit-field"]
+    static let repeatable: Set<String> = ["listen", "rules", "audit-field", "tls-certificate", "tls-key"]
     /// Options whose several arguments are one comma-separated value on the command line.
     static let listValued: Set<String> = ["trusted-proxies"]
 

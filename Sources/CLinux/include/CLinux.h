@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -196,5 +197,8 @@ int cl_open_tmpfile(const char *directory);
 
 /// mkostemp with O_CLOEXEC: a named 0600 file, close-on-exec from the start.
 int cl_mkostemp_cloexec(char *template_path);
+
+/// Returns freed heap memory to the kernel (glibc `malloc_trim(0)`); 1 if some was released.
+static inline int cl_malloc_trim(void) { return malloc_trim(0); }
 
 #endif
