@@ -29,8 +29,11 @@ public final class TLSTransport: Transport {
         case client
     }
 
-    /// Largest plaintext passed to one SSL_write, and ciphertext read from the lower transport per step.
+    /// Largest plaintext passed to one SSL_write.
     static let recordSize = 16 * 1024
+    /// Ciphertext read from the lower transport per step (a few records: fewer read calls on large transfers);
+    /// the read BIO holds at most this much, since each step is decrypted before the next.
+    static let pullSize = 64 * 1024
     /// Cap of the pending ciphertext: one record plus overhead, plus room for handshake flights and alerts.
     static let outboundLimit = 64 * 1024
 
@@ -105,56 +108,67 @@ public final class TLSTransport: Transport {
     /// The lower transport's descriptor.
     public var fd: Int32 { lower.fd }
 
-    /// Reads plaintext, driving the handshake and pulling ciphertext from the lower transport as needed.
+    /// Reads plaintext, driving the handshake and pulling ciphertext from the lower transport as needed. Fills
+    /// `buffer` with as many records as are available without blocking (one SSL_read returns one record), so a
+    /// large transfer costs the caller one call per socket read, not one per 16 KiB record.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> IOResult<Int> {
         guard let ssl else { throw TLSError(.closed, "read after close") }
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .processed(0) }
-        let wanted = Int32(clamping: buffer.count)
-        while true {
-            if receivedCloseNotify { return .processed(0) }
+        var total = 0
+        while total < buffer.count {
+            if receivedCloseNotify { break }
             OpenSSLErrorQueue.clear()
-            let count = SSL_read(ssl, base, wanted)
+            let count = SSL_read(ssl, base + total, Int32(clamping: buffer.count - total))
             noteHandshakeState(ssl)
             if count > 0 {
-                _ = try pushOutbound()
-                return .processed(Int(count))
+                total += Int(count)
+                continue
             }
             let code = SSL_get_error(ssl, count)
             switch code {
             case SSL_ERROR_ZERO_RETURN:
                 receivedCloseNotify = true
-                _ = try pushOutbound()
-                return .processed(0)
             case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
                 _ = try pushOutbound()
                 switch try pullCiphertext() {
                 case .fed: continue
-                case .wouldBlock: return .wouldBlock
-                case .endOfFile: return .processed(0)
+                case .wouldBlock: return total > 0 ? .processed(total) : .wouldBlock
+                case .endOfFile: break
                 }
             default:
+                // Plaintext already decrypted is delivered first; the error is sticky and comes with the next read.
+                if total > 0 { return .processed(total) }
                 throw failure(code, during: "read")
             }
+            break
         }
+        _ = try pushOutbound()
+        return .processed(total)
     }
 
-    /// Encrypts up to one record of `bytes`; returns the plaintext bytes accepted. `.wouldBlock` while earlier
-    /// ciphertext is still pending (`wantsWritable`) or while the handshake waits for the peer.
+    /// Encrypts `bytes` a record at a time while each record's ciphertext leaves at once; returns the plaintext
+    /// bytes accepted. A record whose ciphertext the socket does not take stays pending (at most one), and the
+    /// call returns what was accepted so far. `.wouldBlock` while earlier ciphertext is still pending
+    /// (`wantsWritable`) or while the handshake waits for the peer.
     public func write(_ bytes: UnsafeRawBufferPointer) throws -> IOResult<Int> {
         guard let ssl else { throw TLSError(.closed, "write after close") }
         guard !shutdownRequested else { throw TLSError(.closed, "write after shutdownWrite") }
         _ = try pushOutbound()
         if outbound.readableBytes > 0 { return .wouldBlock }
         guard let base = bytes.baseAddress, bytes.count > 0 else { return .processed(0) }
-        let chunk = Int32(min(bytes.count, TLSTransport.recordSize))
+        var total = 0
         while true {
+            let chunk = Int32(min(bytes.count - total, TLSTransport.recordSize))
             OpenSSLErrorQueue.clear()
-            let count = SSL_write(ssl, base, chunk)
+            let count = SSL_write(ssl, base + total, chunk)
             noteHandshakeState(ssl)
             if count > 0 {
+                total += Int(count)
                 _ = try pushOutbound()
-                return .processed(Int(count))
+                if total == bytes.count || outbound.readableBytes > 0 { return .processed(total) }
+                continue
             }
+            if total > 0 { return .processed(total) }
             let code = SSL_get_error(ssl, count)
             switch code {
             case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
@@ -265,10 +279,10 @@ public final class TLSTransport: Transport {
         case fed, wouldBlock, endOfFile
     }
 
-    /// Reads at most one record's worth of ciphertext from the lower transport into the read BIO.
+    /// Reads at most `pullSize` bytes of ciphertext from the lower transport into the read BIO.
     private func pullCiphertext() throws -> Pull {
         if receivedEOF { return .endOfFile }
-        return try withUnsafeTemporaryAllocation(byteCount: TLSTransport.recordSize, alignment: 16) { scratch in
+        return try withUnsafeTemporaryAllocation(byteCount: TLSTransport.pullSize, alignment: 16) { scratch in
             switch try lower.read(into: scratch) {
             case .wouldBlock:
                 return .wouldBlock
