@@ -396,3 +396,73 @@ def test_mtls_to_the_upstream(certs, https_upstream, formwall_factory):
                                  "--upstream-tls-certificate", str(certs.client.cert),
                                  "--upstream-tls-key", str(certs.client.key))
     assert requests.get(with_cert.url + "/x", timeout=IO_TIMEOUT).status_code == 200
+
+
+def test_backpressure_over_tls_with_a_slow_upstream(certs, formwall_factory, tmp_path):
+    """An upstream that reads 64 KiB every 2 ms (about 32 MB/s) while a client pushes 64 MiB over TLS as fast as
+    it can: Formwall stops reading from the client instead of buffering, so its RSS stays flat."""
+    import threading
+    listener = socket.socket()
+    listener.bind((HOST, 0))
+    listener.listen(4)
+    received = []
+
+    def slow_upstream():
+        conn, _ = listener.accept()
+        total = 0
+        with conn:
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    break
+                total += len(data)
+                if b"0\r\n\r\n" in data[-16:]:
+                    break
+                time.sleep(0.002)   # the behaviour under test: a slow reader
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+        received.append(total)
+
+    t = threading.Thread(target=slow_upstream, daemon=True)
+    t.start()
+    fw = formwall_factory(f"http://{HOST}:{listener.getsockname()[1]}", *tls_args(certs), "--single-process",
+                          "--workers", "1")
+    body = tmp_path / "big.bin"
+    with open(body, "wb") as f:
+        block = os.urandom(1 << 20)
+        for _ in range(64):
+            f.write(block)
+    proc = subprocess.Popen(["curl", "-sS", "--cacert", str(certs.ca.cert), "-F", f"doc=@{body};filename=big.bin",
+                             "-o", "/dev/null", "-w", "%{http_code}", https(fw, "/upload")], stdout=subprocess.PIPE,
+                            text=True)
+    peak = 0
+    while proc.poll() is None:
+        for line in Path(f"/proc/{fw.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                peak = max(peak, int(line.split()[1]))
+        time.sleep(0.05)   # sampling interval of a measurement
+    t.join(timeout=IO_TIMEOUT)
+    listener.close()
+    assert proc.stdout.read() == "200"
+    assert received and received[0] > 64 << 20
+    print(f"64 MiB over TLS to a 32 MB/s upstream: formwall peak RSS {peak / 1024:.1f} MiB")
+    assert peak < 40 * 1024, peak
+
+
+def test_tls_from_the_configuration_file(certs, upstream, formwall_factory, tmp_path):
+    tls_port, plain = free_port(), free_port()
+    conf = tmp_path / "formwall.conf"
+    conf.write_text(f"""
+listen https://{HOST}:{tls_port};
+listen http://{HOST}:{plain};
+upstream {upstream.url};
+tls-certificate {certs.server.cert};
+tls-key {certs.server.key};
+tls-certificate {certs.other.cert};
+tls-key {certs.other.key};
+tls-min-version 1.2;
+""")
+    fw = formwall_factory(None, "--config", str(conf), port=tls_port)
+    assert requests.get(f"https://localhost:{tls_port}/", verify=str(certs.ca.cert), timeout=IO_TIMEOUT).status_code == 200
+    with handshake(tls_port, server_name="b.test", version=ssl.TLSVersion.TLSv1_2) as s:
+        assert peer_cn(s) == "b.test" and s.version() == "TLSv1.2"
+    assert requests.get(f"http://{HOST}:{plain}/", timeout=IO_TIMEOUT).status_code == 200

@@ -21,6 +21,7 @@ import datetime
 import json
 import os
 import re
+import resource
 import secrets
 import shutil
 import statistics
@@ -129,12 +130,16 @@ def upload(args, target, body, body_len, boundary, cert):
             "-w", "%{speed_upload} %{http_code} %{size_upload}", target.url()]
     pids = target.proxy_pids_fn()
     ticks0 = {pid: base.cpu_ticks(pid) for pid in pids}
+    client0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with base.RssSampler(pids, 0.05) as rss:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=700)
+    client1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = sum(base.cpu_ticks(pid) - t for pid, t in ticks0.items()) / base.TICK
+    client_cpu = (client1.ru_utime - client0.ru_utime) + (client1.ru_stime - client0.ru_stime)
     speed, code, size = r.stdout.split()
     ok = code == "200" and int(float(size)) == body_len
     return {"ok": ok, "gbps": float(speed) / 1e9, "http_code": int(code), "proxy_cpu_s": cpu,
+            "client_cpu_s": client_cpu, "client_busy": client_cpu * float(speed) / body_len,
             "peak_rss_mib": rss.max_total_kib / 1024, "error": None if ok else f"{r.stdout} {r.stderr}"}
 
 
@@ -181,7 +186,7 @@ def main():
         for i in range(args.runs):
             res = upload(args, t, body, body_len, boundary, cert)
             print(f"{t.name:<9} run {i + 1}: {res['gbps']:.2f} GB/s, peak RSS {res['peak_rss_mib']:.1f} MiB, "
-                  f"proxy CPU {res['proxy_cpu_s']:.2f} s" + ("" if res["ok"] else f"  ERROR {res['error']}"),
+                  f"proxy CPU {res['proxy_cpu_s']:.2f} s, curl busy {res['client_busy']:.0%}" + ("" if res["ok"] else f"  ERROR {res['error']}"),
                   flush=True)
             runs.append(res)
         hs = handshakes(args, t, cert)
