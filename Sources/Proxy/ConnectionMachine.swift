@@ -299,6 +299,7 @@ struct ConnectionMachine {
                 finishClosing(into: &out)
                 return
             }
+            if clientOut.readableBytes == 0 { releaseIdleBuffers() }
         case .upstreamConnected(let reused, let server):
             guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
             ex.upstream = .connected
@@ -1027,7 +1028,19 @@ struct ConnectionMachine {
         } else {
             // A pipelined head already waiting starts its clock now.
             state = .awaitingHead(since: clientIn.readableBytes > 0 ? now : nil)
+            releaseIdleBuffers()
         }
+    }
+
+    /// A keep-alive connection between requests holds no buffer memory: whatever is empty goes back to the
+    /// allocator (the next request allocates again). Called when an exchange ends and when its answer has been
+    /// flushed.
+    private func releaseIdleBuffers() {
+        guard case .awaitingHead(since: nil) = state else { return }
+        clientIn.releaseStorage()
+        clientOut.releaseStorage()
+        upstreamIn.releaseStorage()
+        upstreamOut.releaseStorage()
     }
 
     // MARK: - Failures and answers

@@ -96,6 +96,17 @@ public final class ByteBuffer {
         writerIndex = 0
     }
 
+    /// Gives the storage back to the allocator when nothing is readable (an idle connection's buffers), keeping a
+    /// minimal one; the next write allocates again. No-op while bytes are readable.
+    public func releaseStorage() {
+        guard readableBytes == 0, capacity > 1 else { return }
+        base.deallocate()
+        capacity = 1
+        base = .allocate(byteCount: 1, alignment: 16)
+        readerIndex = 0
+        writerIndex = 0
+    }
+
     // MARK: Index movement
 
     /// Consumes `count` readable bytes.
