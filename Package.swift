@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(name: "ShimTests", dependencies: ["CLinux", "COpenSSL", "CZlib"]),
         .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect", "COpenSSL"], exclude: ["Fixtures"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
-        .testTarget(name: "InspectTests", dependencies: ["Inspect"]),
+        .testTarget(name: "InspectTests", dependencies: ["Inspect", "CZlib"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "Multipart"]),
         .testTarget(name: "AuditTests", dependencies: ["Audit"]),
         .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect"]),

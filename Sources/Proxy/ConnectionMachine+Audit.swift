@@ -27,7 +27,8 @@ extension ConnectionMachine {
         }
         var anomalies = ex.form?.parser.anomalies ?? MultipartAnomalies()
         // A `reencode off` body went upstream byte for byte: every such request says so.
-        let reencodeOff = ex.urlencoded?.verbatim == true ? ["reencode-off"] : []
+        let reencodeOff = (ex.urlencoded?.verbatim == true ? ["reencode-off"] : [])
+            + (ex.encodingUninspected ? ["encoding-uninspected"] : [])
         let parts: [AuditRecord.Part] = (ex.form?.records ?? ex.urlencoded?.records ?? []).map { r in
             anomalies.formUnion(r.part.anomalies)
             return AuditRecord.Part(
@@ -36,10 +37,17 @@ extension ConnectionMachine {
                 sniffedType: r.sniffedType, size: Int(clamping: r.size), sha256: r.part.isFile ? r.sha256 : nil,
                 action: r.action, quarantineID: r.quarantineID)
         }
-        let violations = (evaluator?.findings ?? []).map { f in
+        var violations = (evaluator?.findings ?? []).map { f in
             AuditRecord.Violation(kind: f.violation.kind.name, part: f.violation.partIndex,
                                   rule: f.violation.rule.map { "\($0.file):\($0.line)" }, detail: f.violation.detail,
                                   outcome: f.outcome.rawValue, enforced: f.enforced)
+        }
+        // A violation the machine found itself (a content coding, a ratio) is listed too.
+        if let violation, !violations.contains(where: { $0.kind == violation.kind.name }) {
+            violations.append(AuditRecord.Violation(
+                kind: violation.kind.name, part: violation.partIndex,
+                rule: violation.rule.map { "\($0.file):\($0.line)" }, detail: violation.detail,
+                outcome: "reject", enforced: true))
         }
         // `monitor`: what enforce mode would have refused the request for, and with which status; `modified`:
         // the first change made. (docs/operations.md, `reason` and `would_status`)

@@ -508,8 +508,27 @@ struct ConnectionMachine {
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
         let contentType = head.header(named: "content-type")
-        let isMultipart = bodyKind == .multipart
+        var isMultipart = bodyKind == .multipart
             || (bodyKind == nil && contentType?.lowercased().hasPrefix("multipart/form-data") == true)
+        // A compressed form body is decoded before it is parsed, and goes upstream decoded (docs/rules.md,
+        // "Compressed bodies"); other bodies keep their Content-Encoding and stream through.
+        var decoders: [StreamInflater] = []
+        if isMultipart || (bodyKind == .urlencoded && evaluator != nil) {
+            switch contentDecoding(head, route: evaluator?.route) {
+            case .identity:
+                break
+            case .decode(let layers):
+                decoders = layers
+                head.headers.removeAll(named: "content-encoding")
+            case .passUninspected:
+                ex.encodingUninspected = true
+                isMultipart = false
+                bodyKind = nil
+            case .refuse(let violation):
+                respond(violation: violation, exchange: ex, into: &out)
+                return
+            }
+        }
         if isMultipart, let ct = contentType {
             let parsed: MultipartBoundary.Parsed
             do {
@@ -616,7 +635,9 @@ struct ConnectionMachine {
                 Self.modifiedValue(form?.records ?? urlencoded?.records ?? []).map { Array("\(trailerName): \($0)\r\n".utf8) }
             }
         }
-        let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink)
+        let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink,
+                                    decoders: decoders, ratioMax: evaluator?.route?.compressionRatioMax ?? 100,
+                                    ratioRule: evaluator?.route?.location)
         if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.evaluator }
         ex.body = body
         do {
@@ -1273,6 +1294,47 @@ struct ConnectionMachine {
                                                  error: "drain_timeout")))
         }
         close(into: &out)
+    }
+
+    // MARK: - Content-Encoding
+
+    enum ContentDecoding {
+        case identity
+        case decode([StreamInflater])
+        case passUninspected
+        case refuse(Violation)
+    }
+
+    /// What to do with a form body's Content-Encoding: nothing (none, or `identity`), decode its layers
+    /// (outermost first), pass it through uninspected (`unknown-encoding pass`), or refuse it.
+    func contentDecoding(_ head: HTTPRequestHead, route: Route?) -> ContentDecoding {
+        let values = head.headers.values(named: "content-encoding")
+        guard !values.isEmpty else { return .identity }
+        let names = values.flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && $0.lowercased() != "identity" }
+        guard !names.isEmpty else { return .identity }
+        let codings = names.map { StreamInflater.Coding(name: Substring($0)) }
+        let rule = route?.location
+        if codings.contains(where: { $0 == nil }) {
+            if route?.unknownEncoding == .pass { return .passUninspected }
+            let unknown = names.filter { StreamInflater.Coding(name: Substring($0)) == nil }
+            return .refuse(Violation(kind: .encodingNotSupported, rule: rule,
+                                     detail: "Content-Encoding \(unknown.joined(separator: ", ")) (gzip and deflate are decoded)"))
+        }
+        let limit = route?.encodingsMax ?? 1
+        guard codings.count <= limit else {
+            return .refuse(Violation(kind: .tooManyEncodings, rule: rule,
+                                     detail: "\(codings.count) content codings, at most \(limit)", limit: UInt64(limit)))
+        }
+        var layers: [StreamInflater] = []
+        // Listed in the order they were applied: undo the last first.
+        for coding in codings.reversed().compactMap({ $0 }) {
+            do { layers.append(try StreamInflater(coding)) } catch {
+                return .refuse(Violation(kind: .internalError, detail: "\(error)"))
+            }
+        }
+        return .decode(layers)
     }
 
     // MARK: - Upstream servers

@@ -40,6 +40,9 @@ final class Exchange {
     var forwardedClient: String?
     /// The body is staged in a file and sent with a Content-Length once complete.
     var spooling = false
+    /// A form body with a Content-Encoding Formwall cannot decode went through uninspected (`unknown-encoding
+    /// pass`); its audit record says so.
+    var encodingUninspected = false
 
     var upstream: Upstream = .none
     var upstreamStartedAt: UInt64?

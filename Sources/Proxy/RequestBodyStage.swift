@@ -1,11 +1,13 @@
 import HTTP1
+import Inspect
 import Multipart
 import Reactor
 import Rules
 
 // The request body as a chain of small stages:
 //
-//   client bytes ─► framing decode (Content-Length count | ChunkedDecoder) ─► transform ─► upstream sink
+//   client bytes ─► framing decode (Content-Length count | ChunkedDecoder) ─► content decode ─► transform ─► sink
+//                                                           (gzip/deflate layers, form bodies only; optional)
 //                                                                             │
 //                      passthrough: bytes unchanged ───────────────────────────┤
 //                      multipart:   MultipartPipeline (decode → summarise → canonical encode) ┘
@@ -178,8 +180,17 @@ final class RequestBodyStage {
     private(set) var bytesIn: UInt64 = 0
     /// Whether the client's body is complete (and the transform finished).
     private(set) var isComplete = false
+    /// Content codings to undo before the transform, outermost (the last one applied) first; empty: none.
+    private let decoders: [StreamInflater]
+    /// Largest decoded / compressed ratio (`compression-ratio-max`), and where it is set.
+    private let ratioMax: UInt64
+    private let ratioRule: SourceLocation?
 
-    init(framing: BodyFraming, limits: HTTPLimits, transform: Transform, sink: UpstreamSink) {
+    init(framing: BodyFraming, limits: HTTPLimits, transform: Transform, sink: UpstreamSink,
+         decoders: [StreamInflater] = [], ratioMax: Int = 100, ratioRule: SourceLocation? = nil) {
+        self.decoders = decoders
+        self.ratioMax = UInt64(max(1, ratioMax))
+        self.ratioRule = ratioRule
         switch framing {
         case .none, .closeDelimited: self.framing = .length(remaining: 0)
         case .contentLength(let n): self.framing = .length(remaining: n)
@@ -194,17 +205,28 @@ final class RequestBodyStage {
         try completeIfDone()
     }
 
-    /// Whether the form stage waits for a held part to finish replaying.
-    var isBlocked: Bool {
+    /// Whether the form stage waits for a held part to finish replaying (or decoded input waits for it).
+    var isBlocked: Bool { transformBlocked || decoders.contains { $0.hasPending } }
+
+    private var transformBlocked: Bool {
         if case .form(let stage) = transform { return stage.isBlocked }
         return false
     }
 
-    /// Continues a blocked form stage once its replay is done (and completes the body if its input ended).
+    /// Continues a blocked form stage once its replay is done, then the decoders' kept input (and completes the
+    /// body if its input ended).
     func pumpPending() throws(RequestBodyError) {
-        guard case .form(let stage) = transform, stage.isBlocked, !sink.isReplaying else { return }
-        do { try stage.resume(out: sink) } catch { throw .form(error) }
-        if !stage.isBlocked && inputDone { try completeIfDone() }
+        guard isBlocked, !sink.isReplaying else { return }
+        if case .form(let stage) = transform, stage.isBlocked {
+            do { try stage.resume(out: sink) } catch { throw .form(error) }
+            if stage.isBlocked { return }
+        }
+        // Innermost layer first: its kept output feeds the transform; then the outer layers feed it.
+        for layer in decoders.indices.reversed() where decoders[layer].hasPending {
+            let done = try decoding(layer) { try decoders[layer].resume(consume: $0) }
+            if !done { return }
+        }
+        if inputDone { try completeIfDone() }
     }
 
     /// Consumes a prefix of `input`; returns how many bytes were used. Once `isComplete`, it consumes nothing,
@@ -243,6 +265,45 @@ final class RequestBodyStage {
     private func deliver(_ span: UnsafeRawBufferPointer) throws(RequestBodyError) {
         guard !span.isEmpty else { return }
         bytesIn += UInt64(span.count)
+        guard !decoders.isEmpty else { return try deliverDecoded(span) }
+        _ = try decode(span, layer: 0)
+    }
+
+    /// Hands `bytes` to decoder `layer` (or, past the last layer, to the transform). False when the transform
+    /// blocked and the rest was kept.
+    private func decode(_ bytes: UnsafeRawBufferPointer, layer: Int) throws(RequestBodyError) -> Bool {
+        guard layer < decoders.count else {
+            try deliverDecoded(bytes)
+            try checkRatio()
+            return !transformBlocked
+        }
+        return try decoding(layer) { try decoders[layer].feed(bytes, consume: $0) }
+    }
+
+    /// Runs one decoder call whose output goes to the next layer, turning zlib failures into
+    /// `bad_content_encoding` and letting the transform's own errors through.
+    private func decoding(_ layer: Int,
+                          _ call: ((UnsafeRawBufferPointer) throws -> Bool) throws -> Bool) throws(RequestBodyError) -> Bool {
+        do {
+            return try call { piece in try self.decode(piece, layer: layer + 1) }
+        } catch let error as RequestBodyError {
+            throw error
+        } catch {
+            throw .rejected(Violation(kind: .badContentEncoding, detail: "\(error)"))
+        }
+    }
+
+    /// `compression-ratio-max`: decoded bytes over compressed ones, the first KiB counted as a whole KiB.
+    private func checkRatio() throws(RequestBodyError) {
+        guard let first = decoders.first, let last = decoders.last else { return }
+        let allowance = max(first.compressedBytes, 1024).multipliedReportingOverflow(by: ratioMax)
+        guard !allowance.overflow, last.decodedBytes > allowance.partialValue else { return }
+        throw .rejected(Violation(kind: .compressionRatioExceeded, rule: ratioRule,
+                                  detail: "\(last.decodedBytes) bytes decoded from \(first.compressedBytes)",
+                                  limit: ratioMax))
+    }
+
+    private func deliverDecoded(_ span: UnsafeRawBufferPointer) throws(RequestBodyError) {
         switch transform {
         case .passthrough:
             if var ev = evaluator {
@@ -267,6 +328,13 @@ final class RequestBodyStage {
     private func completeIfDone() throws(RequestBodyError) {
         guard case .length(0) = framing, !isComplete else { return }
         inputDone = true
+        // Encoded input still waiting for a held part: `pumpPending` completes the body once it has drained.
+        if decoders.contains(where: { $0.hasPending }) { return }
+        for decoder in decoders {
+            do { try decoder.finish() } catch {
+                throw .rejected(Violation(kind: .badContentEncoding, detail: error.description))
+            }
+        }
         switch transform {
         case .form(let stage):
             // The framing end is the request's end: the form stage runs its last anomaly check and the

@@ -154,6 +154,14 @@ public struct Route: Sendable, Hashable {
     public var reencode: ReencodeMode
     /// Whether a CORS preflight passes whatever `methods` says (`preflight`).
     public var preflight: PreflightMode
+    /// Most stacked content codings decoded (`encodings-max`, default 1: `gzip`, not `gzip, gzip`; 0 refuses
+    /// every encoded form body).
+    public var encodingsMax: Int
+    /// Largest expansion of a compressed body, decoded over compressed bytes (`compression-ratio-max`, default
+    /// 100); the first KiB of compressed input counts as a full KiB.
+    public var compressionRatioMax: Int
+    /// A Content-Encoding that cannot be decoded (`unknown-encoding`, default reject).
+    public var unknownEncoding: UnknownEncodingMode
     /// The upstream group this route's requests go to (`upstream NAME;`, declared in the main configuration
     /// file); nil: the default upstream. Where it is written, for a diagnostic when no such group exists.
     public var upstream: UpstreamName?
@@ -185,6 +193,9 @@ public struct Route: Sendable, Hashable {
         preflight = .pass
         reencode = .on
         upstream = nil
+        encodingsMax = 1
+        compressionRatioMax = 100
+        unknownEncoding = .reject
     }
 
     /// The rule for a part: the named rule of the part's kind, else the kind's wildcard rule.

@@ -90,3 +90,13 @@ public enum ReencodeMode: String, Sendable, Hashable, CaseIterable {
     /// (strip) becomes a rejection. Multipart bodies cannot be sent unchanged: such a route must not accept them.
     case off
 }
+
+/// What a route does with a request body whose Content-Encoding Formwall cannot decode (`unknown-encoding …;`,
+/// e.g. `br`, `zstd`). The default is `reject` (415 `encoding_not_supported`).
+public enum UnknownEncodingMode: String, Sendable, Hashable, CaseIterable {
+    /// 415 `encoding_not_supported`.
+    case reject
+    /// Forwarded byte for byte, uninspected, with its Content-Encoding; the audit record says so
+    /// (anomaly `encoding-uninspected`).
+    case pass
+}

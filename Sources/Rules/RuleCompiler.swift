@@ -136,6 +136,14 @@ struct RuleCompiler {
             }
         case "preflight":
             if let mode: PreflightMode = keyword(arguments[0], what: "preflight mode") { route.preflight = mode }
+        case "encodings-max":
+            if let value = number(arguments[0], directive) { route.encodingsMax = Int(value) }
+        case "compression-ratio-max":
+            if let value = number(arguments[0], directive) { route.compressionRatioMax = Int(value) }
+        case "unknown-encoding":
+            if let mode: UnknownEncodingMode = keyword(arguments[0], what: "unknown-encoding mode") {
+                route.unknownEncoding = mode
+            }
         case "filename":
             if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
                 route.filename = handling

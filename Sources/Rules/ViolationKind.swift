@@ -44,6 +44,14 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case patternMismatch
     /// 400: the body could not be parsed as the declared form type.
     case malformedBody
+    /// 415: a Content-Encoding Formwall cannot decode.
+    case encodingNotSupported
+    /// 415: more stacked content codings than `encodings-max`.
+    case tooManyEncodings
+    /// 413: a compressed body that expands more than `compression-ratio-max` times.
+    case compressionRatioExceeded
+    /// 400: a gzip or deflate body that does not decode (corrupt, truncated, or bytes after its end).
+    case badContentEncoding
     /// 400: the multipart parser reported this anomaly and its action is `reject`.
     case anomaly(MultipartAnomaly)
     /// 400 (415 for `dangerous-extension`): a filename problem.
@@ -57,7 +65,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         [.methodNotAllowed, .contentTypeNotAllowed, .headerRequired, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .fieldTooSmall,
          .fileTooSmall, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
-         .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .internalError]
+         .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .encodingNotSupported, .tooManyEncodings,
+         .compressionRatioExceeded, .badContentEncoding, .internalError]
             + MultipartAnomaly.allCases.map(ViolationKind.anomaly)
             + FilenameProblem.allCases.map(ViolationKind.filename)
     }
@@ -86,6 +95,10 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .missingRequired: return "missing_required"
         case .patternMismatch: return "pattern_mismatch"
         case .malformedBody: return "malformed_body"
+        case .encodingNotSupported: return "encoding_not_supported"
+        case .tooManyEncodings: return "too_many_encodings"
+        case .compressionRatioExceeded: return "compression_ratio_exceeded"
+        case .badContentEncoding: return "bad_content_encoding"
         case .anomaly(let flag): return "anomaly_" + flag.name.replacingHyphens()
         case .filename(let problem): return "filename_" + problem.name.replacingHyphens()
         case .internalError: return "internal_error"
@@ -103,14 +116,16 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         switch self {
         case .methodNotAllowed: return 405
         case .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .tooManyParts, .tooManyFiles, .tooManyFields,
-             .tooManyRepeats:
+             .tooManyRepeats, .compressionRatioExceeded:
             return 413
+        case .encodingNotSupported, .tooManyEncodings:
+            return 415
         case .contentTypeNotAllowed, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
              .filename(.dangerousExtension):
             return 415
         case .unknownPart: return 403
         case .missingRequired, .patternMismatch, .fieldTooSmall, .fileTooSmall: return 422
-        case .malformedBody, .anomaly, .filename, .headerRequired: return 400
+        case .malformedBody, .anomaly, .filename, .headerRequired, .badContentEncoding: return 400
         case .internalError: return 500
         }
     }

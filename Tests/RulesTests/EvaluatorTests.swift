@@ -813,6 +813,10 @@ extension PolicyEvaluator {
             (.anomaly(.duplicateContentDisposition), "anomaly_duplicate_content_disposition", 400),
             (.filename(.pathSeparators), "filename_path_separators", 400),
             (.filename(.dangerousExtension), "filename_dangerous_extension", 415),
+            (.encodingNotSupported, "encoding_not_supported", 415),
+            (.tooManyEncodings, "too_many_encodings", 415),
+            (.compressionRatioExceeded, "compression_ratio_exceeded", 413),
+            (.badContentEncoding, "bad_content_encoding", 400),
         ]
         for (kind, name, status) in table {
             #expect(kind.name == name)
@@ -821,7 +825,7 @@ extension PolicyEvaluator {
         }
         let names = ViolationKind.allCases.map(\.name)
         #expect(Set(names).count == names.count)
-        #expect(names.count == 22 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
+        #expect(names.count == 26 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count)
     }
 
     @Test func mimeCompatibility() {

@@ -1,0 +1,146 @@
+import CZlib
+
+// Decodes a `Content-Encoding: gzip` or `deflate` request body as it streams (RFC 9110 §8.4.1): zlib's inflate
+// over whatever span arrives, output handed on in pieces of at most `pieceSize` bytes. Memory: zlib's 32 KiB
+// window and state, one output piece, and — only while the consumer cannot take more — a copy of the compressed
+// input not yet decoded (at most one input span).
+//
+//   compressed span ─► stash (if any) ─► inflate ─► piece (≤ 64 KiB) ─► consumer ─► true: go on
+//                                                                            └─► false (blocked): keep the rest
+//                                                                                of the span in the stash
+//
+// Pure: no I/O. Strict: a body that ends before the stream does, or carries bytes after it, is an error.
+
+/// One layer of content coding to undo.
+public final class StreamInflater {
+    /// The codings Formwall decodes.
+    public enum Coding: String, Sendable, CaseIterable {
+        /// RFC 1952 gzip (`x-gzip` too). One member; bytes after it are an error.
+        case gzip
+        /// RFC 1950 zlib-wrapped deflate, as RFC 9110 defines `deflate` (raw deflate is refused).
+        case deflate
+
+        /// Parses a coding name as a Content-Encoding lists it (case-insensitive); nil for any other.
+        public init?(name: Substring) {
+            switch name.lowercased() {
+            case "gzip", "x-gzip": self = .gzip
+            case "deflate": self = .deflate
+            default: return nil
+            }
+        }
+    }
+
+    /// Why decoding stopped.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let description: String
+        init(_ description: String) { self.description = description }
+    }
+
+    /// Decoded bytes handed on per call of the consumer, at most.
+    public static let pieceSize = 64 * 1024
+
+    public let coding: Coding
+    private var stream = z_stream()
+    private var open = false
+    private var ended = false
+    /// Compressed input taken but not yet decoded (the consumer blocked).
+    private var stash: [UInt8] = []
+    /// zlib may hold decoded output the consumer could not take yet.
+    private var needsDrain = false
+    /// Compressed bytes decoded so far (not counting kept input), and decoded bytes produced: their ratio is
+    /// measured as the stream goes, so a bomb is caught after its first KiB, not after a whole read.
+    public private(set) var compressedBytes: UInt64 = 0
+    public private(set) var decodedBytes: UInt64 = 0
+
+    public init(_ coding: Coding) throws(Failure) {
+        self.coding = coding
+        let rc = czlib_inflate_init2(&stream, coding == .gzip ? 15 + 16 : 15)
+        guard rc == Z_OK else { throw Failure("inflateInit2 failed (\(rc))") }
+        open = true
+    }
+
+    deinit {
+        if open { inflateEnd(&stream) }
+    }
+
+    /// Decoding stopped for the consumer: compressed input, or output zlib still holds, is waiting (`resume`).
+    public var hasPending: Bool { !stash.isEmpty || needsDrain }
+
+    /// The stream's end was decoded.
+    public var isFinished: Bool { ended }
+
+    /// Decodes `input` (all of it is taken), handing pieces to `consume`; when `consume` returns false (it
+    /// cannot take more now) the undecoded rest is kept and this returns false. True when everything was
+    /// decoded and handed on.
+    public func feed(_ input: UnsafeRawBufferPointer,
+                     consume: (UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+        guard !input.isEmpty else { return !hasPending }
+        guard !hasPending else {
+            stash.append(contentsOf: input)
+            return false
+        }
+        return try run(input, consume: consume)
+    }
+
+    /// Decodes what was kept (after the consumer unblocked). True when nothing is pending any more.
+    public func resume(consume: (UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+        guard hasPending else { return true }
+        let pending = stash
+        stash.removeAll(keepingCapacity: false)
+        return try pending.withUnsafeBytes { try run($0, consume: consume) }
+    }
+
+    /// The body ended: the stream must have ended too, with nothing pending.
+    public func finish() throws(Failure) {
+        guard stash.isEmpty else { throw Failure("input still pending") }
+        guard ended else { throw Failure("the \(coding.rawValue) stream is truncated") }
+    }
+
+    private func run(_ input: UnsafeRawBufferPointer,
+                     consume: (UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
+        if ended && !input.isEmpty { throw Failure("data after the end of the \(coding.rawValue) stream") }
+        needsDrain = false
+        var offset = 0
+        return try withUnsafeTemporaryAllocation(byteCount: Self.pieceSize, alignment: 16) { piece in
+            guard let out = piece.baseAddress else { return true }
+            while true {
+                let chunk = min(input.count - offset, Int(UInt32.max))
+                stream.next_in = chunk > 0 ? input.baseAddress.map {
+                    UnsafeMutablePointer(mutating: $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
+                } : nil
+                stream.avail_in = uInt(chunk)
+                stream.next_out = out.assumingMemoryBound(to: Bytef.self)
+                stream.avail_out = uInt(piece.count)
+                let rc = inflate(&stream, Z_NO_FLUSH)
+                let taken = chunk - Int(stream.avail_in)
+                offset += taken
+                compressedBytes &+= UInt64(taken)
+                let produced = piece.count - Int(stream.avail_out)
+                switch rc {
+                case Z_OK, Z_BUF_ERROR:
+                    break
+                case Z_STREAM_END:
+                    ended = true
+                default:
+                    let message = stream.msg.map { String(cString: $0) } ?? "error \(rc)"
+                    throw Failure("invalid \(coding.rawValue) data: \(message)")
+                }
+                // A full piece may mean zlib holds more output for input it already took.
+                let full = stream.avail_out == 0
+                if produced > 0 {
+                    decodedBytes &+= UInt64(produced)
+                    if try !consume(UnsafeRawBufferPointer(rebasing: piece.prefix(produced))) {
+                        if offset < input.count { stash.append(contentsOf: input[offset...]) }
+                        needsDrain = full && !ended
+                        return false
+                    }
+                }
+                if ended {
+                    if offset < input.count { throw Failure("data after the end of the \(coding.rawValue) stream") }
+                    return true
+                }
+                if (offset >= input.count && !full) || (taken == 0 && produced == 0) { return true }
+            }
+        }
+    }
+}

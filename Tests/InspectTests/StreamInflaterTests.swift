@@ -1,0 +1,128 @@
+import CZlib
+import Testing
+@testable import Inspect
+
+// StreamInflater: gzip and deflate decoded whole, byte by byte and split at every offset, with a consumer that
+// blocks; strict about truncation and trailing bytes; never traps on garbage.
+
+/// Compresses with zlib (windowBits 31: gzip, 15: zlib-wrapped deflate).
+private func compress(_ data: [UInt8], gzip: Bool) -> [UInt8] {
+    var stream = z_stream()
+    guard czlib_deflate_init2(&stream, 6, gzip ? 31 : 15) == Z_OK else { return [] }
+    defer { deflateEnd(&stream) }
+    var out = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(data.count))) + 64)
+    var input = data
+    let produced: Int = input.withUnsafeMutableBytes { src in
+        out.withUnsafeMutableBytes { dst in
+            stream.next_in = src.baseAddress?.assumingMemoryBound(to: Bytef.self)
+            stream.avail_in = uInt(src.count)
+            stream.next_out = dst.baseAddress?.assumingMemoryBound(to: Bytef.self)
+            stream.avail_out = uInt(dst.count)
+            _ = deflate(&stream, Z_FINISH)
+            return dst.count - Int(stream.avail_out)
+        }
+    }
+    return Array(out[..<produced])
+}
+
+private let sample: [UInt8] = {
+    var bytes: [UInt8] = []
+    var x: UInt32 = 12345
+    for i in 0..<200_000 {
+        x = x &* 1_103_515_245 &+ 12345
+        bytes.append(i % 3 == 0 ? UInt8(truncatingIfNeeded: x >> 16) : UInt8(ascii: "a") + UInt8(i % 26))
+    }
+    return bytes
+}()
+
+/// Decodes `input` fed in `pieces`, with a consumer that refuses every `blockEvery`-th piece (0: never); resumes
+/// until nothing is pending. Returns the output, or throws.
+private func decode(_ input: [UInt8], coding: StreamInflater.Coding, pieces: Int, blockEvery: Int = 0) throws -> [UInt8] {
+    let inflater = try StreamInflater(coding)
+    var out: [UInt8] = []
+    var calls = 0
+    let consume: (UnsafeRawBufferPointer) throws -> Bool = { piece in
+        out.append(contentsOf: piece)
+        calls += 1
+        return blockEvery == 0 || calls % blockEvery != 0
+    }
+    var offset = 0
+    while offset < input.count {
+        let end = min(input.count, offset + pieces)
+        _ = try input[offset..<end].withUnsafeBytes { try inflater.feed($0, consume: consume) }
+        while inflater.hasPending { _ = try inflater.resume(consume: consume) }
+        offset = end
+    }
+    try inflater.finish()
+    #expect(inflater.compressedBytes == UInt64(input.count))
+    #expect(inflater.decodedBytes == UInt64(out.count))
+    return out
+}
+
+@Suite struct StreamInflaterTests {
+    @Test(arguments: [StreamInflater.Coding.gzip, .deflate])
+    func decodesWholeAndInPieces(coding: StreamInflater.Coding) throws {
+        let packed = compress(sample, gzip: coding == .gzip)
+        for pieces in [packed.count, 65_536, 4096, 7, 1] {
+            #expect(try decode(packed, coding: coding, pieces: pieces) == sample, "pieces of \(pieces)")
+        }
+    }
+
+    @Test func everySplitPointOfASmallBody() throws {
+        let text = Array("--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nhello world\r\n--b--\r\n".utf8)
+        let packed = compress(text, gzip: true)
+        for cut in 1..<packed.count {
+            let inflater = try StreamInflater(.gzip)
+            var out: [UInt8] = []
+            _ = try packed[..<cut].withUnsafeBytes { try inflater.feed($0) { out.append(contentsOf: $0); return true } }
+            _ = try packed[cut...].withUnsafeBytes { try inflater.feed($0) { out.append(contentsOf: $0); return true } }
+            try inflater.finish()
+            #expect(out == text, "cut at \(cut)")
+        }
+    }
+
+    @Test func aBlockingConsumerLosesNothing() throws {
+        let packed = compress(sample, gzip: true)
+        for every in [1, 2, 3] {
+            #expect(try decode(packed, coding: .gzip, pieces: 50_000, blockEvery: every) == sample)
+        }
+    }
+
+    @Test func truncatedTrailingAndCorruptStreamsThrow() throws {
+        let packed = compress(sample, gzip: true)
+        #expect(throws: StreamInflater.Failure.self) {
+            _ = try decode(Array(packed.dropLast(4)), coding: .gzip, pieces: 4096)
+        }
+        #expect(throws: StreamInflater.Failure.self) {
+            _ = try decode(packed + [0x1F, 0x8B, 0, 0], coding: .gzip, pieces: 4096)
+        }
+        var corrupt = packed
+        corrupt[20] ^= 0xFF
+        corrupt[21] ^= 0xFF
+        #expect(throws: (any Error).self) { _ = try decode(corrupt, coding: .gzip, pieces: 4096) }
+        // Raw deflate is not RFC 9110's `deflate` (zlib-wrapped).
+        #expect(throws: (any Error).self) { _ = try decode(Array(compress(sample, gzip: true).dropFirst(10)), coding: .deflate, pieces: 4096) }
+    }
+
+    @Test func garbageNeverTraps() throws {
+        var x: UInt32 = 7
+        for length in [1, 2, 10, 100, 5000] {
+            var junk: [UInt8] = []
+            for _ in 0..<length {
+                x = x &* 1_664_525 &+ 1_013_904_223
+                junk.append(UInt8(truncatingIfNeeded: x >> 24))
+            }
+            for coding in StreamInflater.Coding.allCases {
+                #expect(throws: (any Error).self) { _ = try decode(junk, coding: coding, pieces: 3) }
+            }
+        }
+    }
+
+    @Test func codingNamesAreCaseInsensitive() {
+        #expect(StreamInflater.Coding(name: "GZip") == .gzip)
+        #expect(StreamInflater.Coding(name: "x-gzip") == .gzip)
+        #expect(StreamInflater.Coding(name: "Deflate") == .deflate)
+        #expect(StreamInflater.Coding(name: "br") == nil)
+        #expect(StreamInflater.Coding(name: "zstd") == nil)
+    }
+}
