@@ -2,6 +2,7 @@
 #include "CLinux.h"
 
 #include <spawn.h>
+#include <sys/un.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
@@ -126,4 +127,28 @@ int cl_open_tmpfile(const char *directory) {
 
 int cl_mkostemp_cloexec(char *template_path) {
     return mkostemp(template_path, O_CLOEXEC);
+}
+
+int cl_unix_connect(const char *path, int *in_progress) {
+    struct sockaddr_un address;
+    size_t length = strlen(path);
+    *in_progress = 0;
+    if (length == 0 || length >= sizeof address.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    memcpy(address.sun_path, path, length);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&address, sizeof address) == 0) return fd;
+    if (errno == EINPROGRESS || errno == EAGAIN) {
+        *in_progress = 1;
+        return fd;
+    }
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
 }

@@ -33,6 +33,8 @@ final class ClientConnection: EventHandler {
     private var currentInterest: Interest = []
     private(set) var machine: ConnectionMachine
     private var upstream: UpstreamConnection?
+    /// The antivirus scan of a held file part in progress.
+    private var scan: ClamdScan?
     /// The servers the current request has dialled (a failed connect moves on to one not in here).
     private var serversTried: [Int] = []
     private var actions: [ConnectionMachine.Action] = []
@@ -175,6 +177,18 @@ final class ClientConnection: EventHandler {
             case .retryUpstream(let group):
                 dropUpstream(reuse: false)
                 connectUpstream(group: group, fresh: false)
+            case .scanFile(let file):
+                scan?.cancel()
+                guard let settings = worker.config.antivirus else {
+                    queue.append(.scanResult(.failed(reason: "no antivirus configured")))
+                    continue
+                }
+                scan = ClamdScan(loop: worker.loop, file: file, settings: settings) { [weak self] verdict in
+                    guard let self, !self.closed else { return }
+                    self.scan = nil
+                    self.queue.append(.scanResult(verdict))
+                    self.run()
+                }
             case .upstreamHealth(let group, let server, let ok):
                 worker.reportServer(group: group, server: server, ok: ok)
             case .releaseUpstream(let reuse):
@@ -249,6 +263,7 @@ final class ClientConnection: EventHandler {
             closeSocket()
             return
         }
+        scan?.tick(now: now)
         queue.append(.timer)
         run()
     }
@@ -272,6 +287,8 @@ final class ClientConnection: EventHandler {
     private func closeSocket() {
         guard !closed else { return }
         closed = true
+        scan?.cancel()
+        scan = nil
         dropUpstream(reuse: false)
         if let registration { try? worker.loop.deregister(registration) }
         registration = nil

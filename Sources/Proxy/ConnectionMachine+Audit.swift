@@ -29,6 +29,7 @@ extension ConnectionMachine {
         // A `reencode off` body went upstream byte for byte: every such request says so.
         let reencodeOff = (ex.urlencoded?.verbatim == true ? ["reencode-off"] : [])
             + (ex.encodingUninspected ? ["encoding-uninspected"] : [])
+            + ((ex.form?.unscannedParts ?? 0) > 0 ? ["antivirus-unscanned"] : [])
         let parts: [AuditRecord.Part] = (ex.form?.records ?? ex.urlencoded?.records ?? []).map { r in
             anomalies.formUnion(r.part.anomalies)
             return AuditRecord.Part(

@@ -73,6 +73,8 @@ struct ConnectionMachine {
         case upstreamConnectFailed(String, server: Int)
         /// The TLS handshake with an `https://` upstream failed (verification, protocol): no request byte went up.
         case upstreamTLSFailed(String)
+        /// The antivirus verdict for the file the last `.scanFile` named.
+        case scanResult(FormStage.ScanVerdict)
         /// The driver is dialling server `server` of the exchange's group (sent before the connect's outcome, so a
         /// connect timeout names the server).
         case upstreamChosen(server: Int)
@@ -103,6 +105,8 @@ struct ConnectionMachine {
         /// Dialling failed before any byte went upstream: drop the attempt and try the next server of the group
         /// that this request has not tried; answer as for `connectUpstream`.
         case retryUpstream(group: Int)
+        /// Send this held file part to the antivirus (clamd INSTREAM); answer with `.scanResult`.
+        case scanFile(TemporaryFile)
         /// What this exchange learnt about a server's health (passive health checks): `ok` once its response
         /// head arrived; not `ok` when connecting failed or timed out, or it closed, answered garbage or fell
         /// silent before answering.
@@ -324,6 +328,9 @@ struct ConnectionMachine {
             }
             abort(status: 502, kind: "upstream_tls_failed", into: &out)
             return
+        case .scanResult(let verdict):
+            guard case .exchanging(let ex) = state, let form = ex.form else { break }
+            form.scanFinished(verdict)
         case .upstreamChosen(let server):
             if case .exchanging(let ex) = state, ex.upstream == .connecting { ex.server = server }
         case .upstreamConnectFailed(let why, let server):
@@ -550,7 +557,8 @@ struct ConnectionMachine {
                                   reencodeBoundary: context.newBoundary(), evaluator: evaluator,
                                   quarantine: quarantine, spoolDirectory: config.spoolDirectory,
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
-                                  previewFields: config.audit?.fields ?? [])
+                                  previewFields: config.audit?.fields ?? [], scanFiles: config.antivirus != nil,
+                                  allowScanFailure: config.antivirus?.allowOnFailure ?? false)
             guard let encoder = stage.encoder else {
                 // Unreachable: a stage built with a re-encode boundary always has an encoder.
                 respond(status: 500, kind: "internal_error", requestID: requestID, detail: "no encoder",
@@ -721,7 +729,7 @@ struct ConnectionMachine {
             return true
         }
         var moved = false
-        while !body.isComplete, clientIn.readableBytes > 0 || (body.isBlocked && !body.sink.isReplaying),
+        pumping: while !body.isComplete, clientIn.readableBytes > 0 || (body.isBlocked && !body.sink.isReplaying),
               ex.spooling || upstreamOut.readableBytes < config.buffers.outputHighWater {
             let wasBlocked = body.isBlocked
             let slice = min(clientIn.readableBytes, 64 * 1024)
@@ -746,12 +754,14 @@ struct ConnectionMachine {
                         continue
                     }
                     if body.sink.isReplaying { refillFromFile(ex) }
-                    break
+                    // Blocked (a replay, an antivirus verdict): nothing more until the next event.
+                    break pumping
                 }
                 clientIn.moveReaderIndex(forwardBy: n)
                 moved = moved || n > 0
             }
         }
+        if let file = ex.form?.takeScanRequest() { out.append(.scanFile(file)) }
         if body.isComplete && ex.requestCompletedAt == nil { requestDidComplete(ex, into: &out) }
         return moved
     }
@@ -1079,6 +1089,9 @@ struct ConnectionMachine {
             log(kind: "quarantine", "quarantine failed", error: "\(why)", into: &out)
             abort(status: 503, kind: "quarantine_unavailable", detail: "the quarantine store cannot take the part",
                   into: &out)
+        case .form(.antivirusFailed(let why)):
+            log(kind: "antivirus", "antivirus failed", error: why, into: &out)
+            abort(status: 503, kind: "antivirus_unavailable", detail: "the file could not be scanned", into: &out)
         case .form(.holdFailed(let why)):
             log(kind: "spool", "hold failed", error: "\(why)", into: &out)
             abort(status: 500, kind: "staging_failed", detail: "a part could not be staged", into: &out)

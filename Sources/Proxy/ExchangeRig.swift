@@ -34,6 +34,8 @@ final class ExchangeRig {
         /// Servers of a group (by index: the first dial is server 0, each `retryUpstream` the next) that refuse,
         /// or never answer the connect, whatever `connect` says.
         var refuseServers: Set<Int> = []
+        /// What the antivirus answers for every `.scanFile`.
+        var scanVerdict: FormStage.ScanVerdict = .clean
         var ignoreServers: Set<Int> = []
         init() {}
     }
@@ -84,6 +86,8 @@ final class ExchangeRig {
     private(set) var shutdownSent = false
     private(set) var closed = false
     private(set) var released: [Bool] = []
+    /// `.scanFile` actions (antivirus scans asked for).
+    private(set) var scans = 0
     /// `upstreamHealth` reports: (server, ok).
     private(set) var health: [(server: Int, ok: Bool)] = []
     /// The server index the rig reports for the current dial: 0, then one more per `retryUpstream`.
@@ -199,6 +203,9 @@ final class ExchangeRig {
             case .refuse: queue.append(.upstreamConnectFailed("connection refused", server: server))
             case .ignore: break
             }
+        case .scanFile:
+            scans += 1
+            queue.append(.scanResult(script.scanVerdict))
         case .upstreamHealth(_, let server, let ok):
             health.append((server, ok))
         case .releaseUpstream(let reuse):

@@ -38,6 +38,8 @@ public struct PartRecord: Sendable {
     public var sanitizedFilename: String?
     /// The first bytes of a field's value (at most 256), for the demo echo upstream; nil for files.
     public var preview: String?
+    /// The antivirus verdict (`clean`, `infected: NAME`, `unscanned`); nil without `--antivirus`.
+    public var scan: String?
 }
 
 /// Where a quarantined part goes, and the request facts its sidecar records.
@@ -65,6 +67,8 @@ public enum FormStageError: Error {
     case quarantineFailed(String)
     /// A temporary file for holding a part could not be written (500).
     case holdFailed(String)
+    /// The antivirus gave no verdict (down, timeout, stream too long) and failures are not allowed: 503.
+    case antivirusFailed(String)
 
     /// The stage was driven out of order (a Formwall bug): 500 `internal_error`, for this request only.
     ///
@@ -126,13 +130,34 @@ public final class FormStage {
 
     private var current: Current?
 
+    // Antivirus (`serve --antivirus`): every file part is held; at its end the stage blocks until the verdict.
+    /// What the antivirus said about a held file part.
+    public enum ScanVerdict: Sendable, Equatable {
+        case clean
+        case infected(signature: String)
+        case failed(reason: String)
+    }
+    /// Scan every file part before it goes upstream.
+    let scanFiles: Bool
+    /// A failed scan forwards the part (unscanned) instead of failing the request.
+    let allowScanFailure: Bool
+    /// The held file part waiting for its verdict (the stage is blocked meanwhile), and whether the machine took
+    /// the request to scan it.
+    private var pendingScan: TemporaryFile?
+    private var scanRequested = false
+    private var scanOutcome: ScanVerdict?
+    /// Parts forwarded without a verdict (`--antivirus-failure allow`), for the audit record.
+    public private(set) var unscannedParts = 0
+
     /// Creates the stage. `evaluator` must have had `begin` called and chosen `.multipart`; nil means no policy
     /// (every part streams). `reencodeBoundary` nil means parse only (`formwall inspect` without output).
     public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
                 spoolDirectory: String = "/tmp", holdPending: Bool = false, observe: Bool = true,
-                previewFields: Set<String>? = nil) {
+                previewFields: Set<String>? = nil, scanFiles: Bool = false, allowScanFailure: Bool = false) {
         self.holdPending = holdPending
+        self.scanFiles = scanFiles
+        self.allowScanFailure = allowScanFailure
         self.observe = observe || evaluator != nil
         self.previewFields = previewFields
         parser = MultipartParser(boundary: boundary, limits: limits, anomalies: anomalies)
@@ -168,9 +193,34 @@ public final class FormStage {
         try run(chunk, out: out)
     }
 
-    /// Continues after a replay: parses the carried input, then completes the body if its input has ended.
+    /// The held file part to send to the antivirus, once (nil when none waits or it was already taken).
+    public func takeScanRequest() -> TemporaryFile? {
+        guard let file = pendingScan, !scanRequested else { return nil }
+        scanRequested = true
+        return file
+    }
+
+    /// The antivirus verdict for the part `takeScanRequest` gave; `resume` then finishes the part.
+    public func scanFinished(_ verdict: ScanVerdict) {
+        guard pendingScan != nil else { return }
+        scanOutcome = verdict
+    }
+
+    /// Continues after a replay or a scan verdict: parses the carried input, then completes the body if its
+    /// input has ended.
     public func resume(out: FormOutput) throws(FormStageError) {
         guard blocked, !out.isReplaying else { return }
+        if pendingScan != nil {
+            guard scanOutcome != nil else { return }
+            pendingScan = nil
+            scanRequested = false
+            blocked = false
+            do { try partEnd(out: out) } catch {
+                recordFailedPart()
+                throw error
+            }
+            if blocked { return }
+        }
         blocked = false
         // Run even with nothing carried: the parser may still hold an event (the close delimiter that ended
         // the chunk right after the held part), which must be drained before `parser.finish()`.
@@ -245,20 +295,23 @@ public final class FormStage {
                 case .end: break   // the epilogue is still parsed; `complete` ends the request
                 }
             } catch {
-                // The part being processed is listed too, with the action that ended the request.
-                if var cur = current {
-                    cur.record.action = "reject"
-                    cur.record.sha256 = nil
-                    if case .hold(let file) = cur.mode { file.close() }
-                    if case .quarantine(let writer) = cur.mode { writer.abort() }
-                    records.append(cur.record)
-                    current = nil
-                }
+                recordFailedPart()
                 throw error
             }
         }
         // Blocked on a replay: keep the rest of this chunk for `resume`.
         if consumed < chunk.count { carry.append(contentsOf: chunk[consumed...]) }
+    }
+
+    /// The part being processed when the request failed is listed too, with the action that ended it.
+    private func recordFailedPart() {
+        guard var cur = current else { return }
+        cur.record.action = "reject"
+        cur.record.sha256 = nil
+        if case .hold(let file) = cur.mode { file.close() }
+        if case .quarantine(let writer) = cur.mode { writer.abort() }
+        records.append(cur.record)
+        current = nil
     }
 
     private func checkRequestAnomalies() throws(FormStageError) {
@@ -309,6 +362,10 @@ public final class FormStage {
                     }
                 }
             }
+        }
+        // With an antivirus, a file goes upstream only after its verdict: it is held like a pending part.
+        if scanFiles && part.isFile, case .stream = mode {
+            do { mode = .hold(try TemporaryFile(directory: spoolDirectory)) } catch { throw .holdFailed("\(error)") }
         }
         if case .stream = mode { writeHead(head, out: out) }
         current = Current(record: record, mode: mode, pending: pending,
@@ -420,6 +477,37 @@ public final class FormStage {
 
     private func partEnd(out: FormOutput) throws(FormStageError) {
         guard var cur = current else { throw .internalError("part end outside a part") }
+        if scanFiles, cur.record.part.isFile, case .hold(let file) = cur.mode, file.size > 0 {
+            guard let verdict = scanOutcome else {
+                // Wait for the antivirus: the machine takes the request and comes back with `scanFinished`.
+                pendingScan = file
+                scanRequested = false
+                blocked = true
+                return
+            }
+            scanOutcome = nil
+            switch verdict {
+            case .clean:
+                cur.record.scan = "clean"
+            case .infected(let signature):
+                cur.record.scan = "infected: \(signature)"
+                current = cur
+                if var ev = evaluator {
+                    let action = ev.partMalware(signature: signature)
+                    evaluator = ev
+                    try apply(action, out: out)
+                } else {
+                    throw .rejected(Violation(kind: .malware, part: cur.record.part.nameString,
+                                              partIndex: cur.record.index, detail: "\(signature) FOUND"))
+                }
+                cur = try stillCurrent()
+            case .failed(let reason):
+                guard allowScanFailure else { throw .antivirusFailed(reason) }
+                cur.record.scan = "unscanned"
+                unscannedParts += 1
+            }
+            current = cur
+        }
         var final = PolicyEvaluator.Action.forward
         if var sniffer = cur.sniffer, !sniffer.isDecided {
             let result = sniffer.finish()

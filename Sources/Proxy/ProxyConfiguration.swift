@@ -19,6 +19,48 @@ public struct ProxyConfiguration: Sendable {
     public var tls: TLSSettings?
     /// TLS to upstream servers given as `https://host:port`.
     public var upstreamTLS = UpstreamTLSSettings()
+    /// Antivirus scanning of file parts with clamd (`--antivirus`); nil: none.
+    public var antivirus: AntivirusSettings?
+
+    /// `--antivirus clamd:unix:PATH|clamd:tcp:HOST:PORT`: every file part is staged (0600, unlinked) and sent to
+    /// clamd with INSTREAM; it goes upstream only once clamd answered OK (docs/rules.md, "Antivirus").
+    public struct AntivirusSettings: Sendable {
+        public enum Address: Sendable, CustomStringConvertible {
+            case unix(String)
+            case tcp(SocketAddress)
+            public var description: String {
+                switch self {
+                case .unix(let path): return "unix:\(path)"
+                case .tcp(let address): return "tcp:\(address)"
+                }
+            }
+        }
+        public var address: Address
+        /// clamd down, too slow or refusing the stream (StreamMaxLength): `false` (default) answers 503 and
+        /// forwards nothing (fail closed); `true` (`--antivirus-failure allow`) forwards the part unscanned and
+        /// says so in the audit record.
+        public var allowOnFailure = false
+        /// Longest wait for a verdict, connect to answer (`--antivirus-timeout`, default 30 s).
+        public var timeout: Double = 30
+
+        public init(address: Address) { self.address = address }
+
+        /// Parses `clamd:unix:/run/clamav/clamd.ctl` or `clamd:tcp:127.0.0.1:3310`.
+        public static func parse(_ text: String) throws -> AntivirusSettings {
+            var rest = Substring(text)
+            guard rest.hasPrefix("clamd:") else {
+                throw ConfigurationError("antivirus must be clamd:unix:PATH or clamd:tcp:HOST:PORT, got '\(text)'")
+            }
+            rest = rest.dropFirst(6)
+            if rest.hasPrefix("unix:"), rest.count > 5 { return AntivirusSettings(address: .unix(String(rest.dropFirst(5)))) }
+            if rest.hasPrefix("tcp:") {
+                do { return AntivirusSettings(address: .tcp(try SocketAddress.resolve(String(rest.dropFirst(4))))) } catch {
+                    throw ConfigurationError("antivirus \(text): \(error)")
+                }
+            }
+            throw ConfigurationError("antivirus must be clamd:unix:PATH or clamd:tcp:HOST:PORT, got '\(text)'")
+        }
+    }
 
     /// Client-side TLS: certificates, protocols, client certificates (docs/tls.md).
     public struct TLSSettings: Sendable {

@@ -48,6 +48,8 @@ public struct PartRule: Sendable, Hashable {
     public var allowedFilenameProblems: Set<FilenameProblem>
     /// Whether a declared type contradicting the sniffed type is tolerated (`allow-type-mismatch`).
     public var allowTypeMismatch: Bool
+    /// What an archive in this part may hold (`archive-*` directives; defaults from the route).
+    public var archive = ArchiveSettings()
 
     /// Creates a rule with the defaults of a rule that sets nothing.
     public init(kind: Kind, name: String?, location: SourceLocation) {

@@ -100,6 +100,37 @@ extension PolicyEvaluator {
         }
     }
 
+    /// The archive settings for the current file part: its rule's, else the route's (nil outside a file part).
+    public var currentArchiveSettings: ArchiveSettings? {
+        guard case .inPart(_, let part) = state, part.isFile, let route else { return nil }
+        return part.rule?.archive ?? route.archive
+    }
+
+    /// Reports what inspecting an archive file part found: a violation `archive_<problem>`, handled with the
+    /// rule's action (a file without a rule: rejected).
+    public mutating func partArchive(_ problem: ArchiveProblemKind, detail: String) -> Action {
+        guard let route else { return outOfOrder("partArchive before begin") }
+        return withPart("partArchive") { evaluator, part in
+            guard part.isFile, !evaluator.isStripped(part) else { return .forward }
+            let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
+            let violation = evaluator.partViolation(.archive(problem), part,
+                                                    rule: part.rule == nil ? route.location : nil, detail: detail)
+            return evaluator.violate(violation, outcome)
+        }
+    }
+
+    /// The antivirus found `signature` in the current file part: a violation `malware`, handled with the rule's
+    /// action (reject or quarantine; `strip` drops the part). A file without a rule is rejected.
+    public mutating func partMalware(signature: String) -> Action {
+        guard let route else { return outOfOrder("partMalware before begin") }
+        return withPart("partMalware") { evaluator, part in
+            let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
+            let violation = evaluator.partViolation(.malware, part, rule: part.rule == nil ? route.location : nil,
+                                                    detail: "\(signature) FOUND")
+            return evaluator.violate(violation, outcome)
+        }
+    }
+
     /// Checks a complete field value against the rule's `pattern` (the proxy buffers it, bounded by `max`).
     public mutating func fieldValue(_ value: some Collection<UInt8>) -> Action {
         withPart("fieldValue") { evaluator, part in

@@ -162,6 +162,8 @@ public struct Route: Sendable, Hashable {
     public var compressionRatioMax: Int
     /// A Content-Encoding that cannot be decoded (`unknown-encoding`, default reject).
     public var unknownEncoding: UnknownEncodingMode
+    /// Archive limits for file parts without a rule, and the defaults of this route's file rules.
+    public var archive = ArchiveSettings()
     /// The upstream group this route's requests go to (`upstream NAME;`, declared in the main configuration
     /// file); nil: the default upstream. Where it is written, for a diagnostic when no such group exists.
     public var upstream: UpstreamName?

@@ -106,6 +106,44 @@ struct RuleCompiler {
     }
 
     /// Settings valid in both the main context (as defaults) and a route.
+    /// One `archive-*` directive, in the main context, a route or a file rule.
+    private mutating func archiveSetting(_ statement: RuleStatement, _ directive: RuleDirective,
+                                         into archive: inout ArchiveSettings) {
+        let arguments = statement.arguments
+        switch directive.name {
+        case "archive-inspect":
+            switch arguments[0].text {
+            case "on": archive.inspect = true
+            case "off": archive.inspect = false
+            default: error(at: arguments[0], "archive-inspect takes on or off, got '\(arguments[0].text)'")
+            }
+        case "archive-entries-max":
+            if let value = number(arguments[0], directive) { archive.entriesMax = Int(value) }
+        case "archive-size-max":
+            if let value = size(arguments[0], directive) { archive.sizeMax = value }
+        case "archive-ratio-max":
+            if let value = number(arguments[0], directive) { archive.ratioMax = Int(value) }
+        case "archive-depth-max":
+            if let value = number(arguments[0], directive) { archive.depthMax = Int(value) }
+        case "archive-deny-extensions":
+            if arguments.count == 1 && arguments[0].text == "none" {
+                archive.denyExtensions = []
+            } else {
+                archive.denyExtensions = arguments.map { $0.text.lowercased().trimmingPrefixDot() }
+            }
+        case "archive-allow":
+            for argument in arguments {
+                switch argument.text {
+                case "encrypted": archive.allowEncrypted = true
+                case "executables": archive.allowExecutables = true
+                default: error(at: argument, "archive-allow takes encrypted and/or executables, got '\(argument.text)'")
+                }
+            }
+        default:
+            break
+        }
+    }
+
     private mutating func routeSetting(_ statement: RuleStatement, _ directive: RuleDirective,
                                        into route: inout Route) {
         let arguments = statement.arguments
@@ -136,6 +174,8 @@ struct RuleCompiler {
             }
         case "preflight":
             if let mode: PreflightMode = keyword(arguments[0], what: "preflight mode") { route.preflight = mode }
+        case _ where directive.name.hasPrefix("archive-"):
+            archiveSetting(statement, directive, into: &route.archive)
         case "encodings-max":
             if let value = number(arguments[0], directive) { route.encodingsMax = Int(value) }
         case "compression-ratio-max":
@@ -300,6 +340,7 @@ struct RuleCompiler {
         rule.filename = route.filename
         rule.allowedFilenameProblems = route.allowedFilenameProblems
         rule.allowTypeMismatch = route.allowTypeMismatch
+        rule.archive = route.archive
         let context: RuleDirective.Context = kind == .file ? .file : .field
         var seen: [String: SourceLocation] = [:]
         for inner in statement.block ?? [] {
@@ -337,6 +378,8 @@ struct RuleCompiler {
                 rule.labels = vocabulary(arguments, SniffVocabulary.labels, what: "label")
             case "deny-embedded-markup":
                 rule.denyEmbeddedMarkup = true
+            case _ where directive.name.hasPrefix("archive-"):
+                archiveSetting(inner, directive, into: &rule.archive)
             case "action":
                 if let action: RuleAction = keyword(arguments[0], what: "action") { rule.action = action }
             case "status":
@@ -568,4 +611,9 @@ struct RouteKey: Hashable, CustomStringConvertible {
     }
 
     var description: String { (match == .exact ? "= " : "") + path }
+}
+
+private extension String {
+    /// `.php` and `php` name the same extension.
+    func trimmingPrefixDot() -> String { hasPrefix(".") ? String(dropFirst()) : self }
 }

@@ -54,6 +54,10 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case badContentEncoding
     /// 400: the multipart parser reported this anomaly and its action is `reject`.
     case anomaly(MultipartAnomaly)
+    /// An archive file part broke an archive limit (docs/rules.md, "Archives").
+    case archive(ArchiveProblemKind)
+    /// 403: the antivirus found malware in a file part.
+    case malware
     /// 400 (415 for `dangerous-extension`): a filename problem.
     case filename(FilenameProblem)
     /// 500: the proxy drove the evaluator or a body stage out of order (a Formwall bug, never the
@@ -66,9 +70,10 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
          .fileTooSmall, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
          .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .encodingNotSupported, .tooManyEncodings,
-         .compressionRatioExceeded, .badContentEncoding, .internalError]
+         .compressionRatioExceeded, .badContentEncoding, .malware, .internalError]
             + MultipartAnomaly.allCases.map(ViolationKind.anomaly)
             + FilenameProblem.allCases.map(ViolationKind.filename)
+            + ArchiveProblemKind.allCases.map(ViolationKind.archive)
     }
 
     /// The stable machine name used in audit records and response bodies.
@@ -101,6 +106,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .badContentEncoding: return "bad_content_encoding"
         case .anomaly(let flag): return "anomaly_" + flag.name.replacingHyphens()
         case .filename(let problem): return "filename_" + problem.name.replacingHyphens()
+        case .archive(let problem): return "archive_" + problem.rawValue.replacingHyphens()
+        case .malware: return "malware"
         case .internalError: return "internal_error"
         }
     }
@@ -126,6 +133,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .unknownPart: return 403
         case .missingRequired, .patternMismatch, .fieldTooSmall, .fileTooSmall: return 422
         case .malformedBody, .anomaly, .filename, .headerRequired, .badContentEncoding: return 400
+        case .archive(let problem): return problem.status
+        case .malware: return 403
         case .internalError: return 500
         }
     }

@@ -115,6 +115,9 @@ struct ConfigFile {
             guard !arguments.isEmpty else { return error(location, "'\(name)' needs a value") }
             if Self.listValued.contains(name) {
                 set(name, [arguments.joined(separator: ",")], at: location)
+            } else if name == "antivirus" {
+                // `antivirus clamd unix:/run/clamav/clamd.ctl;` is `--antivirus clamd:unix:/run/clamav/clamd.ctl`.
+                set(name, [arguments.joined(separator: ":")], at: location)
             } else if arguments.count == 1 {
                 set(name, arguments, at: location)
             } else {

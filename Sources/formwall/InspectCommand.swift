@@ -216,7 +216,7 @@ enum InspectCommand: Command {
         case .rejected(let v):
             json["error"] = v.kind.name
             decide(v.status, "reject")
-        case .quarantineFailed(let why), .holdFailed(let why):
+        case .quarantineFailed(let why), .holdFailed(let why), .antivirusFailed(let why):
             json["error"] = why
             decide(503, "reject")
         }
@@ -280,7 +280,7 @@ enum InspectCommand: Command {
         case .rejected(let v):
             json["error"] = v.kind.name
             record(v.status, "reject", evaluator, into: &json)
-        case .quarantineFailed(let why), .holdFailed(let why):
+        case .quarantineFailed(let why), .holdFailed(let why), .antivirusFailed(let why):
             json["error"] = why
             record(503, "reject", evaluator, into: &json)
         }

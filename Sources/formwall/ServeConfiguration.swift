@@ -16,7 +16,7 @@ extension ServeCommand {
         "quarantine-max", "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file", "admin", "log-level", "log-format",
         "tls-certificate", "tls-key", "tls-min-version", "tls-ciphers", "tls-ciphersuites", "tls-client-ca",
         "tls-client-certificate", "tls-client-subject-header", "upstream-ca", "upstream-tls-verify",
-        "upstream-tls-certificate", "upstream-tls-key",
+        "upstream-tls-certificate", "upstream-tls-key", "antivirus", "antivirus-failure", "antivirus-timeout",
     ]
     /// `serve`'s flags; `NAME on;` in the file.
     static let flagOptions: Set<String> = ["single-process", "proxy-protocol", "tls-strict-sni"]
@@ -92,6 +92,20 @@ extension ServeCommand {
                 throw ConfigurationError("\(source.label("log-format")) must be json or text, got '\(v)'")
             }
             config.logFormat = format
+        }
+        if let v = source.value("antivirus") {
+            do { config.antivirus = try .parse(v) } catch { throw ConfigurationError("\(source.label("antivirus")): \(error)") }
+            if let f = source.value("antivirus-failure") {
+                guard ["reject", "allow"].contains(f) else {
+                    throw ConfigurationError("\(source.label("antivirus-failure")) must be reject or allow, got '\(f)'")
+                }
+                config.antivirus?.allowOnFailure = f == "allow"
+            }
+            if let t = source.value("antivirus-timeout") {
+                config.antivirus?.timeout = try seconds(t, source.label("antivirus-timeout"))
+            }
+        } else if let other = ["antivirus-failure", "antivirus-timeout"].first(where: { source.value($0) != nil }) {
+            throw ConfigurationError("\(source.label(other)) needs --antivirus")
         }
         if let v = source.value("admin") {
             do { config.admin = try SocketAddress.resolve(v) } catch {

@@ -1,4 +1,5 @@
 import Audit
+import Rules
 import Foundation
 import Reactor
 import Testing
@@ -163,5 +164,67 @@ private func group(_ weights: [Int], balance: ProxyConfiguration.UpstreamGroup.B
         // And the next request on the connection still works.
         r.run(client: Array("GET /y HTTP/1.1\r\nHost: a\r\n\r\n".utf8), clientEOF: false)
         #expect(ExchangeRig.finalStatusLines(in: r.clientReceived) == 2)
+    }
+}
+
+@Suite struct AntivirusExchangeTests {
+    private func rig(_ verdict: FormStage.ScanVerdict, allowFailure: Bool = false, policy: Policy? = nil) throws
+        -> ExchangeRig {
+        var config = try ExchangeRig.configuration()
+        var av = ProxyConfiguration.AntivirusSettings(address: .unix("/nonexistent"))
+        av.allowOnFailure = allowFailure
+        config.antivirus = av
+        var script = ExchangeRig.UpstreamScript()
+        script.scanVerdict = verdict
+        return ExchangeRig(config: config, policy: policy, script: script)
+    }
+
+    private func upload(_ content: String = "hello") -> [UInt8] {
+        let body = "--B\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nt\r\n"
+            + "--B\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"a.txt\"\r\nContent-Type: text/plain\r\n\r\n"
+            + content + "\r\n--B--\r\n"
+        return Array(("POST /up HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=B\r\n"
+            + "Content-Length: \(body.utf8.count)\r\n\r\n" + body).utf8)
+    }
+
+    @Test func aCleanFileIsForwardedAfterItsVerdict() throws {
+        let r = try rig(.clean)
+        r.run(client: upload())
+        #expect(r.scans == 1)
+        #expect(String(decoding: r.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        let sent = String(decoding: r.connections.first?.received ?? [], as: UTF8.self)
+        #expect(sent.contains("hello") && sent.contains("title"))
+    }
+
+    @Test func anInfectedFileIs403AndNeverReachesTheUpstream() throws {
+        let r = try rig(.infected(signature: "Eicar-Test-Signature"))
+        r.run(client: upload("X5O!P%@AP"))
+        #expect(String(decoding: r.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 403"))
+        let forwarded = String(decoding: r.connections.first?.received ?? [], as: UTF8.self)
+        #expect(!forwarded.contains("X5O!P"))
+        let record = try #require(r.records.first ?? nil)
+        #expect(record.reason == "malware")
+        #expect(record.violations.contains { $0.kind == "malware" && $0.detail.contains("Eicar-Test-Signature") })
+        #expect(r.violations() == [])
+    }
+
+    @Test func aFailedScanIs503UnlessFailuresAreAllowed() throws {
+        let closed = try rig(.failed(reason: "clamd down"))
+        closed.run(client: upload())
+        #expect(String(decoding: closed.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 503"))
+        let forwarded = String(decoding: closed.connections.first?.received ?? [], as: UTF8.self)
+        #expect(!forwarded.contains("hello"))
+        let open = try rig(.failed(reason: "clamd down"), allowFailure: true)
+        open.run(client: upload())
+        #expect(String(decoding: open.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        #expect(try #require(open.records.first ?? nil).anomalies.contains("antivirus-unscanned"))
+    }
+
+    @Test func verdictsDoNotDependOnReads() throws {
+        for piece in [1, 7, 64] {
+            let r = try rig(.infected(signature: "X"))
+            r.run(client: upload(), pieces: [piece])
+            #expect(String(decoding: r.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 403"), "reads of \(piece)")
+        }
     }
 }

@@ -124,6 +124,11 @@ static inline int cl_tcp_socket(int family) {
     return socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, IPPROTO_TCP);
 }
 
+/// Starts a non-blocking connect to the AF_UNIX stream socket at `path` (close-on-exec). Returns the fd, or -1
+/// with errno set (ENAMETOOLONG for a path that does not fit sun_path). A connect still in progress returns the
+/// fd with errno EINPROGRESS or EAGAIN left for the caller to check through *in_progress.
+int cl_unix_connect(const char *path, int *in_progress);
+
 /// Creates a non-blocking, close-on-exec pipe.
 int cl_pipe(int fds[2]);
 
