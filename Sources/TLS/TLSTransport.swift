@@ -69,13 +69,15 @@ public final class TLSTransport: Transport {
     /// The handshake finished at some point (OpenSSL's own state is unusable after a fatal error).
     private(set) var handshakeFinished = false
 
-    init(context: OpaquePointer, role: Role, lower: any Transport, owner: AnyObject) throws {
+    /// `outgoingRingSize` is `outboundLimit` except in tests that need a handshake flight larger than the ring.
+    init(context: OpaquePointer, role: Role, lower: any Transport, owner: AnyObject,
+         outgoingRingSize: Int = TLSTransport.outboundLimit) throws {
         OpenSSLErrorQueue.clear()
         guard let ssl = SSL_new(context) else { throw OpenSSLErrorQueue.error(.configuration, "SSL_new") }
         // The first buffer is what the internal BIO writes (outgoing), the second what the network BIO writes.
         var internalBIO: OpaquePointer?
         var networkBIO: OpaquePointer?
-        guard BIO_new_bio_pair(&internalBIO, TLSTransport.outboundLimit, &networkBIO, TLSTransport.pullSize) == 1,
+        guard BIO_new_bio_pair(&internalBIO, outgoingRingSize, &networkBIO, TLSTransport.pullSize) == 1,
               let internalBIO, let networkBIO
         else {
             SSL_free(ssl)
