@@ -280,7 +280,7 @@ public final class TLSTransport: Transport {
             let result = try lower.write(UnsafeRawBufferPointer(start: start, count: Int(available)))
             guard case .processed(let count) = result, count > 0 else { break }
             // Consume what the socket took (count <= available, so this cannot fall short).
-            guard BIO_nread(networkBIO, &span, Int32(count)) == Int32(count) else {
+            guard BIO_nread(networkBIO, &span, Int32(clamping: count)) == count else {
                 throw OpenSSLErrorQueue.error(.bufferLimit, "BIO_nread of \(count) ciphertext bytes")
             }
             sent += count
@@ -328,7 +328,7 @@ public final class TLSTransport: Transport {
                         throw TLSError(.plainHTTP, "the plain HTTP request was sent to HTTPS port")
                     }
                 }
-                guard BIO_nwrite(networkBIO, &span, Int32(count)) == Int32(count) else {
+                guard BIO_nwrite(networkBIO, &span, Int32(clamping: count)) == count else {
                     throw OpenSSLErrorQueue.error(.bufferLimit, "BIO_nwrite of \(count) ciphertext bytes")
                 }
                 pulled += count
