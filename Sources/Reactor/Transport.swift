@@ -1,7 +1,7 @@
 // The byte transport a connection talks through, so a TLS transform can slot in under the same handler.
 //
 //   handler --> Transport.read/write --> PlainTransport --> TCPSocket --> kernel
-//                                   +--> (later) TLSTransport --> memory BIOs --> TCPSocket
+//                                   +--> TLSTransport --> BIO pair --> TCPSocket
 import Glibc
 
 /// Moves bytes between a connection and its buffers; `PlainTransport` is the identity over a TCP socket.

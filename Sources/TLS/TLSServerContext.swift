@@ -5,7 +5,7 @@
 //                                                                 +--> SSL_CTX #1 (b.test) ...
 //   ClientHello --> servername callback --> SSL_set_SSL_CTX(#k) or default, or unrecognized_name (strictSNI)
 //               --> ALPN callback ---------> "http/1.1", or no ALPN at all
-//   makeTransport(over:) --> SSL_new(#0) + two memory BIOs --> TLSTransport
+//   makeTransport(over:) --> SSL_new(#0) + a BIO pair --> TLSTransport
 //
 // Contexts are immutable. Reloading builds a new context from the configuration; new connections take the new
 // one, existing connections keep theirs (each TLSTransport retains its context).

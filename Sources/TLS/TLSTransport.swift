@@ -1,17 +1,21 @@
-// TLS as a byte transform inside the event loop: one SSL object between two memory BIOs. OpenSSL never touches
-// the socket; this type moves ciphertext between the BIOs and the lower transport, never blocking.
+// TLS as a byte transform inside the event loop: one SSL object on the internal half of a BIO pair. OpenSSL never
+// touches the socket; this type moves ciphertext between the pair's network half and the lower transport in
+// place (the socket reads into and writes from the pair's own ring buffers: no copy in userland), never blocking.
 //
-//            plaintext                       ciphertext                       ciphertext
-//   handler <---------- SSL_read  <-- read BIO  <-- BIO_write <-- lower.read (<= 16 KiB steps, only when
-//                                                                            OpenSSL wants more input)
-//   handler ----------> SSL_write --> write BIO --> BIO_read --> outbound --> lower.write
-//                                                               (bounded)     (short/would-block: stays pending,
-//                                                                              wantsWritable, flush() later)
+//            plaintext                  internal BIO    network BIO              ciphertext
+//   handler <---------- SSL_read  <---- [ incoming ring, 64 KiB ] <-- BIO_nwrite0/nwrite <-- lower.read
+//                                                                    (read(2) straight into the free span,
+//                                                                     only when OpenSSL wants more input)
+//   handler ----------> SSL_write ----> [ outgoing ring, 64 KiB ] --> BIO_nread0/nread --> lower.write
+//                                                                    (write(2) straight from the pending span;
+//                                                                     short/would-block: stays in the ring,
+//                                                                     wantsWritable, flush() later)
 //
-// Who flushes: every call (read, write, flush, shutdownWrite) moves the write BIO into `outbound` and pushes it
-// to the lower transport, so handshake flights produced inside `read` leave at once. Backpressure: `write`
-// accepts no plaintext while ciphertext is pending, and at most one record (16 KiB) per call, so `outbound`
-// holds at most one SSL_write's output plus what the handshake or alerts produced.
+// Who flushes: every call (read, write, flush, shutdownWrite) pushes the outgoing ring to the lower transport,
+// so handshake flights produced inside `read` leave at once. Backpressure: `write` accepts no plaintext while
+// ciphertext is pending, and at most one record (16 KiB) per call, so the outgoing ring holds at most one
+// SSL_write's output plus what the handshake or alerts produced. A ring is contiguous only up to its end: both
+// directions loop over at most two spans.
 import COpenSSL
 import Reactor
 
@@ -31,10 +35,11 @@ public final class TLSTransport: Transport {
 
     /// Largest plaintext passed to one SSL_write.
     static let recordSize = 16 * 1024
-    /// Ciphertext read from the lower transport per step (a few records: fewer read calls on large transfers);
-    /// the read BIO holds at most this much, since each step is decrypted before the next.
+    /// Ciphertext read from the lower transport per step (a few records: fewer read calls on large transfers),
+    /// and the size of the incoming ring, which therefore never holds more.
     static let pullSize = 64 * 1024
-    /// Cap of the pending ciphertext: one record plus overhead, plus room for handshake flights and alerts.
+    /// Size of the outgoing ring, the cap of the pending ciphertext: one record plus overhead, plus room for
+    /// handshake flights and alerts. A flight larger than this waits in OpenSSL until the ring drains.
     static let outboundLimit = 64 * 1024
 
     /// The role of this session.
@@ -43,11 +48,13 @@ public final class TLSTransport: Transport {
     public let lower: any Transport
     /// The SSL object; nil once freed by `close()`.
     private(set) var ssl: OpaquePointer?
-    private let readBIO: OpaquePointer
-    private let writeBIO: OpaquePointer
+    /// OpenSSL's half of the BIO pair (owned by the SSL object).
+    private let internalBIO: OpaquePointer
+    /// Our half of the BIO pair: `nwrite` commits ciphertext read from the socket, `nread` consumes what the
+    /// socket took. Freed with the SSL object.
+    private let networkBIO: OpaquePointer
     /// Keeps the context (and its callback state) alive as long as the session.
     private let owner: AnyObject
-    private let outbound = ByteBuffer(initialCapacity: 1, maxCapacity: TLSTransport.outboundLimit)
     /// Server side: the first ciphertext byte has not been checked for plain HTTP yet.
     private var awaitingFirstByte: Bool
     /// The lower transport reported end of file.
@@ -62,26 +69,28 @@ public final class TLSTransport: Transport {
     /// The handshake finished at some point (OpenSSL's own state is unusable after a fatal error).
     private(set) var handshakeFinished = false
 
-    init(context: OpaquePointer, role: Role, lower: any Transport, owner: AnyObject) throws {
+    /// `outgoingRingSize` is `outboundLimit` except in tests that need a handshake flight larger than the ring.
+    init(context: OpaquePointer, role: Role, lower: any Transport, owner: AnyObject,
+         outgoingRingSize: Int = TLSTransport.outboundLimit) throws {
         OpenSSLErrorQueue.clear()
         guard let ssl = SSL_new(context) else { throw OpenSSLErrorQueue.error(.configuration, "SSL_new") }
-        guard let readBIO = BIO_new(BIO_s_mem()) else {
+        // The first buffer is what the internal BIO writes (outgoing), the second what the network BIO writes.
+        var internalBIO: OpaquePointer?
+        var networkBIO: OpaquePointer?
+        guard BIO_new_bio_pair(&internalBIO, outgoingRingSize, &networkBIO, TLSTransport.pullSize) == 1,
+              let internalBIO, let networkBIO
+        else {
             SSL_free(ssl)
-            throw OpenSSLErrorQueue.error(.configuration, "BIO_new")
+            throw OpenSSLErrorQueue.error(.configuration, "BIO_new_bio_pair")
         }
-        guard let writeBIO = BIO_new(BIO_s_mem()) else {
-            BIO_free(readBIO)
-            SSL_free(ssl)
-            throw OpenSSLErrorQueue.error(.configuration, "BIO_new")
-        }
-        SSL_set_bio(ssl, readBIO, writeBIO)  // the SSL object owns both BIOs from here on
+        SSL_set_bio(ssl, internalBIO, internalBIO)  // the SSL object owns the internal half from here on
         switch role {
         case .server: SSL_set_accept_state(ssl)
         case .client: SSL_set_connect_state(ssl)
         }
         self.ssl = ssl
-        self.readBIO = readBIO
-        self.writeBIO = writeBIO
+        self.internalBIO = internalBIO
+        self.networkBIO = networkBIO
         self.role = role
         self.lower = lower
         self.owner = owner
@@ -100,6 +109,7 @@ public final class TLSTransport: Transport {
             SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN)
         }
         SSL_free(ssl)
+        BIO_free(networkBIO)
         self.ssl = nil
     }
 
@@ -128,7 +138,11 @@ public final class TLSTransport: Transport {
             switch code {
             case SSL_ERROR_ZERO_RETURN:
                 receivedCloseNotify = true
-            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+            case SSL_ERROR_WANT_WRITE:
+                // The outgoing ring is full (a flight larger than it): make room, or wait for writable.
+                if try pushOutbound() > 0 { continue }
+                return total > 0 ? .processed(total) : .wouldBlock
+            case SSL_ERROR_WANT_READ:
                 _ = try pushOutbound()
                 switch try pullCiphertext() {
                 case .fed: continue
@@ -154,7 +168,7 @@ public final class TLSTransport: Transport {
         guard let ssl else { throw TLSError(.closed, "write after close") }
         guard !shutdownRequested else { throw TLSError(.closed, "write after shutdownWrite") }
         _ = try pushOutbound()
-        if outbound.readableBytes > 0 { return .wouldBlock }
+        if pendingCiphertextBytes > 0 { return .wouldBlock }
         guard let base = bytes.baseAddress, bytes.count > 0 else { return .processed(0) }
         var total = 0
         while true {
@@ -165,13 +179,17 @@ public final class TLSTransport: Transport {
             if count > 0 {
                 total += Int(count)
                 _ = try pushOutbound()
-                if total == bytes.count || outbound.readableBytes > 0 { return .processed(total) }
+                if total == bytes.count || pendingCiphertextBytes > 0 { return .processed(total) }
                 continue
             }
             if total > 0 { return .processed(total) }
             let code = SSL_get_error(ssl, count)
             switch code {
-            case SSL_ERROR_WANT_READ, SSL_ERROR_WANT_WRITE:
+            case SSL_ERROR_WANT_WRITE:
+                // Only during the handshake, with a flight larger than the outgoing ring: make room or wait.
+                if try pushOutbound() > 0 { continue }
+                return .wouldBlock
+            case SSL_ERROR_WANT_READ:
                 // Only during the handshake (renegotiation is off): send our flight, then look for the peer's.
                 _ = try pushOutbound()
                 switch try pullCiphertext() {
@@ -203,7 +221,6 @@ public final class TLSTransport: Transport {
     /// Frees the SSL object (and its BIOs) and closes the lower transport. Idempotent for the SSL part.
     public func close() throws {
         freeSession()
-        outbound.clear()
         try lower.close()
     }
 
@@ -211,66 +228,69 @@ public final class TLSTransport: Transport {
 
     /// Ciphertext is waiting for the socket: register for writable and call `flush()`.
     public var wantsWritable: Bool {
-        outbound.readableBytes > 0 || (ssl != nil && BIO_ctrl_pending(writeBIO) > 0)
-            || (shutdownRequested && !lowerWriteShut && ssl != nil)
+        guard let ssl else { return false }
+        return BIO_ctrl_pending(networkBIO) > 0 || (shutdownRequested && !lowerWriteShut)
+            || (!handshakeFinished && !failed && SSL_want(ssl) == SSL_WRITING)
     }
 
     /// Ciphertext bytes waiting for the lower transport (bounded by one record plus handshake flights).
     public var pendingCiphertextBytes: Int {
-        outbound.readableBytes + (ssl == nil ? 0 : Int(BIO_ctrl_pending(writeBIO)))
+        ssl == nil ? 0 : Int(BIO_ctrl_pending(networkBIO))
     }
 
     /// OpenSSL holds input already pulled from the socket (for example by a `write` during the handshake): call
     /// `read` even without a readable event.
     public var hasBufferedInput: Bool {
         guard let ssl else { return false }
-        return SSL_pending(ssl) > 0 || BIO_ctrl_pending(readBIO) > 0
+        return SSL_pending(ssl) > 0 || BIO_ctrl_pending(internalBIO) > 0
     }
 
     /// Pushes pending ciphertext: `.processed(n)` bytes went out (0: nothing was pending), `.wouldBlock` if none
-    /// could. Completes a pending `shutdownWrite()` once everything is out.
+    /// could. Completes a pending `shutdownWrite()` once everything is out, and resumes a handshake that stopped
+    /// on a full outgoing ring.
     public func flush() throws -> IOResult<Int> {
-        guard ssl != nil else { return .processed(0) }
+        guard let ssl else { return .processed(0) }
         let hadPending = wantsWritable
-        let sent = try pushOutbound()
+        var sent = try pushOutbound()
+        if !handshakeFinished && !failed && SSL_want(ssl) == SSL_WRITING && pendingCiphertextBytes == 0 {
+            OpenSSLErrorQueue.clear()
+            let result = SSL_do_handshake(ssl)
+            noteHandshakeState(ssl)
+            if result != 1 {
+                let code = SSL_get_error(ssl, result)
+                if code != SSL_ERROR_WANT_READ && code != SSL_ERROR_WANT_WRITE {
+                    throw failure(code, during: "handshake")
+                }
+            }
+            sent += try pushOutbound()
+        }
         if sent == 0 && hadPending && wantsWritable { return .wouldBlock }
         return .processed(sent)
     }
 
-    /// Moves the write BIO into `outbound`, writes `outbound` to the lower transport until it would block;
-    /// returns the bytes written.
+    /// Writes the outgoing ring to the lower transport straight from its buffer until it is empty or the socket
+    /// would block (two spans when the ring wraps); returns the bytes written.
     private func pushOutbound() throws -> Int {
-        try drainWriteBIO()
+        guard ssl != nil else { return 0 }
         var sent = 0
-        while outbound.readableBytes > 0 {
-            guard case .processed(let count) = try lower.write(from: outbound), count > 0 else { break }
-            sent += count
-        }
-        if outbound.readableBytes == 0 {
-            outbound.clear()
-            if shutdownRequested && !lowerWriteShut {
-                lowerWriteShut = true
-                try lower.shutdownWrite()
+        while true {
+            var span: UnsafeMutablePointer<CChar>?
+            let available = BIO_nread0(networkBIO, &span)
+            guard available > 0, let start = span else { break }
+            let result = try lower.write(UnsafeRawBufferPointer(start: start, count: Int(available)))
+            guard case .processed(let count) = result, count > 0 else { break }
+            // Consume what the socket took (count <= available, so this cannot fall short).
+            guard BIO_nread(networkBIO, &span, Int32(clamping: count)) == count else {
+                throw OpenSSLErrorQueue.error(.bufferLimit, "BIO_nread of \(count) ciphertext bytes")
             }
+            sent += count
+            if count < Int(available) { break }  // short write: the socket is full
+        }
+        if shutdownRequested && !lowerWriteShut && BIO_ctrl_pending(networkBIO) == 0 {
+            lowerWriteShut = true
+            try lower.shutdownWrite()
         }
         return sent
-    }
-
-    private func drainWriteBIO() throws {
-        while true {
-            let pending = Int(BIO_ctrl_pending(writeBIO))
-            if pending == 0 { return }
-            do {
-                try outbound.reserveWritable(min(pending, TLSTransport.recordSize))
-            } catch {
-                throw TLSError(.bufferLimit, "more than \(TLSTransport.outboundLimit) bytes of ciphertext pending")
-            }
-            let moved = outbound.withUnsafeMutableWritableBytes { region in
-                BIO_read(writeBIO, region.baseAddress, Int32(clamping: min(region.count, pending)))
-            }
-            guard moved > 0 else { return }
-            outbound.moveWriterIndex(forwardBy: Int(moved))
-        }
     }
 
     // MARK: Incoming ciphertext
@@ -279,30 +299,43 @@ public final class TLSTransport: Transport {
         case fed, wouldBlock, endOfFile
     }
 
-    /// Reads at most `pullSize` bytes of ciphertext from the lower transport into the read BIO.
+    /// Reads at most `pullSize` bytes of ciphertext from the lower transport straight into the incoming ring's
+    /// free space (two spans when it wraps), committing them with `BIO_nwrite`.
     private func pullCiphertext() throws -> Pull {
         if receivedEOF { return .endOfFile }
-        return try withUnsafeTemporaryAllocation(byteCount: TLSTransport.pullSize, alignment: 16) { scratch in
-            switch try lower.read(into: scratch) {
+        var pulled = 0
+        while pulled < TLSTransport.pullSize {
+            var span: UnsafeMutablePointer<CChar>?
+            let room = BIO_nwrite0(networkBIO, &span)
+            guard room > 0, let start = span else {
+                if pulled > 0 { return .fed }
+                // OpenSSL asks for more while the ring is full: no record is this large, so it is not a peer's doing.
+                throw OpenSSLErrorQueue.error(.bufferLimit, "no room for ciphertext in the incoming ring")
+            }
+            let wanted = min(Int(room), TLSTransport.pullSize - pulled)
+            let region = UnsafeMutableRawBufferPointer(start: start, count: wanted)
+            switch try lower.read(into: region) {
             case .wouldBlock:
-                return .wouldBlock
+                return pulled > 0 ? .fed : .wouldBlock
             case .processed(0):
                 receivedEOF = true
-                return .endOfFile
+                return pulled > 0 ? .fed : .endOfFile
             case .processed(let count):
                 if awaitingFirstByte {
                     awaitingFirstByte = false
-                    if PlainHTTPDetector.looksLikeHTTP(UnsafeRawBufferPointer(rebasing: scratch.prefix(count))) {
+                    // Looked at in the ring before it is committed: plain HTTP never reaches OpenSSL.
+                    if PlainHTTPDetector.looksLikeHTTP(UnsafeRawBufferPointer(rebasing: region.prefix(count))) {
                         throw TLSError(.plainHTTP, "the plain HTTP request was sent to HTTPS port")
                     }
                 }
-                let written = BIO_write(readBIO, scratch.baseAddress, Int32(count))
-                guard written == Int32(count) else {
-                    throw OpenSSLErrorQueue.error(.bufferLimit, "BIO_write of \(count) ciphertext bytes")
+                guard BIO_nwrite(networkBIO, &span, Int32(clamping: count)) == count else {
+                    throw OpenSSLErrorQueue.error(.bufferLimit, "BIO_nwrite of \(count) ciphertext bytes")
                 }
-                return .fed
+                pulled += count
+                if count < region.count { return .fed }  // the socket had no more for now
             }
         }
+        return .fed
     }
 
     // MARK: Errors

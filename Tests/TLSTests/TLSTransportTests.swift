@@ -65,6 +65,41 @@ import Testing
         #expect(lowers.client.largestWrite <= 700)
     }
 
+    /// A server flight larger than the outgoing ring stops OpenSSL with WANT_WRITE; the socket also blocks, so
+    /// `wantsWritable` must stay true and `flush()` must resume the handshake once the ring has drained.
+    @Test(arguments: [TLSVersion.tls12, .tls13])
+    func handshakeFlightLargerThanTheOutgoingRing(version: TLSVersion) throws {
+        var serverConfiguration = Certificates.shared.serverConfiguration()
+        serverConfiguration.minimumVersion = .tls12
+        var clientConfiguration = Certificates.shared.clientConfiguration()
+        clientConfiguration.maximumVersion = version
+        let serverContext = try TLSServerContext(configuration: serverConfiguration)
+        let clientContext = try TLSClientContext(configuration: clientConfiguration)
+        let lowers = MemoryTransport.pair()
+        lowers.server.capacity = 256
+        let client = try clientContext.makeTransport(over: lowers.client, serverName: "a.test")
+        let server = try TLSTransport(context: serverContext.state.entries[0].context, role: .server,
+                                      lower: lowers.server, owner: serverContext, outgoingRingSize: 256)
+        var scratch = [UInt8](repeating: 0, count: 4096)
+        _ = try scratch.withUnsafeMutableBytes { try client.read(into: $0) }  // sends the ClientHello
+        _ = try scratch.withUnsafeMutableBytes { try server.read(into: $0) }  // flight stops: ring and socket full
+        #expect(server.wantsWritable)
+        // Only writable events from here on, as a driver waiting for the client would get: flush() alone must
+        // finish the flight.
+        for _ in 0..<100 where server.wantsWritable {
+            _ = try server.flush()
+            _ = try scratch.withUnsafeMutableBytes { try client.read(into: $0) }
+        }
+        #expect(!server.wantsWritable)
+        if version == .tls13 { #expect(client.isHandshakeComplete) }
+        let outcome = handshake(client, server)
+        #expect(outcome.clientError == nil)
+        #expect(outcome.serverError == nil)
+        #expect(client.isHandshakeComplete && server.isHandshakeComplete)
+        let maxPending = try roundTrip(client, server, size: 64 * 1024)
+        #expect(maxPending <= 16 * 1024 + 256)
+    }
+
     @Test func writeBeforeHandshakeCompletesDrivesIt() throws {
         let (client, server, _) = try makePair()
         let request = Array("GET / HTTP/1.1\r\nHost: a.test\r\n\r\n".utf8)
