@@ -358,8 +358,11 @@ final class GzipParser: ArchiveParser {
                 started = true
                 ended = false
             }
+            // Cut at every `ratioStep` compressed bytes, where the ratio is judged (see ZipParser.inflate).
+            let toCheckpoint = ArchiveInspector.ratioStep - (inBefore &+ inflater.totalIn) % ArchiveInspector.ratioStep
+            let limit = Int(min(UInt64(bytes.count - i), toCheckpoint))
             var used = 0
-            let outcome = inflater.run(UnsafeRawBufferPointer(rebasing: bytes[i...]), consumed: &used) {
+            let outcome = inflater.run(UnsafeRawBufferPointer(rebasing: bytes[i..<(i + limit)]), consumed: &used) {
                 self.output($0)
             }
             i += used
@@ -370,6 +373,12 @@ final class GzipParser: ArchiveParser {
                 return context.finding(.malformed, nil, "invalid gzip data: \(message)")
             case .more:
                 if used == 0 { return context.finding(.malformed, nil, "inflate made no progress") }
+                let compressed = inBefore &+ inflater.totalIn
+                if compressed % ArchiveInspector.ratioStep == 0,
+                    let finding = context.judgeRunningRatio(nil, out: out, in: compressed)
+                {
+                    return finding
+                }
             case .end:
                 ended = true
             }
@@ -401,14 +410,6 @@ final class GzipParser: ArchiveParser {
         out &+= UInt64(allowed.count)
         if let finding = route(allowed) { return finding }
         if over { return context.finding(.tooLarge, nil, "gzip content larger than \(limits.totalMax) bytes") }
-        if out >= limits.ratioFloor {
-            let compressed = inBefore &+ inflater.totalIn
-            let (bound, overflow) = compressed.multipliedReportingOverflow(by: UInt64(max(limits.ratioMax, 0)))
-            if !overflow && out > bound {
-                return context.finding(.ratio, nil,
-                                       "gzip inflates \(out) bytes from \(compressed) (more than \(limits.ratioMax)x)")
-            }
-        }
         return nil
     }
 

@@ -284,11 +284,12 @@ final class ZipParser: ArchiveParser {
         entry.nameKey = ArchiveNames.exactKey(nameBytes)
         entry.method = u16(8)
         entry.crc = u32(14)
-        entry.compressed = UInt64(u32(18))
-        entry.uncompressed = UInt64(u32(22))
+        var compressed = UInt64(u32(18))
+        var uncompressed = UInt64(u32(22))
+        entry.zip64 = Self.zip64(extra, uncompressed: &uncompressed, compressed: &compressed, offset: nil)
+        entry.compressed = compressed
+        entry.uncompressed = uncompressed
         entry.offset = recordStart
-        let zip64 = Self.zip64(extra, uncompressed: &entry.uncompressed, compressed: &entry.compressed, offset: nil)
-        entry.zip64 = zip64
         buf = []
         let name = entry.name
 
@@ -335,7 +336,10 @@ final class ZipParser: ArchiveParser {
             return context.finding(.malformed, entry.name, "deflate data longer than its compressed size")
         }
         let available = bytes.count - i
-        let limit = remaining.map { Int(min(UInt64(available), $0)) } ?? available
+        // Input is cut at every `ratioStep` compressed bytes, where the ratio is judged: the output of the first
+        // n compressed bytes does not depend on how they arrived, so neither does the finding.
+        let toCheckpoint = ArchiveInspector.ratioStep - inflater.totalIn % ArchiveInspector.ratioStep
+        let limit = Int(min(UInt64(available), remaining ?? UInt64.max, toCheckpoint))
         var used = 0
         let outcome = inflater.run(UnsafeRawBufferPointer(rebasing: bytes[i..<(i + limit)]), consumed: &used) {
             self.output($0)
@@ -352,6 +356,9 @@ final class ZipParser: ArchiveParser {
         case .more:
             if used == 0 && limit > 0 {
                 return context.finding(.malformed, entry.name, "inflate made no progress")
+            }
+            if inflater.totalIn % ArchiveInspector.ratioStep == 0 {
+                return context.judgeRunningRatio(entry.name, out: inflater.totalOut, in: inflater.totalIn)
             }
             return nil
         case .end:
@@ -375,19 +382,7 @@ final class ZipParser: ArchiveParser {
                                                              uInt(piece.count)))
         }
         entry.realOut &+= UInt64(piece.count)
-        if let finding = scanner?.write(piece) { return finding }
-        if entry.method == 8, let inflater {
-            let out = inflater.totalOut
-            let compressed = inflater.totalIn
-            if out >= context.limits.ratioFloor {
-                let (bound, overflow) = compressed.multipliedReportingOverflow(by: UInt64(max(context.limits.ratioMax, 0)))
-                if !overflow && out > bound {
-                    return context.finding(.ratio, entry.name,
-                                           "entry inflates \(out) bytes from \(compressed) (more than \(context.limits.ratioMax)x)")
-                }
-            }
-        }
-        return nil
+        return scanner?.write(piece)
     }
 
     private func endEntry() -> ArchiveFinding? {

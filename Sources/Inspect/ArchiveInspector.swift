@@ -158,6 +158,14 @@ final class ArchiveContext {
         return nil
     }
 
+    /// Judges the ratio while inflating (at every `ArchiveInspector.ratioStep` compressed bytes).
+    func judgeRunningRatio(_ name: String?, out: UInt64, in compressed: UInt64) -> ArchiveFinding? {
+        guard out >= limits.ratioFloor, limits.ratioMax >= 0 else { return nil }
+        let (bound, overflow) = compressed.multipliedReportingOverflow(by: UInt64(limits.ratioMax))
+        guard !overflow, out > bound else { return nil }
+        return finding(.ratio, name, "inflates \(out) bytes from the first \(compressed) (more than \(limits.ratioMax)x)")
+    }
+
     /// Records a finished entry's ratio for the summary and judges it.
     func judgeRatio(_ name: String?, out: UInt64, in compressed: UInt64, whole isWhole: Bool) -> ArchiveFinding? {
         let ratio = Double(out) / Double(max(compressed, 1))
@@ -273,6 +281,9 @@ public final class ArchiveInspector {
         if b.has("ustar", at: 257) { return .tar }
         return nil
     }
+
+    /// Compressed bytes between two ratio checks while inflating: 4 KiB.
+    static let ratioStep: UInt64 = 4096
 
     /// The bytes `format(sniffing:)` may need: 262 (`ustar` at 257).
     static let sniffLength = 262
