@@ -8,7 +8,9 @@ enum ArchiveNames {
     /// Checks a member name: `malformed` (empty, NUL, too long), `traversal`, forbidden extension.
     static func check(_ name: [UInt8], isDirectory: Bool, limits: ArchiveLimits) -> (ArchiveProblem, String)? {
         if name.isEmpty { return (.malformed, "empty member name") }
-        if name.count > ArchiveInspector.nameMax { return (.malformed, "member name longer than \(ArchiveInspector.nameMax) bytes") }
+        if name.count > ArchiveInspector.nameMax {
+            return (.malformed, "member name longer than \(ArchiveInspector.nameMax) bytes")
+        }
         if name.contains(0) { return (.malformed, "NUL byte in member name") }
         if let why = escapes(name) { return (.traversal, why) }
         if !isDirectory, let ext = forbiddenExtension(name, limits.forbiddenExtensions) {
@@ -81,7 +83,9 @@ enum ArchiveNames {
         return Array(s[s.startIndex..<end])
     }
 
-    private static func isLetter(_ b: UInt8) -> Bool { (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z") }
+    private static func isLetter(_ b: UInt8) -> Bool {
+        (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z")
+    }
 }
 
 /// The content of one member as it is produced: counted against `totalMax`, its first bytes sniffed for an
@@ -139,13 +143,16 @@ final class MemberScanner {
 
     private func decide() -> ArchiveFinding? {
         decided = true
-        let (kind, format) = head.withUnsafeBytes { ($0.isEmpty ? nil : Self.executable($0), ArchiveInspector.format(sniffing: $0)) }
+        let (kind, format) = head.withUnsafeBytes {
+            ($0.isEmpty ? nil : Self.executable($0), ArchiveInspector.format(sniffing: $0))
+        }
         if let kind, !context.limits.allowExecutables {
             return context.finding(.executableMember, name, "member is an executable (\(kind))")
         }
         if let format {
-            guard context.depth < context.limits.depthMax else {
-                return context.finding(.tooDeep, name, "archive nested deeper than \(context.limits.depthMax)")
+            let depthMax = min(context.limits.depthMax, ArchiveInspector.depthCeiling)
+            guard context.depth < depthMax else {
+                return context.finding(.tooDeep, name, "archive nested deeper than \(depthMax)")
             }
             let child = ArchiveContext(limits: context.limits, depth: context.depth + 1, budget: context.budget,
                                        prefix: context.prefix + name + "!/")

@@ -393,7 +393,8 @@ final class ZipParser: ArchiveParser {
                 return context.finding(.malformed, name, "CRC-32 \(hex(entry.realCrc)), declared \(hex(entry.crc))")
             }
             if entry.realIn != entry.compressed {
-                return context.finding(.malformed, name, "compressed size \(entry.realIn), declared \(entry.compressed)")
+                return context.finding(.malformed, name,
+                                       "compressed size \(entry.realIn), declared \(entry.compressed)")
             }
             if entry.realOut != entry.uncompressed {
                 return context.finding(.malformed, name, "size \(entry.realOut), declared \(entry.uncompressed)")
@@ -485,8 +486,8 @@ final class ZipParser: ArchiveParser {
                                    "end record counts \(count) entries, central directory \(centralIndex)")
         }
         if centralOffset != 0xFFFF_FFFF, let centralStart, UInt64(centralOffset) != centralStart {
-            return context.finding(.centralDirectoryMismatch, nil,
-                                   "end record puts the central directory at \(centralOffset), it is at \(centralStart)")
+            let detail = "end record puts the central directory at \(centralOffset), it is at \(centralStart)"
+            return context.finding(.centralDirectoryMismatch, nil, detail)
         }
         state = .skip(remaining: comment, thenDone: true)
         return nil

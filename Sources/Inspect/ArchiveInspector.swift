@@ -26,7 +26,8 @@ public struct ArchiveLimits: Sendable, Hashable {
     /// Ratios are judged only once the entry (or the archive) has produced at least this many bytes, so small
     /// highly compressible files (a few KiB of spaces) pass. The check runs while inflating, not at the end.
     public var ratioFloor: UInt64 = 1 << 20
-    /// Archive nesting allowed: 1 = no archive inside, 2 = one level inside, and so on.
+    /// Archive nesting allowed: 1 = no archive inside, 2 = one level inside, and so on (at most
+    /// `ArchiveInspector.depthCeiling`).
     public var depthMax = 2
     /// Extensions refused anywhere in a member's last path component (lowercase, without the dot).
     public var forbiddenExtensions: Set<String> = [
@@ -163,7 +164,8 @@ final class ArchiveContext {
         guard out >= limits.ratioFloor, limits.ratioMax >= 0 else { return nil }
         let (bound, overflow) = compressed.multipliedReportingOverflow(by: UInt64(limits.ratioMax))
         guard !overflow, out > bound else { return nil }
-        return finding(.ratio, name, "inflates \(out) bytes from the first \(compressed) (more than \(limits.ratioMax)x)")
+        let detail = "inflates \(out) bytes from the first \(compressed) (more than \(limits.ratioMax)x)"
+        return finding(.ratio, name, detail)
     }
 
     /// Records a finished entry's ratio for the summary and judges it.
@@ -214,6 +216,9 @@ public final class ArchiveInspector {
 
     /// Names kept in the summary, at most.
     public static let summaryNamesMax = 32
+    /// Nesting is never followed deeper than this, whatever `depthMax` says (each level holds a zlib stream and
+    /// a stack frame).
+    public static let depthCeiling = 16
     /// Longest member name accepted (bytes); longer is `malformed`.
     public static let nameMax = 4096
     /// Longest ZIP extra field or tar pax header accepted (bytes); longer is `malformed`.
@@ -227,7 +232,8 @@ public final class ArchiveInspector {
 
     /// Creates an inspector for a top-level archive.
     public convenience init(format: Format, limits: ArchiveLimits) {
-        self.init(format: format, context: ArchiveContext(limits: limits, depth: 1, budget: ArchiveBudget(), prefix: ""))
+        let context = ArchiveContext(limits: limits, depth: 1, budget: ArchiveBudget(), prefix: "")
+        self.init(format: format, context: context)
     }
 
     init(format: Format, context: ArchiveContext) {

@@ -284,7 +284,8 @@ struct ArchiveInspectorTests {
 
     @Test func smallCompressibleEntriesPassRatio() {
         // 64 KiB of spaces inflate far more than 100x but stay under ratioFloor.
-        #expect(inspect(makeZip([ZipMember("a.txt", [UInt8](repeating: 0x20, count: 65536))]), everySplit: false) == nil)
+        let spaces = [UInt8](repeating: 0x20, count: 65536)
+        #expect(inspect(makeZip([ZipMember("a.txt", spaces)]), everySplit: false) == nil)
         var strict = ArchiveLimits()
         strict.ratioFloor = 0
         #expect(inspect(makeZip([ZipMember("a.txt", [UInt8](repeating: 0x20, count: 65536))]), limits: strict,
@@ -328,7 +329,8 @@ struct ArchiveInspectorTests {
         limits.allowExecutables = true
         #expect(inspect(zip, limits: limits) == nil)
         #expect(inspect(makeZip([ZipMember("run", "#!/bin/sh\nrm -rf /\n")]))?.problem == .executableMember)
-        #expect(inspect(makeZip([ZipMember("a.bin", [0xCF, 0xFA, 0xED, 0xFE, 7, 0, 0, 1])]))?.problem == .executableMember)
+        let machO: [UInt8] = [0xCF, 0xFA, 0xED, 0xFE, 7, 0, 0, 1]
+        #expect(inspect(makeZip([ZipMember("a.bin", machO)]))?.problem == .executableMember)
         #expect(inspect(makeZip([ZipMember("A.class", [0xCA, 0xFE, 0xBA, 0xBE, 0, 0, 0, 52])])) == nil)
         #expect(inspect(makeZip([ZipMember("setup", [0x4D, 0x5A] + text(300))]))?.problem == .executableMember)
     }
@@ -465,7 +467,8 @@ struct ArchiveInspectorTests {
     }
 
     @Test func tarGzip() {
-        let good = gzip(makeTar([TarMember(name: "a.txt", data: text(3000)), TarMember(name: "b/c.txt", data: text(9))]))
+        let good = gzip(makeTar([TarMember(name: "a.txt", data: text(3000)),
+                                 TarMember(name: "b/c.txt", data: text(9))]))
         #expect(inspect(good, .gzip) == nil)
         #expect(inspect(good, .tarGzip) == nil)
         let slip = gzip(makeTar([TarMember(name: "a.txt", data: text(10)), TarMember(name: "../../x", data: text(9))]))
@@ -533,6 +536,84 @@ struct ArchiveInspectorTests {
             }
         }
         #expect(ran == 4000)
+    }
+
+    @Test func mutatedFindingsDoNotDependOnTheSplit() {
+        var x: UInt64 = 0x1234_5678_9ABC_DEF1
+        func next() -> UInt64 {
+            x ^= x << 13
+            x ^= x >> 7
+            x ^= x << 17
+            return x
+        }
+        let samples: [([UInt8], ArchiveInspector.Format)] = [
+            (makeZip([ZipMember("a.txt", text(400)), ZipMember("n.zip", makeZip([ZipMember("b", text(50))]))]), .zip),
+            (makeTar([TarMember(name: "a", data: text(600)), TarMember(name: "b/c", data: text(10))]), .tar),
+            (gzip(makeTar([TarMember(name: "a", data: text(600))])), .gzip),
+        ]
+        for (sample, format) in samples {
+            for _ in 0..<150 {
+                var bytes = sample
+                let at = Int(next() % UInt64(bytes.count))
+                bytes[at] = UInt8(truncatingIfNeeded: next())
+                let whole = run(bytes, format, ArchiveLimits(), cuts: [])
+                let single = run(bytes, format, ArchiveLimits(), cuts: Array(0..<bytes.count))
+                let cut = Int(next() % UInt64(bytes.count + 1))
+                let split = run(bytes, format, ArchiveLimits(), cuts: [cut])
+                #expect(single == whole, "mutation at \(at)")
+                #expect(split == whole, "mutation at \(at), split at \(cut)")
+            }
+        }
+    }
+
+    @Test func zip64Fields() {
+        // One stored entry with ZIP64 sizes in the local and central extra fields, and one deflated entry with a
+        // 64-bit data descriptor.
+        let data = text(300)
+        let packed = deflateBytes(data, windowBits: -15)
+        var zip: [UInt8] = []
+        var central: [UInt8] = []
+        func local(_ name: String, method: UInt16, flags: UInt16, body: [UInt8], sizesInHeader: Bool) {
+            let offset = UInt32(zip.count)
+            zip.u32(0x0403_4B50); zip.u16(45); zip.u16(flags); zip.u16(method); zip.u16(0); zip.u16(0)
+            zip.u32(sizesInHeader ? crc(data) : 0); zip.u32(0xFFFF_FFFF); zip.u32(0xFFFF_FFFF)
+            zip.u16(UInt16(name.utf8.count)); zip.u16(20); zip.text(name)
+            zip.u16(1); zip.u16(16)
+            zip.u32(sizesInHeader ? UInt32(data.count) : 0); zip.u32(0)
+            zip.u32(sizesInHeader ? UInt32(body.count) : 0); zip.u32(0)
+            zip.append(contentsOf: body)
+            if !sizesInHeader {
+                zip.u32(0x0807_4B50); zip.u32(crc(data))
+                zip.u32(UInt32(body.count)); zip.u32(0); zip.u32(UInt32(data.count)); zip.u32(0)
+            }
+            central.u32(0x0201_4B50); central.u16(45); central.u16(45); central.u16(flags); central.u16(method)
+            central.u16(0); central.u16(0); central.u32(crc(data)); central.u32(0xFFFF_FFFF); central.u32(0xFFFF_FFFF)
+            central.u16(UInt16(name.utf8.count)); central.u16(28); central.u16(0); central.u16(0); central.u16(0)
+            central.u32(0); central.u32(0xFFFF_FFFF); central.text(name)
+            central.u16(1); central.u16(24)
+            central.u32(UInt32(data.count)); central.u32(0); central.u32(UInt32(body.count)); central.u32(0)
+            central.u32(offset); central.u32(0)
+        }
+        local("stored.txt", method: 0, flags: 0, body: data, sizesInHeader: true)
+        local("deflated.txt", method: 8, flags: 8, body: packed, sizesInHeader: false)
+        let centralOffset = UInt64(zip.count)
+        zip.append(contentsOf: central)
+        let zip64End = UInt64(zip.count)
+        zip.u32(0x0606_4B50); zip.u32(44); zip.u32(0); zip.u16(45); zip.u16(45); zip.u32(0); zip.u32(0)
+        zip.u32(2); zip.u32(0); zip.u32(2); zip.u32(0)
+        zip.u32(UInt32(central.count)); zip.u32(0); zip.u32(UInt32(centralOffset)); zip.u32(0)
+        zip.u32(0x0706_4B50); zip.u32(0); zip.u32(UInt32(zip64End)); zip.u32(0); zip.u32(1)
+        zip.u32(0x0605_4B50); zip.u16(0xFFFF); zip.u16(0xFFFF); zip.u16(0xFFFF); zip.u16(0xFFFF)
+        zip.u32(0xFFFF_FFFF); zip.u32(0xFFFF_FFFF); zip.u16(0)
+        #expect(inspect(zip) == nil)
+    }
+
+    @Test func wholeArchiveRatio() {
+        // Many entries each under the floor, together over it: the whole archive's ratio is judged.
+        let members = (0..<40).map { ZipMember("f\($0).txt", [UInt8](repeating: 0x20, count: 60_000)) }
+        let finding = inspect(makeZip(members), everySplit: false)
+        #expect(finding?.problem == .ratio)
+        #expect(finding?.entry == nil)
     }
 
     @Test func findingIsSticky() {
