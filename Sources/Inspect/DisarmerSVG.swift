@@ -18,7 +18,7 @@ import Glibc
 //     <!ENTITY …>, <!ELEMENT …> … outside a DOCTYPE  "entity", "declaration"
 //     <?xml-stylesheet …?>                            "xml-stylesheet" (external style sheet / XSLT)
 //   kept: everything else byte-identical, including <!DOCTYPE> without internal subset, comments, CDATA, text;
-//   an attribute is cut together with the whitespace before it.
+//   an attribute is cut together with the whitespace (or HTML-style '/') before it.
 //
 // Attribute names and values are compared after decoding character references (&#106; &#x6A; &amp; &colon; …)
 // and ASCII case folding; URL values also lose every byte ≤ 0x20 first (browsers drop tabs and newlines in URLs).
@@ -451,7 +451,7 @@ final class SVGDisarmer: Disarmer {
 }
 
 /// Walks the attributes of a buffered start tag: `name`, `value` (inside quotes, if any) and `whole` (the
-/// attribute with the whitespace before it, which is what a cut removes). Uses the same quoting rule as the
+/// attribute with the whitespace or '/' before it, which is what a cut removes). Uses the same quoting rule as the
 /// tag scanner: a quote opens a value only right after '=' and optional whitespace.
 struct AttributeScanner {
     struct Attribute {
@@ -472,11 +472,8 @@ struct AttributeScanner {
     }
 
     mutating func next() -> Attribute? {
-        var lead = i
-        while i < end && (SVGDisarmer.isSpace(tag[i]) || tag[i] == 0x2F) {
-            if tag[i] == 0x2F { lead = i + 1 }
-            i += 1
-        }
+        let lead = i
+        while i < end && (SVGDisarmer.isSpace(tag[i]) || tag[i] == 0x2F) { i += 1 }
         guard i < end else { return nil }
         let nameStart = i
         while i < end, !SVGDisarmer.isSpace(tag[i]), tag[i] != 0x3D, tag[i] != 0x2F, tag[i] != 0x3E { i += 1 }
