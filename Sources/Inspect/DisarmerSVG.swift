@@ -17,12 +17,20 @@ import Glibc
 //     <!DOCTYPE …[ internal subset ]>                 "entity" (subset declares an entity), else "doctype-subset"
 //     <!ENTITY …>, <!ELEMENT …> … outside a DOCTYPE  "entity", "declaration"
 //     <?xml-stylesheet …?>                            "xml-stylesheet" (external style sheet / XSLT)
+//     <?…>…?> (a '>' before the end)                  "processing-instruction"
+//     <!DOCTYPE …> with a '>' inside quotes            "doctype"
 //   kept: everything else byte-identical, including <!DOCTYPE> without internal subset, comments, CDATA, text;
 //   an attribute is cut together with the whitespace (or HTML-style '/') before it.
+//   rewritten (no `removed` entry): end tags go out as "</name>"; a '<' inside CDATA goes out as
+//   "]]>&lt;<![CDATA[" (same text to XML). These, the two removals above and the comment errors below close
+//   the gaps where an HTML parser would end a comment, CDATA section, PI, doctype or end tag elsewhere than
+//   XML does. The target is the SVG parsed as XML (an image or a document); inlining uploaded SVG into HTML
+//   is not made safe by this (e.g. raw-text <style> after an HTML breakout tag).
 //
 // Attribute names and values are compared after decoding character references (&#106; &#x6A; &amp; &colon; …)
 // and ASCII case folding; URL values also lose every byte ≤ 0x20 first (browsers drop tabs and newlines in URLs).
-// Errors (both modes): a NUL byte (UTF-16/32 input is refused: its ASCII markup would be invisible to this
+// Errors (both modes): a comment that an HTML parser would end early ("<!-->", "<!--->", "--" not followed by
+// '>', as in "--!>"), an end tag without a name, a NUL byte (UTF-16/32 input is refused: its ASCII markup would be invisible to this
 // tokenizer), a tag longer than `maximumTagLength`, the part ending inside a tag, comment, CDATA section or
 // removed element.
 
@@ -36,7 +44,7 @@ final class SVGDisarmer: Disarmer {
         case text
         /// Buffering a tag in `tag`; `scan` tracks what it is and where it ends.
         case tag
-        /// Inside a comment; `dashes` trailing '-' seen.
+        /// Inside a comment; `dashes` trailing '-' seen (-1: at the start, -2: after a first '-').
         case comment(dashes: Int)
         /// Inside a CDATA section; `brackets` trailing ']' seen.
         case cdata(brackets: Int)
@@ -146,14 +154,18 @@ final class SVGDisarmer: Disarmer {
                 while j < n {
                     let b = bytes[j]
                     j += 1
-                    if b == 0x3E && d >= 2 { done = true; break }
-                    d = b == 0x2D ? d + 1 : 0
+                    d = try SVGDisarmer.commentStep(d, b)
+                    if d == SVGDisarmer.commentEnded { done = true; break }
                 }
                 if removingDepth == 0 { emit(bytes.slice(i..<j)) }
                 state = done ? .text : .comment(dashes: d)
                 i = j
             case .cdata(let closing):
+                // A '<' inside CDATA goes out as "]]>&lt;<![CDATA[": the same character data to an XML parser,
+                // but an HTML parser that takes "<![CDATA[" for a bogus comment (ended by the first '>') never
+                // sees a tag in it.
                 var j = i
+                var run = i
                 var c = closing
                 var done = false
                 while j < n {
@@ -161,8 +173,13 @@ final class SVGDisarmer: Disarmer {
                     j += 1
                     if b == 0x3E && c >= 2 { done = true; break }
                     c = b == 0x5D ? c + 1 : 0
+                    if b == 0x3C && removingDepth == 0 {
+                        if j - 1 > run { emit(bytes.slice(run..<j - 1)) }
+                        SVGDisarmer.escapedLessThan.withUnsafeBytes { emit($0) }
+                        run = j
+                    }
                 }
-                if removingDepth == 0 { emit(bytes.slice(i..<j)) }
+                if removingDepth == 0 && j > run { emit(bytes.slice(run..<j)) }
                 state = done ? .text : .cdata(brackets: c)
                 i = j
             }
@@ -183,7 +200,7 @@ final class SVGDisarmer: Disarmer {
         case .bang:
             if tag.elementsEqual(Array("<!--".utf8)) {
                 if removingDepth == 0 { tag.withUnsafeBytes { emit($0) } }
-                state = .comment(dashes: 0)
+                state = .comment(dashes: -1)
             } else if tag.elementsEqual(Array("<![CDATA[".utf8)) {
                 if removingDepth == 0 { tag.withUnsafeBytes { emit($0) } }
                 state = .cdata(brackets: 0)
@@ -244,6 +261,10 @@ final class SVGDisarmer: Disarmer {
             try remove("xml-stylesheet")
             return
         }
+        if tag.dropLast().contains(0x3E) {  // an HTML parser ends "<?…" at the first '>'
+            try remove("processing-instruction")
+            return
+        }
         tag.withUnsafeBytes { emit($0) }
     }
 
@@ -252,6 +273,10 @@ final class SVGDisarmer: Disarmer {
         guard removingDepth == 0 else { return }
         let keyword = SVGDisarmer.folded(tag, from: 2) { !SVGDisarmer.isSpace($0) && $0 != 0x5B && $0 != 0x3E }
         if keyword == "doctype" && !sawSubset {
+            guard !tag.dropLast().contains(0x3E) else {  // an HTML parser ends a doctype at the first '>'
+                try remove("doctype")
+                return
+            }
             tag.withUnsafeBytes { emit($0) }
             return
         }
@@ -269,7 +294,7 @@ final class SVGDisarmer: Disarmer {
         var i = isEnd ? 2 : 1
         while i < tag.count && SVGDisarmer.isSpace(tag[i]) { i += 1 }
         let nameStart = i
-        while i < tag.count, !SVGDisarmer.isSpace(tag[i]), tag[i] != 0x2F, tag[i] != 0x3E { i += 1 }
+        while i < tag.count, !SVGDisarmer.isNameEnd(tag[i]) { i += 1 }
         let name = SVGDisarmer.localName(SVGDisarmer.folded(tag, from: nameStart, to: i) { _ in true })
 
         if removingDepth > 0 {
@@ -281,7 +306,14 @@ final class SVGDisarmer: Disarmer {
             return
         }
         if isEnd {
-            tag.withUnsafeBytes { emit($0) }
+            // Only "</name>" goes out: XML allows nothing else in an end tag, and an HTML parser reads
+            // "</ …>" as a bogus comment ending at the first '>' (quotes or not).
+            guard i > nameStart else { throw .malformed("svg: end tag without a name") }
+            tag.withUnsafeBytes { raw in
+                emitPair(0x3C, 0x2F, emit)
+                emit(raw.slice(nameStart..<i))
+                emit(raw.slice(raw.count - 1..<raw.count))
+            }
             return
         }
         switch name {
@@ -326,6 +358,24 @@ final class SVGDisarmer: Disarmer {
         }
     }
 
+    static let commentEnded = Int.min
+    static let escapedLessThan: [UInt8] = Array("]]>&lt;<![CDATA[".utf8)
+
+    /// The comment scanner: the new dash count after `b`, or `commentEnded`. Strict where an HTML parser would
+    /// end the comment elsewhere than XML does ("<!-->", "<!--->", "--!>", "--" not closing): those throw.
+    static func commentStep(_ dashes: Int, _ b: UInt8) throws(DisarmError) -> Int {
+        switch dashes {
+        case -1, -2:
+            guard b != 0x3E else { throw .malformed("svg: comment opened by \"<!-->\" or \"<!--->\"") }
+            return b == 0x2D ? (dashes == -1 ? -2 : 2) : 0
+        case 2...:
+            guard b == 0x3E else { throw .malformed("svg: \"--\" inside a comment") }
+            return commentEnded
+        default:
+            return b == 0x2D ? dashes + 1 : 0
+        }
+    }
+
     private func removeElement(_ name: String, selfClosing: Bool) throws(DisarmError) {
         try remove(name)
         if !selfClosing { removingDepth = 1 }
@@ -334,6 +384,11 @@ final class SVGDisarmer: Disarmer {
     // MARK: - Byte helpers
 
     static func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0A || b == 0x0D || b == 0x0C }
+
+    /// Bytes that end an element name: whitespace, '/', '>', '=', quotes, '<'.
+    static func isNameEnd(_ b: UInt8) -> Bool {
+        isSpace(b) || b == 0x2F || b == 0x3E || b == 0x3D || b == 0x22 || b == 0x27 || b == 0x3C
+    }
 
     /// The ASCII-lowercased bytes of `bytes[from..<to]`, stopping at the first byte `while` refuses.
     static func folded(

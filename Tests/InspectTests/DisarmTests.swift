@@ -226,6 +226,21 @@ private let svgAttacks: [(String, String, [String])] = [
     (
         "<svg><script><script>nested</script>still script</script><g/></svg>", "<svg><g/></svg>", ["script"]
     ),
+    ("<?foo ><img src=x onerror=alert(1)>?><svg>x</svg>", "<svg>x</svg>", ["processing-instruction"]),
+    (
+        "<!DOCTYPE svg PUBLIC \"><img src=x onerror=alert(1)>\" \"x\"><svg>x</svg>", "<svg>x</svg>", ["doctype"]
+    ),
+]
+
+/// Rewrites that close HTML-parser differentials without removing anything: input, strip-mode output.
+private let svgRewrites: [(String, String)] = [
+    (
+        "<svg><style><![CDATA[ a > b { } <x> ]]></style></svg>",
+        "<svg><style><![CDATA[ a > b { } ]]>&lt;<![CDATA[x> ]]></style></svg>"
+    ),
+    ("<svg><![CDATA[><img src=x onerror=alert(1)>]]></svg>", "<svg><![CDATA[>]]>&lt;<![CDATA[img src=x onerror=alert(1)>]]></svg>"),
+    ("<svg></a title=\"><img src=x onerror=alert(1)>\"></svg  >", "<svg></a></svg>"),
+    ("<svg></ a=\"><img src=x onerror=alert(1)>\"></svg>", "<svg></a></svg>"),
 ]
 
 // MARK: - Tests
@@ -354,6 +369,16 @@ private let svgAttacks: [(String, String, [String])] = [
         }
     }
 
+    @Test func svgRewritesCloseHTMLParserGaps() throws {
+        for mode in [SVGMode.strip, .reject] {
+            for (input, expected) in svgRewrites {
+                let out = try disarmEverySplit(ascii(input), .svg, mode: mode)
+                #expect(String(decoding: out.output, as: UTF8.self) == expected, "\(input)")
+                #expect(out.removed == [], "\(input)")
+            }
+        }
+    }
+
     @Test func svgAttacksAreRejected() {
         for (input, _, removed) in svgAttacks {
             for cuts in [[], Array(0..<input.utf8.count)] {
@@ -374,6 +399,10 @@ private let svgAttacks: [(String, String, [String])] = [
         ("unterminated CDATA", "<svg><![CDATA[ x"),
         ("unterminated script", "<svg><script>alert(1)"),
         ("UTF-16", "\u{FEFF}<svg/>"),
+        ("HTML-closable comment", "<svg><!--><script>alert(1)</script>--></svg>"),
+        ("HTML-closable comment 2", "<svg><!---><script>alert(1)</script>--></svg>"),
+        ("bang comment end", "<svg><!-- x --!><script>alert(1)</script>--></svg>"),
+        ("end tag without name", "<svg></ ></svg>"),
     ])
     func svgMalformedThrows(name: String, input: String) {
         var data = ascii(input)
