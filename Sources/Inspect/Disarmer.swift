@@ -65,12 +65,19 @@ public func makeDisarmer(for kind: DisarmKind, svgMode: SVGMode = .strip) -> Dis
     }
 }
 
-/// The `removed` list: each name once, in order of first removal.
+/// The `removed` list: each name once, in order of first removal; at most `limit` names, then "more" (a hostile
+/// SVG could otherwise grow it with a new on* name per tag).
 struct DisarmLog {
+    static let limit = 32
     private(set) var names: [String] = []
 
     mutating func note(_ name: String) {
-        if !names.contains(name) { names.append(name) }
+        guard !names.contains(name) else { return }
+        if names.count < DisarmLog.limit {
+            names.append(name)
+        } else if names.count == DisarmLog.limit {
+            names.append("more")
+        }
     }
 }
 

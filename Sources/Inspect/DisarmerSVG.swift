@@ -10,6 +10,8 @@ import Glibc
 //   removed (strip) / thrown (reject), with the `removed` name:
 //     <script>, <handler> and all they contain        "script"          (any case, any prefix: svg:SCRIPT)
 //     <foreignObject> and all it contains             "foreignObject"
+//     <iframe>, <frame>, <frameset>, <embed>, <object>, <applet>, <portal>, <meta>, <link>, <base> (any prefix:
+//     XHTML elements placed straight into the SVG), with content             the local name: "iframe"
 //     <set>/<animate*> whose attributeName is href or on*, with content   "animation"
 //     on* attributes (event handlers)                 the attribute name, lowercased: "onload"
 //     href / xlink:href (any prefix) whose value is not "#…" or data:image/(png|jpeg|gif|webp)[;,]:
@@ -322,6 +324,9 @@ final class SVGDisarmer: Disarmer {
             return
         case "foreignobject":
             try removeElement("foreignObject", selfClosing: selfClosing)
+            return
+        case "iframe", "frame", "frameset", "embed", "object", "applet", "portal", "meta", "link", "base":
+            try removeElement(name, selfClosing: selfClosing)
             return
         default:
             break

@@ -226,6 +226,11 @@ private let svgAttacks: [(String, String, [String])] = [
     (
         "<svg><script><script>nested</script>still script</script><g/></svg>", "<svg><g/></svg>", ["script"]
     ),
+    (
+        "<svg><h:iframe xmlns:h=\"http://www.w3.org/1999/xhtml\" src=\"javascript:alert(1)\"/><h:meta "
+            + "http-equiv=\"refresh\" content=\"0;url=javascript:alert(1)\"></h:meta>x</svg>",
+        "<svg>x</svg>", ["iframe", "meta"]
+    ),
     ("<?foo ><img src=x onerror=alert(1)>?><svg>x</svg>", "<svg>x</svg>", ["processing-instruction"]),
     (
         "<!DOCTYPE svg PUBLIC \"><img src=x onerror=alert(1)>\" \"x\"><svg>x</svg>", "<svg>x</svg>", ["doctype"]
@@ -420,6 +425,14 @@ private let svgRewrites: [(String, String)] = [
         #expect(throws: DisarmError.self) { try disarm(long, .svg, cuts: cuts) }
         let text = ascii("<svg>") + Array(repeating: UInt8(ascii: "t"), count: 200_000) + ascii("</svg>")
         #expect(try disarm(text, .svg).output == text)
+    }
+
+    @Test func removedListIsBounded() throws {
+        let input = "<svg>" + (0..<1000).map { "<g on\($0)=\"x\"/>" }.joined() + "</svg>"
+        let out = try disarm(ascii(input), .svg)
+        #expect(out.removed.count == DisarmLog.limit + 1)
+        #expect(out.removed.last == "more")
+        #expect(String(decoding: out.output, as: UTF8.self) == "<svg>" + String(repeating: "<g/>", count: 1000) + "</svg>")
     }
 
     @Test func errorsStickAfterTheFirstOne() {
