@@ -490,3 +490,66 @@ private struct SplitMix {
     }
     mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : Int(next() % UInt64(n)) }
 }
+
+/// Opt-in cross-check with real files: set DISARM_CROSSCHECK_DIR to a folder of .jpg/.png/.svg files; each one is
+/// disarmed (whole and in 1000-byte pieces, which must agree) into `<name>.disarmed.<ext>` next to it, for an
+/// external decoder to open. Checked this way with files made by Pillow (EXIF with a GPS IFD, COM, ICC, progressive,
+/// CMYK with Adobe APP14, PNG with tEXt/zTXt/iTXt/eXIf, palette PNG) and cjpeg -restart 1: Pillow decodes every
+/// output to the same pixels with no EXIF, comment or text left; djpeg, jpegtran and pngcheck report no errors.
+@Test(.enabled(if: ProcessInfoLite.environment("DISARM_CROSSCHECK_DIR") != nil))
+func disarmRealFilesForCrossCheck() throws {
+    guard let dir = ProcessInfoLite.environment("DISARM_CROSSCHECK_DIR") else { return }
+    for name in try ProcessInfoLite.list(dir) where !name.contains(".disarmed.") {
+        let kind: DisarmKind
+        if name.hasSuffix(".jpg") { kind = .jpeg } else if name.hasSuffix(".png") { kind = .png }
+        else if name.hasSuffix(".svg") { kind = .svg } else { continue }
+        let input = try ProcessInfoLite.read(dir + "/" + name)
+        let whole = try disarm(input, kind)
+        #expect(try disarm(input, kind, cuts: Array(stride(from: 0, to: input.count, by: 1000))) == whole, "\(name)")
+        let ext = String(name.split(separator: ".").last ?? "")
+        let stem = String(name.dropLast(ext.count + 1))
+        try ProcessInfoLite.write(dir + "/" + stem + ".disarmed." + ext, whole.output)
+        print("disarm \(name): \(input.count) -> \(whole.output.count) bytes, removed \(whole.removed)")
+    }
+}
+
+import Glibc
+
+/// Just enough file and environment access for the opt-in cross-check (the test target has no Foundation).
+private enum ProcessInfoLite {
+    static func environment(_ name: String) -> String? { getenv(name).map { String(cString: $0) } }
+
+    static func list(_ dir: String) throws -> [String] {
+        guard let d = opendir(dir) else { throw CrossCheckError.io(dir) }
+        defer { closedir(d) }
+        var names: [String] = []
+        while let entry = readdir(d) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    static func read(_ path: String) throws -> [UInt8] {
+        guard let f = fopen(path, "rb") else { throw CrossCheckError.io(path) }
+        defer { fclose(f) }
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = fread(&buffer, 1, buffer.count, f)
+            if n <= 0 { break }
+            out.append(contentsOf: buffer[0..<n])
+        }
+        return out
+    }
+
+    static func write(_ path: String, _ bytes: [UInt8]) throws {
+        guard let f = fopen(path, "wb") else { throw CrossCheckError.io(path) }
+        defer { fclose(f) }
+        guard fwrite(bytes, 1, bytes.count, f) == bytes.count else { throw CrossCheckError.io(path) }
+    }
+
+    enum CrossCheckError: Error { case io(String) }
+}
