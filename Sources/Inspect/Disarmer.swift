@@ -43,8 +43,11 @@ public struct DisarmError: Error, Sendable, CustomStringConvertible {
 
 /// The formats a disarmer exists for.
 public enum DisarmKind: Sendable, Hashable, CaseIterable {
+    /// JPEG (JFIF/EXIF): metadata segments dropped.
     case jpeg
+    /// PNG: text and EXIF chunks dropped.
     case png
+    /// SVG: script, event handlers, foreign references and DTD subsets stripped or rejected (`SVGMode`).
     case svg
 }
 

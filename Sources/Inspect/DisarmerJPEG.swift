@@ -182,7 +182,10 @@ final class JPEGDisarmer: Disarmer {
         guard length >= 2 else { throw .malformed("jpeg: segment FF\(hex(marker)) length \(length) below 2") }
         let payload = length - 2
         head.removeAll(keepingCapacity: true)
-        head.append(contentsOf: [0xFF, marker, UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)])
+        head.append(0xFF)
+        head.append(marker)
+        head.append(UInt8(truncatingIfNeeded: length >> 8))
+        head.append(UInt8(truncatingIfNeeded: length))
         switch marker {
         case 0xE1:
             exif = EXIFScan()

@@ -32,9 +32,9 @@ import Glibc
 // Attribute names and values are compared after decoding character references (&#106; &#x6A; &amp; &colon; …)
 // and ASCII case folding; URL values also lose every byte ≤ 0x20 first (browsers drop tabs and newlines in URLs).
 // Errors (both modes): a comment that an HTML parser would end early ("<!-->", "<!--->", "--" not followed by
-// '>', as in "--!>"), an end tag without a name, a NUL byte (UTF-16/32 input is refused: its ASCII markup would be invisible to this
-// tokenizer), a tag longer than `maximumTagLength`, the part ending inside a tag, comment, CDATA section or
-// removed element.
+// '>', as in "--!>"), an end tag without a name, a NUL byte (UTF-16/32 input is refused: its ASCII markup
+// would be invisible to this tokenizer), a tag longer than `maximumTagLength`, the part ending inside a tag,
+// comment, CDATA section or removed element.
 
 /// Removes (or rejects) script and external references from an SVG as it streams. See the file header.
 final class SVGDisarmer: Disarmer {
@@ -430,7 +430,9 @@ final class SVGDisarmer: Disarmer {
 
     /// A safe audit name for an event-handler attribute: ASCII letters, digits, '-', at most 32 bytes.
     static func label(_ name: String) -> String {
-        let kept = name.utf8.prefix(32).filter { (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) || $0 == 0x2D }
+        let kept = name.utf8.prefix(32).filter { b in
+            (0x61...0x7A).contains(b) || (0x30...0x39).contains(b) || b == 0x2D
+        }
         return String(decoding: kept, as: UTF8.self)
     }
 
