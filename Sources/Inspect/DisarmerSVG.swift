@@ -14,6 +14,7 @@ import Glibc
 //     XHTML elements placed straight into the SVG), with content             the local name: "iframe"
 //     <set>/<animate*> whose attributeName is href or on*, with content   "animation"
 //     on* attributes (event handlers)                 the attribute name, lowercased: "onload"
+//     xml:base (any prefix)                           "xml-base" (a "#id" href would resolve against it)
 //     href / xlink:href (any prefix) whose value is not "#…" or data:image/(png|jpeg|gif|webp)[;,]:
 //                                                     "javascript-href" (javascript: scheme), else "external-href"
 //     <!DOCTYPE …[ internal subset ]>                 "entity" (subset declares an entity), else "doctype-subset"
@@ -345,6 +346,9 @@ final class SVGDisarmer: Disarmer {
                     try remove(value.hasPrefix("javascript:") ? "javascript-href" : "external-href")
                     cuts.append(attribute.whole)
                 }
+            } else if attrName == "base" {  // xml:base: "#id" would resolve against a javascript: base
+                try remove("xml-base")
+                cuts.append(attribute.whole)
             } else if animation && attrName == "attributename" {
                 let target = SVGDisarmer.localName(SVGDisarmer.decoded(tag, attribute.value, url: true))
                 if target == "href" || target.hasPrefix("on") {

@@ -233,6 +233,10 @@ private let svgAttacks: [(String, String, [String])] = [
             + "http-equiv=\"refresh\" content=\"0;url=javascript:alert(1)\"></h:meta>x</svg>",
         "<svg>x</svg>", ["iframe", "meta"]
     ),
+    (
+        "<svg xml:base=\"javascript:alert(1)//\"><a href=\"#x\">x</a></svg>", "<svg><a href=\"#x\">x</a></svg>",
+        ["xml-base"]
+    ),
     ("<?foo ><img src=x onerror=alert(1)>?><svg>x</svg>", "<svg>x</svg>", ["processing-instruction"]),
     (
         "<!DOCTYPE svg PUBLIC \"><img src=x onerror=alert(1)>\" \"x\"><svg>x</svg>", "<svg>x</svg>", ["doctype"]
