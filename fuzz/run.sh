@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets — the multipart codec (FUZZ_SECONDS, default 60), the content sniffer
 # (SNIFF_FUZZ_SECONDS, default 30), the request body path (REQUEST_FUZZ_SECONDS, default 30), the whole
-# exchange of one connection (EXCHANGE_FUZZ_SECONDS, default 30) and the TLS server session (TLS_FUZZ_SECONDS,
-# default 30) — and runs them.
+# exchange of one connection (EXCHANGE_FUZZ_SECONDS, default 30), the TLS server session (TLS_FUZZ_SECONDS,
+# default 30) and the metadata disarmers (DISARM_FUZZ_SECONDS, default 30) — and runs them.
 # Usage: fuzz/run.sh              (FUZZ_SECONDS=600 fuzz/run.sh for a longer run; see docs/fuzzing.md)
 # Exits non-zero on any crash, trap, sanitizer report or leak; the reproducer is left in fuzz/build/.
 set -euo pipefail
@@ -213,3 +213,36 @@ cd fuzz/build
 TLS_FUZZ_CERTS=tls-certs ./tls-fuzz -max_total_time="$TLS_SECONDS" -max_len=8192 -timeout=20 -rss_limit_mb=2048 \
     -print_final_stats=1 ../corpus-tls 2>&1 | tail -6
 echo "fuzz: TLS server session ran ${TLS_SECONDS}s without findings"
+
+# The metadata disarmers (JPEG, PNG, SVG strip and reject): whole and chunked runs must agree and never trap.
+cd ../..
+DISARM_SECONDS="${DISARM_FUZZ_SECONDS:-30}"
+mkdir -p fuzz/corpus-disarm
+python3 - fuzz/corpus-disarm <<'PY'
+import struct, sys, zlib
+out = sys.argv[1]
+def seg(m, p): return bytes([0xFF, m]) + struct.pack(">H", len(p) + 2) + p
+tiff = b"MM\x00\x2a\x00\x00\x00\x08" + struct.pack(">H", 1) + struct.pack(">HHII", 0x8825, 4, 1, 26) + b"\0\0\0\0"
+jpeg = (b"\xff\xd8" + seg(0xE0, b"JFIF\0\1\1\0\0\1\0\1\0\0") + seg(0xE1, b"Exif\0\0" + tiff) + seg(0xFE, b"hi")
+        + seg(0xE2, b"ICC_PROFILE\0\1\1ab") + seg(0xEE, b"Adobe\0d\0\0\0\0\1") + seg(0xDB, b"\0" + bytes(range(64)))
+        + seg(0xC0, b"\x08\0\x10\0\x10\1\1\x11\0") + seg(0xDA, b"\1\1\0\0\x3f\0") + b"\x12\xff\x00\x34\xff\xd0\x56\xff\xd9")
+def ch(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+png = (b"\x89PNG\r\n\x1a\n" + ch(b"IHDR", struct.pack(">II", 1, 1) + b"\x08\x02\0\0\0") + ch(b"tEXt", b"Comment\0x")
+       + ch(b"eXIf", b"MM\0*") + ch(b"IDAT", zlib.compress(b"\0\0\0\0")) + ch(b"IEND", b""))
+svg = (b'<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "b">]><svg onload="x" xmlns:xlink="http://www.w3.org/1999/xlink">'
+       b'<!-- c --><script><![CDATA[ a<b ]]></script><a xlink:href="&#106;avascript:1"><set attributeName="href" to="x"/>'
+       b'</a><foreignObject><p/></foreignObject><use href="#a"/><style><![CDATA[ a<b ]]></style></svg>')
+for name, kind, data in [("jpeg", 0, jpeg), ("png", 1, png), ("svg", 2, svg), ("svg-reject", 0x82, svg)]:
+    for chunk in (1, 7, 255):
+        with open(f"{out}/seed-{name}-{chunk}", "wb") as f:
+            f.write(bytes([kind, chunk]) + data)
+PY
+swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name DisarmFuzz \
+    -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
+    -I Sources/COpenSSL -I Sources/CZlib Sources/Inspect/*.swift fuzz/DisarmFuzz.swift -lcrypto -lz \
+    -o fuzz/build/disarm-fuzz 2>&1 | grep -v "warning:" || true
+test -x fuzz/build/disarm-fuzz
+cd fuzz/build
+./disarm-fuzz -max_total_time="$DISARM_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 ../corpus-disarm 2>&1 | tail -6
+echo "fuzz: metadata disarmers ran ${DISARM_SECONDS}s without findings"
