@@ -126,6 +126,11 @@ public final class FormStage {
         var value: [UInt8]?
         var valueLimit: Int
         var head: MultipartPart
+        /// Archive inspection (docs/rules.md, "Archives"): the first bytes until the format is known, then the
+        /// inspector; nil once done, or for parts that are not inspected.
+        var archiveProbe: [UInt8]?
+        var archiveLimits: ArchiveLimits?
+        var archive: ArchiveInspector?
     }
 
     private var current: Current?
@@ -371,6 +376,10 @@ public final class FormStage {
         current = Current(record: record, mode: mode, pending: pending,
                           sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit, head: head)
+        if part.isFile, let settings = evaluator?.currentArchiveSettings, settings.inspect {
+            current?.archiveProbe = []
+            current?.archiveLimits = ArchiveLimits(settings)
+        }
     }
 
     private func writeHead(_ part: MultipartPart, out: FormOutput) {
@@ -414,6 +423,10 @@ public final class FormStage {
         }
         current = cur
         try apply(action, out: out)
+        if var inspected = current, let finding = archiveStep(&inspected, span) {
+            current = inspected
+            try judgeArchive(finding, out: out)
+        }
         guard let cur = current else { return }
         switch cur.mode {
         case .stream: out.write(span)
@@ -521,6 +534,12 @@ public final class FormStage {
                 cur = try stillCurrent()
             }
         }
+        if cur.archiveProbe != nil || cur.archive != nil {
+            let finding = archiveEnd(&cur)
+            current = cur
+            if let finding { try judgeArchive(finding, out: out) }
+            cur = try stillCurrent()
+        }
         if var ev = evaluator {
             if let value = cur.value, cur.pending.contains(.value) {
                 let action = ev.fieldValue(value)
@@ -569,6 +588,58 @@ public final class FormStage {
         records.append(cur.record)
     }
 
+    // MARK: Archives
+
+    /// Feeds one span of a file part to its archive inspection: first the probe (until the format is known from
+    /// at most 512 bytes), then the inspector. A finding ends the inspection.
+    private func archiveStep(_ cur: inout Current, _ span: UnsafeRawBufferPointer) -> ArchiveFinding? {
+        if let inspector = cur.archive {
+            guard let finding = inspector.feed(span) else { return nil }
+            cur.archive = nil
+            return finding
+        }
+        guard var probe = cur.archiveProbe, let limits = cur.archiveLimits else { return nil }
+        let take = min(512 - probe.count, span.count)
+        probe.append(contentsOf: span.prefix(take))
+        let format = probe.withUnsafeBytes { ArchiveInspector.format(sniffing: $0) }
+        // zip and gzip announce themselves in their first bytes; tar needs its header's 262.
+        if probe.count < 512 && (format == nil || format == .tar) && probe.count < 262 {
+            cur.archiveProbe = probe
+            return nil
+        }
+        cur.archiveProbe = nil
+        guard let format else { return nil }
+        let inspector = ArchiveInspector(format: format, limits: limits)
+        if let finding = inspector.feed(probe) { return finding }
+        if take < span.count, let finding = inspector.feed(UnsafeRawBufferPointer(rebasing: span[take...])) {
+            return finding
+        }
+        cur.archive = inspector
+        return nil
+    }
+
+    /// The part ended: an undecided probe is judged on what arrived; the inspector checks the archive's end.
+    private func archiveEnd(_ cur: inout Current) -> ArchiveFinding? {
+        if let probe = cur.archiveProbe, let limits = cur.archiveLimits {
+            cur.archiveProbe = nil
+            guard let format = probe.withUnsafeBytes({ ArchiveInspector.format(sniffing: $0) }) else { return nil }
+            let inspector = ArchiveInspector(format: format, limits: limits)
+            return inspector.feed(probe) ?? inspector.finish()
+        }
+        guard let inspector = cur.archive else { return nil }
+        cur.archive = nil
+        return inspector.finish()
+    }
+
+    /// An archive finding becomes the violation `archive_<problem>`, handled with the rule's action.
+    private func judgeArchive(_ finding: ArchiveFinding, out: FormOutput) throws(FormStageError) {
+        guard var ev = evaluator else { return }
+        let detail = finding.entry.map { "\($0): \(finding.detail)" } ?? finding.detail
+        let action = ev.partArchive(ArchiveProblemKind(finding.problem), detail: detail)
+        evaluator = ev
+        try apply(action, out: out)
+    }
+
     // MARK: Quarantine
 
     private func openQuarantine(_ part: MultipartPart, violations: [Violation]) throws(FormStageError)
@@ -613,5 +684,37 @@ extension SniffResult {
             markup = "an HTML tag"
         }
         return SniffedContent(mimeType: mimeType, label: kind.label, category: category.name, embeddedMarkup: markup)
+    }
+}
+
+extension ArchiveLimits {
+    /// The inspector's limits from a rule's `archive-*` settings.
+    init(_ settings: ArchiveSettings) {
+        self.init()
+        entriesMax = settings.entriesMax
+        totalMax = settings.sizeMax
+        ratioMax = settings.ratioMax
+        depthMax = settings.depthMax
+        forbiddenExtensions = Set(settings.denyExtensions)
+        allowEncrypted = settings.allowEncrypted
+        allowExecutables = settings.allowExecutables
+    }
+}
+
+extension ArchiveProblemKind {
+    init(_ problem: ArchiveProblem) {
+        switch problem {
+        case .tooManyEntries: self = .tooManyEntries
+        case .tooLarge: self = .tooLarge
+        case .ratio: self = .bomb
+        case .tooDeep: self = .tooDeep
+        case .forbiddenMember: self = .forbiddenMember
+        case .executableMember: self = .executableMember
+        case .encrypted: self = .encrypted
+        case .traversal: self = .traversal
+        case .duplicate: self = .duplicate
+        case .centralDirectoryMismatch: self = .mismatch
+        case .malformed: self = .malformed
+        }
     }
 }
