@@ -114,6 +114,14 @@ extension AuditRecord.Part {
         writer.string(action)
         writer.key("quarantine_id")
         writer.string(quarantineID)
+        writer.key("disarmed")
+        if let disarmed {
+            writer.beginArray()
+            for item in disarmed { writer.string(item) }
+            writer.endArray()
+        } else {
+            writer.null()
+        }
         writer.endObject()
     }
 }

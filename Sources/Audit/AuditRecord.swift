@@ -70,13 +70,16 @@ public struct AuditRecord: Sendable {
         public var action: String
         /// The quarantine item id when `action` stored the part.
         public var quarantineID: String?
+        /// What `disarm` removed from this file (`exif`, `gps`, `tEXt`, `script`…); nil when it was not disarmed.
+        public var disarmed: [String]?
 
         /// Creates a part entry.
         public init(
             index: Int, name: AuditText, kind: PartKind, filename: AuditText? = nil,
             declaredType: String? = nil, sniffedType: String? = nil, size: Int, sha256: String? = nil,
-            action: String, quarantineID: String? = nil
+            action: String, quarantineID: String? = nil, disarmed: [String]? = nil
         ) {
+            self.disarmed = disarmed
             self.index = index
             self.name = name
             self.kind = kind

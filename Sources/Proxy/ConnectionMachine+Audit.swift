@@ -36,7 +36,7 @@ extension ConnectionMachine {
                 index: r.index, name: AuditText(bytes: r.part.name ?? []), kind: r.part.isFile ? .file : .field,
                 filename: r.part.filename.map { AuditText(bytes: $0) }, declaredType: r.part.contentTypeString,
                 sniffedType: r.sniffedType, size: Int(clamping: r.size), sha256: r.part.isFile ? r.sha256 : nil,
-                action: r.action, quarantineID: r.quarantineID)
+                action: r.action, quarantineID: r.quarantineID, disarmed: r.disarmed)
         }
         var violations = (evaluator?.findings ?? []).map { f in
             AuditRecord.Violation(kind: f.violation.kind.name, part: f.violation.partIndex,

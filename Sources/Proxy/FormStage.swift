@@ -40,6 +40,8 @@ public struct PartRecord: Sendable {
     public var preview: String?
     /// The antivirus verdict (`clean`, `infected: NAME`, `unscanned`); nil without `--antivirus`.
     public var scan: String?
+    /// What `disarm` removed; nil when the part was not disarmed.
+    public var disarmed: [String]?
 }
 
 /// Where a quarantined part goes, and the request facts its sidecar records.
@@ -131,6 +133,8 @@ public final class FormStage {
         var archiveProbe: [UInt8]?
         var archiveLimits: ArchiveLimits?
         var archive: ArchiveInspector?
+        /// `disarm` on the part's rule: the part is held, then rewritten at its end.
+        var disarm: DisarmMode?
     }
 
     private var current: Current?
@@ -368,14 +372,17 @@ public final class FormStage {
                 }
             }
         }
-        // With an antivirus, a file goes upstream only after its verdict: it is held like a pending part.
-        if scanFiles && part.isFile, case .stream = mode {
+        // With an antivirus, a file goes upstream only after its verdict, and a file to disarm only once rewritten:
+        // either is held like a pending part.
+        let disarm = part.isFile ? evaluator?.currentDisarm : nil
+        if (scanFiles || disarm != nil) && part.isFile, case .stream = mode {
             do { mode = .hold(try TemporaryFile(directory: spoolDirectory)) } catch { throw .holdFailed("\(error)") }
         }
         if case .stream = mode { writeHead(head, out: out) }
         current = Current(record: record, mode: mode, pending: pending,
                           sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit, head: head)
+        current?.disarm = disarm
         if part.isFile, let settings = evaluator?.currentArchiveSettings, settings.inspect {
             current?.archiveProbe = []
             current?.archiveLimits = ArchiveLimits(settings)
@@ -540,6 +547,24 @@ public final class FormStage {
             if let finding { try judgeArchive(finding, out: out) }
             cur = try stillCurrent()
         }
+        if let mode = cur.disarm, case .hold(let file) = cur.mode, file.size > 0,
+           let kind = Self.disarmKind(cur.record.sniffedType) {
+            do {
+                let (rewritten, removed) = try disarm(file, kind: kind, mode: mode)
+                file.close()
+                cur.mode = .hold(rewritten)
+                cur.record.disarmed = removed
+                if !removed.isEmpty { modified = true }
+                current = cur
+            } catch {
+                current = cur
+                guard var ev = evaluator else { throw .holdFailed("\(error)") }
+                let action = ev.partDisarmFailed(detail: "\(error)")
+                evaluator = ev
+                try apply(action, out: out)
+                cur = try stillCurrent()
+            }
+        }
         if var ev = evaluator {
             if let value = cur.value, cur.pending.contains(.value) {
                 let action = ev.fieldValue(value)
@@ -565,7 +590,8 @@ public final class FormStage {
             cur.record.action = "strip"
             modified = true
         case .hold(let file):
-            cur.record.action = cur.record.sanitizedFilename == nil ? "forward" : "sanitize"
+            cur.record.action = cur.record.disarmed != nil ? "disarm"
+                : cur.record.sanitizedFilename == nil ? "forward" : "sanitize"
             writeHead(cur.head, out: out)
             if encoder != nil && file.size > 0 {
                 if out.enqueue(file) { blocked = true }
@@ -586,6 +612,39 @@ public final class FormStage {
             }
         }
         records.append(cur.record)
+    }
+
+    // MARK: Disarm
+
+    /// The disarmer for a sniffed type; nil for types `disarm` leaves as they are.
+    static func disarmKind(_ sniffed: String?) -> DisarmKind? {
+        switch sniffed {
+        case "image/jpeg": return .jpeg
+        case "image/png": return .png
+        case "image/svg+xml": return .svg
+        default: return nil
+        }
+    }
+
+    /// Rewrites a held file through its disarmer into a new held file (bounded memory: chunk by chunk).
+    private func disarm(_ file: TemporaryFile, kind: DisarmKind, mode: DisarmMode) throws
+        -> (TemporaryFile, [String]) {
+        let output = try TemporaryFile(directory: spoolDirectory)
+        let disarmer = makeDisarmer(for: kind, svgMode: mode == .reject ? .reject : .strip)
+        var writeError: Error?
+        let emit: (UnsafeRawBufferPointer) -> Void = { bytes in
+            guard writeError == nil else { return }
+            do { try output.write(bytes) } catch { writeError = error }
+        }
+        do {
+            try file.forEachChunk { try disarmer.feed($0, emit: emit) }
+            try disarmer.finish(emit: emit)
+            if let writeError { throw writeError }
+        } catch {
+            output.close()
+            throw error
+        }
+        return (output, disarmer.removed)
     }
 
     // MARK: Archives

@@ -50,6 +50,9 @@ public struct PartRule: Sendable, Hashable {
     public var allowTypeMismatch: Bool
     /// What an archive in this part may hold (`archive-*` directives; defaults from the route).
     public var archive = ArchiveSettings()
+    /// `disarm [strip|reject];`: JPEG, PNG and SVG files are rewritten without their metadata and active content
+    /// (SVG scripts and the like stripped, or refused with `reject`); nil: forwarded as they are.
+    public var disarm: DisarmMode?
 
     /// Creates a rule with the defaults of a rule that sets nothing.
     public init(kind: Kind, name: String?, location: SourceLocation) {
@@ -113,4 +116,12 @@ public struct FieldPattern: Sendable, Hashable, CustomStringConvertible {
             preconditionFailure("pattern validated at load time failed to compile: \(error)")
         }
     }
+}
+
+/// How `disarm` treats active content in SVG files (metadata in JPEG and PNG is always removed).
+public enum DisarmMode: String, Sendable, Hashable, CaseIterable {
+    /// Cut scripts, event handlers and external references out; pass the rest.
+    case strip
+    /// Refuse an SVG that has any (violation `disarm_failed`).
+    case reject
 }

@@ -119,6 +119,23 @@ extension PolicyEvaluator {
         }
     }
 
+    /// `disarm` on the current file part's rule (nil: none, or not a file).
+    public var currentDisarm: DisarmMode? {
+        guard case .inPart(_, let part) = state, part.isFile else { return nil }
+        return part.rule?.disarm
+    }
+
+    /// A file to `disarm` could not be rewritten: a violation `disarm_failed`, handled with the rule's action.
+    public mutating func partDisarmFailed(detail: String) -> Action {
+        guard let route else { return outOfOrder("partDisarmFailed before begin") }
+        return withPart("partDisarmFailed") { evaluator, part in
+            let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
+            let violation = evaluator.partViolation(.disarmFailed, part, rule: part.rule == nil ? route.location : nil,
+                                                    detail: detail)
+            return evaluator.violate(violation, outcome)
+        }
+    }
+
     /// The antivirus found `signature` in the current file part: a violation `malware`, handled with the rule's
     /// action (reject or quarantine; `strip` drops the part). A file without a rule is rejected.
     public mutating func partMalware(signature: String) -> Action {

@@ -378,6 +378,12 @@ struct RuleCompiler {
                 rule.labels = vocabulary(arguments, SniffVocabulary.labels, what: "label")
             case "deny-embedded-markup":
                 rule.denyEmbeddedMarkup = true
+            case "disarm":
+                if let argument = arguments.first {
+                    if let mode: DisarmMode = keyword(argument, what: "disarm mode") { rule.disarm = mode }
+                } else {
+                    rule.disarm = .strip
+                }
             case _ where directive.name.hasPrefix("archive-"):
                 archiveSetting(inner, directive, into: &rule.archive)
             case "action":

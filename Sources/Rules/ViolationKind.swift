@@ -58,6 +58,9 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case archive(ArchiveProblemKind)
     /// 403: the antivirus found malware in a file part.
     case malware
+    /// 422: a file to `disarm` could not be rewritten (a broken image, or an SVG with active content under
+    /// `disarm reject`).
+    case disarmFailed
     /// 400 (415 for `dangerous-extension`): a filename problem.
     case filename(FilenameProblem)
     /// 500: the proxy drove the evaluator or a body stage out of order (a Formwall bug, never the
@@ -70,7 +73,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
          .fileTooSmall, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
          .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .encodingNotSupported, .tooManyEncodings,
-         .compressionRatioExceeded, .badContentEncoding, .malware, .internalError]
+         .compressionRatioExceeded, .badContentEncoding, .malware, .disarmFailed, .internalError]
             + MultipartAnomaly.allCases.map(ViolationKind.anomaly)
             + FilenameProblem.allCases.map(ViolationKind.filename)
             + ArchiveProblemKind.allCases.map(ViolationKind.archive)
@@ -108,6 +111,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .filename(let problem): return "filename_" + problem.name.replacingHyphens()
         case .archive(let problem): return "archive_" + problem.rawValue.replacingHyphens()
         case .malware: return "malware"
+        case .disarmFailed: return "disarm_failed"
         case .internalError: return "internal_error"
         }
     }
@@ -135,6 +139,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .malformedBody, .anomaly, .filename, .headerRequired, .badContentEncoding: return 400
         case .archive(let problem): return problem.status
         case .malware: return 403
+        case .disarmFailed: return 422
         case .internalError: return 500
         }
     }

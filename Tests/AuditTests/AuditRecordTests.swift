@@ -31,7 +31,7 @@ import Testing
         let parts = try #require(object["parts"] as? [[String: Any]])
         #expect(parts.count == 2)
         let partKeys: Set = ["index", "name", "kind", "filename", "declared_type", "sniffed_type", "size", "sha256",
-                             "action", "quarantine_id"]
+                             "action", "quarantine_id", "disarmed"]
         for part in parts { #expect(Set(part.keys) == partKeys) }
         #expect(parts[0]["kind"] as? String == "field")
         #expect(parts[0]["filename"] is NSNull)

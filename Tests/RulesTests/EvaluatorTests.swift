@@ -825,7 +825,7 @@ extension PolicyEvaluator {
         }
         let names = ViolationKind.allCases.map(\.name)
         #expect(Set(names).count == names.count)
-        #expect(names.count == 27 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count
+        #expect(names.count == 28 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count
             + ArchiveProblemKind.allCases.count)
     }
 

@@ -24,6 +24,7 @@ from e2e_helpers import HOST, IO_TIMEOUT, free_port, wait_until
 
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 CLAMD = shutil.which("clamd") or "/usr/sbin/clamd"
+MARKER = b"FORMWALL-TEST-MALWARE-MARKER-7f3a"
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CLAMD) and not os.environ.get("CI"),
                                 reason="clamd not installed (scripts/install-deps.sh installs clamav-daemon)")
@@ -35,6 +36,8 @@ class Clamd:
         (self.dir / "db").mkdir(parents=True)
         digest = hashlib.md5(EICAR).hexdigest()
         (self.dir / "db" / "formwall.hdb").write_text(f"{digest}:{len(EICAR)}:Formwall.Test.EICAR\n")
+        # A body signature: the marker anywhere in any file.
+        (self.dir / "db" / "formwall.ndb").write_text(f"Formwall.Test.Marker:0:*:{MARKER.hex()}\n")
         self.socket = self.dir / "clamd.sock"
         self.port = free_port()
         (self.dir / "clamd.conf").write_text(f"""DatabaseDirectory {self.dir / 'db'}
@@ -141,3 +144,10 @@ def test_antivirus_from_the_configuration_file(clamd, upstream, formwall_factory
     fw = formwall_factory(None, "--config", str(conf), port=port)
     assert upload(fw, EICAR).status_code == 403
     assert upload(fw, b"fine").status_code == 200
+
+
+def test_a_marker_deep_inside_a_large_file_is_found(clamd, upstream, formwall_factory):
+    fw = formwall_factory(upstream.url, "--antivirus", f"clamd:unix:{clamd.socket}")
+    data = os.urandom(400 << 10) + MARKER + os.urandom(300 << 10)
+    r = upload(fw, data)
+    assert r.status_code == 403 and "Formwall.Test.Marker" in r.json().get("detail", ""), r.text

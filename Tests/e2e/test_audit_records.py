@@ -16,7 +16,7 @@ KEYS = ["ts", "request_id", "client", "tls", "method", "path", "route", "decisio
         "bytes_in",
         "bytes_upstream", "duration_ms", "upstream_ms", "upstream", "parts", "violations", "anomalies", "error"]
 PART_KEYS = ["index", "name", "kind", "filename", "declared_type", "sniffed_type", "size", "sha256", "action",
-             "quarantine_id"]
+             "quarantine_id", "disarmed"]
 
 
 @pytest.fixture(scope="module")
