@@ -86,6 +86,7 @@ func kind(_ error: FormStageError) -> String {
     case .rejected(let v): return v.kind.name.hasPrefix("anomaly_") ? "rejected:anomaly" : "rejected:\(v.kind.name)"
     case .quarantineFailed: return "quarantine"
     case .holdFailed: return "hold"
+    case .antivirusFailed: return "antivirus"
     }
 }
 

@@ -17,6 +17,7 @@ bench/proxy/run.py; everything started here is stopped on exit.
 """
 
 import argparse
+import atexit
 import datetime
 import json
 import os
@@ -166,6 +167,7 @@ def main():
     ap.add_argument("--handshake-seconds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(REPO, "bench", "out", "tls-results.json"))
     args = ap.parse_args()
+    atexit.register(base.PROCS.cleanup)   # every process started here stops with the script
 
     workdir = tempfile.mkdtemp(prefix="formwall-tls-bench-")
     base.PROCS.paths.append(workdir)
