@@ -430,9 +430,10 @@ public final class FormStage {
         }
         current = cur
         try apply(action, out: out)
-        if var inspected = current, let finding = archiveStep(&inspected, span) {
+        if var inspected = current {
+            let finding = archiveStep(&inspected, span)
             current = inspected
-            try judgeArchive(finding, out: out)
+            if let finding { try judgeArchive(finding, out: out) }
         }
         guard let cur = current else { return }
         switch cur.mode {

@@ -20,8 +20,9 @@ from e2e_helpers import IO_TIMEOUT, wait_until
 
 RULES = """
 route /upload {
+    body-max 20MiB;
     field caption;
-    file doc { max 200MiB; }
+    file doc { max 20MiB; }
 }
 route /plugins {
     file bundle { max 50MiB; archive-allow executables; archive-deny-extensions php; archive-ratio-max 5000; }
@@ -135,3 +136,12 @@ def test_strip_in_hold_mode_keeps_the_archive_from_the_upstream(fw, upstream):
     assert "doc" not in r.json().get("files", {})
     rec = last(fw)
     assert rec["decision"] == "modified" and rec["violations"][0]["kind"] == "archive_traversal"
+
+
+def test_a_member_after_megabytes_of_data_is_still_seen(fw):
+    """The inspection follows the archive across many reads: a bad member after 3 MiB of others is found, and a
+    large clean archive passes."""
+    big = os.urandom(3 << 20)
+    assert post(fw, "doc", zip_bytes({"a.bin": big, "b.bin": big[:1000]})).status_code == 200
+    r = post(fw, "doc", zip_bytes({"a.bin": big, "../../evil.sh": b"#!/bin/sh"}))
+    assert r.status_code == 400 and r.json()["error"] == "archive_traversal", r.text

@@ -75,13 +75,14 @@ def upload(target, body, body_len, boundary):
     pids = target.proxy_pids_fn()
     ticks0 = {pid: base.cpu_ticks(pid) for pid in pids}
     with base.RssSampler(pids, 0.05) as rss:
-        r = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-X", "POST", "-T", body, "-H", "Expect:",
+        r = subprocess.run(["curl", "-sS", "-o", body + ".response", "-X", "POST", "-T", body, "-H", "Expect:",
                             "-H", f"Content-Type: multipart/form-data; boundary={boundary}",
                             "-w", "%{speed_upload} %{http_code} %{size_upload}", target.url()],
                            capture_output=True, text=True, timeout=900)
     cpu = sum(base.cpu_ticks(pid) - t for pid, t in ticks0.items()) / base.TICK
     speed, code, size = r.stdout.split()
-    return {"ok": code == "200" and int(float(size)) == body_len, "http_code": int(code),
+    answer = open(body + ".response", "rb").read()[:300].decode(errors="replace") if code != "200" else None
+    return {"ok": code == "200" and int(float(size)) == body_len, "http_code": int(code), "answer": answer,
             "gbps": float(speed) / 1e9, "proxy_cpu_s": cpu, "peak_rss_mib": rss.max_total_kib / 1024}
 
 
@@ -112,7 +113,8 @@ def main():
         runs = [upload(target, body, body_len, boundary) for _ in range(args.runs)]
         for i, r in enumerate(runs):
             print(f"{name:<10} run {i + 1}: {r['gbps']:.2f} GB/s, CPU {r['proxy_cpu_s']:.2f} s, "
-                  f"peak RSS {r['peak_rss_mib']:.1f} MiB, HTTP {r['http_code']}", flush=True)
+                  f"peak RSS {r['peak_rss_mib']:.1f} MiB, HTTP {r['http_code']}" + (f" {r['answer']}" if r["answer"] else ""),
+                  flush=True)
         good = [r for r in runs if r["ok"]]
         results[name] = {"runs": runs,
                          "median_gbps": statistics.median(r["gbps"] for r in good) if good else None,
