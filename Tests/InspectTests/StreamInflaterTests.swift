@@ -5,25 +5,8 @@ import Testing
 // StreamInflater: gzip and deflate decoded whole, byte by byte and split at every offset, with a consumer that
 // blocks; strict about truncation and trailing bytes; never traps on garbage.
 
-/// Compresses with zlib (windowBits 31: gzip, 15: zlib-wrapped deflate).
-private func compress(_ data: [UInt8], gzip: Bool) -> [UInt8] {
-    var stream = z_stream()
-    guard czlib_deflate_init2(&stream, 6, gzip ? 31 : 15) == Z_OK else { return [] }
-    defer { deflateEnd(&stream) }
-    var out = [UInt8](repeating: 0, count: Int(deflateBound(&stream, uLong(data.count))) + 64)
-    var input = data
-    let produced: Int = input.withUnsafeMutableBytes { src in
-        out.withUnsafeMutableBytes { dst in
-            stream.next_in = src.baseAddress?.assumingMemoryBound(to: Bytef.self)
-            stream.avail_in = uInt(src.count)
-            stream.next_out = dst.baseAddress?.assumingMemoryBound(to: Bytef.self)
-            stream.avail_out = uInt(dst.count)
-            _ = deflate(&stream, Z_FINISH)
-            return dst.count - Int(stream.avail_out)
-        }
-    }
-    return Array(out[..<produced])
-}
+/// Compresses with zlib (gzip or zlib-wrapped deflate).
+private func compress(_ data: [UInt8], gzip: Bool) -> [UInt8] { deflateBytes(data, windowBits: gzip ? 31 : 15) }
 
 private let sample: [UInt8] = {
     var bytes: [UInt8] = []
