@@ -16,7 +16,17 @@ enum ArchiveNames {
         if !isDirectory, let ext = forbiddenExtension(name, limits.forbiddenExtensions) {
             return (.forbiddenMember, "forbidden extension .\(ext)")
         }
+        // Office macros: an OOXML document's VBA project is code that runs when the document is opened.
+        if !isDirectory, !limits.allowExecutables, isVBAProject(name) {
+            return (.executableMember, "VBA macro project (an Office document with macros)")
+        }
         return nil
+    }
+
+    /// `…/vbaProject.bin` (any case, `/` or `\` separators): the macro part of a .docm, .xlsm, .pptm.
+    static func isVBAProject(_ name: [UInt8]) -> Bool {
+        let last = name.split(whereSeparator: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "\\") }).last ?? []
+        return String(decoding: last, as: UTF8.self).lowercased() == "vbaproject.bin"
     }
 
     /// Why a path escapes the extraction directory, or nil: an absolute path (`/x`, `\x`, `\\server`), a drive

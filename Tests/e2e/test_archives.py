@@ -145,3 +145,13 @@ def test_a_member_after_megabytes_of_data_is_still_seen(fw):
     assert post(fw, "doc", zip_bytes({"a.bin": big, "b.bin": big[:1000]})).status_code == 200
     r = post(fw, "doc", zip_bytes({"a.bin": big, "../../evil.sh": b"#!/bin/sh"}))
     assert r.status_code == 400 and r.json()["error"] == "archive_traversal", r.text
+
+
+def test_an_office_document_with_macros_is_refused_unless_allowed(fw):
+    """A .docm: OOXML whose `word/vbaProject.bin` holds VBA macros, code that runs when the document opens."""
+    docm = zip_bytes({"[Content_Types].xml": b"<Types/>", "word/document.xml": b"<w:document/>",
+                      "word/vbaProject.bin": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(600)})
+    r = post(fw, "doc", docm, filename="invoice.docm")
+    assert r.status_code == 415 and r.json()["error"] == "archive_executable_member", r.text
+    assert "macro" in r.json()["detail"]
+    assert post(fw, "bundle", docm, "/plugins", filename="invoice.docm").status_code == 200
