@@ -2,13 +2,16 @@ import CLinux
 import Glibc
 import Reactor
 
-// One clamd INSTREAM scan of a held file part, driven by the worker's loop (the I/O side of `.scanFile`).
+// One clamd INSTREAM scan of a held file part, driven by the worker's loop (the I/O side of `.scanFile`). It
+// starts with the part's first byte and follows the held file as it grows, so clamd scans while the part arrives:
 //
-//   connect (unix or tcp, non-blocking) ─► "zINSTREAM\0" ─► [len32 | ≤ 64 KiB of the file] … ─► [0000]
-//   ─► read the answer up to its NUL: "stream: OK" │ "stream: NAME FOUND" │ "... ERROR" ─► verdict, once
+//   connect (unix or tcp, non-blocking) ─► "zINSTREAM\0" ─► [len32 | ≤ 64 KiB of the file] … (waits when it has
+//   caught up with the file; `wake` after each run of the connection) ─► `inputEnded`: [0000] ─► read the answer
+//   up to its NUL: "stream: OK" │ "stream: NAME FOUND" │ "... ERROR" ─► verdict, once
 //
 // The file is read with pread, one chunk at a time, only when the socket can take it: memory is one chunk.
-// Any socket error, an unparsable answer, or the deadline passing is `.failed` (the machine fails closed).
+// Any socket error, an unparsable answer, or the deadline (counted from the part's end) passing is `.failed` (the
+// machine fails closed).
 
 /// A running scan; `verdict` is called exactly once (unless `cancel` comes first).
 final class ClamdScan: EventHandler {
@@ -19,13 +22,20 @@ final class ClamdScan: EventHandler {
     private var socket: TCPSocket?
     private var registration: Registration?
     private var connected = false
-    private let deadline: UInt64
+    /// No verdict by then is a failure; set when the part ends (the upload itself is bounded by the client body
+    /// timeouts).
+    private var deadline: UInt64 = .max
+    private let timeout: UInt64
     private var verdict: ((Verdict) -> Void)?
     /// Bytes waiting to go to clamd (the command, one framed chunk, or the terminator).
     private var outgoing: [UInt8] = []
     private var sentOffset = 0
     private var fileOffset: UInt64 = 0
     private var terminated = false
+    /// The part ended: the file will not grow any more.
+    private var inputComplete = false
+    /// Caught up with the file: waiting for more of it (`wake`) or its end (`inputEnded`).
+    private var waiting = false
     private var answer: [UInt8] = []
     static let chunk = 64 * 1024
     /// clamd's answers are short; a longer one is garbage.
@@ -36,7 +46,7 @@ final class ClamdScan: EventHandler {
         self.loop = loop
         self.file = file
         self.verdict = verdict
-        deadline = loop.now() &+ UInt64(max(0.001, min(settings.timeout, 86_400)) * 1e9)
+        timeout = UInt64(max(0.001, min(settings.timeout, 86_400)) * 1e9)
         outgoing = Array("zINSTREAM\0".utf8)
         do {
             try connect(settings.address)
@@ -61,6 +71,20 @@ final class ClamdScan: EventHandler {
         guard let socket else { return }
         connected = inProgress == 0
         registration = try loop.register(fd: socket.fd, interest: .writable, handler: self)
+    }
+
+    /// The part ended: send the end of the stream once the file is out, and wait for the verdict.
+    func inputEnded(now: UInt64) {
+        inputComplete = true
+        deadline = now &+ timeout
+        wake()
+    }
+
+    /// The held file may have grown (or ended): resume sending if the scan was waiting.
+    func wake() {
+        guard waiting, let registration, inputComplete || file.size > fileOffset else { return }
+        waiting = false
+        try? loop.setInterest([.readable, .writable], for: registration)
     }
 
     /// The client connection's tick: the deadline.
@@ -103,8 +127,9 @@ final class ClamdScan: EventHandler {
             while true {
                 if sentOffset == outgoing.count {
                     guard refill() else {
-                        // Everything sent: wait for the answer.
-                        if let registration { try loop.setInterest(.readable, for: registration) }
+                        // Everything sent (wait for the answer), or caught up with the file (wait for `wake`);
+                        // an early answer (clamd's size limit) is read either way.
+                        if verdict != nil, let registration { try loop.setInterest(.readable, for: registration) }
                         return
                     }
                 }
@@ -117,9 +142,14 @@ final class ClamdScan: EventHandler {
         }
     }
 
-    /// The next framed chunk of the file (or the zero-length terminator); false once the terminator is out.
+    /// The next framed chunk of the file (or, once the part ended and all of it went, the zero-length terminator);
+    /// false once the terminator is out, or while waiting for the file to grow.
     private func refill() -> Bool {
         guard !terminated else { return false }
+        if file.size <= fileOffset && !inputComplete {
+            waiting = true
+            return false
+        }
         var chunk = [UInt8](repeating: 0, count: Self.chunk + 4)
         let count: Int
         do {
@@ -128,6 +158,10 @@ final class ClamdScan: EventHandler {
             }
         } catch {
             finish(.failed(reason: "reading the held part: \(error)"))
+            return false
+        }
+        if count == 0 && !inputComplete {
+            waiting = true
             return false
         }
         let length = UInt32(count)

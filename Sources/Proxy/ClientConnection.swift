@@ -149,6 +149,8 @@ final class ClientConnection: EventHandler {
             }
             if queue.isEmpty { break }
         }
+        // The held part grew: the scan may send more of it.
+        scan?.wake()
         reconcile()
     }
 
@@ -177,18 +179,20 @@ final class ClientConnection: EventHandler {
             case .retryUpstream(let group):
                 dropUpstream(reuse: false)
                 connectUpstream(group: group, fresh: false)
-            case .scanFile(let file):
+            case .scanFile(let file, let id):
                 scan?.cancel()
                 guard let settings = worker.config.antivirus else {
-                    queue.append(.scanResult(.failed(reason: "no antivirus configured")))
+                    queue.append(.scanResult(.failed(reason: "no antivirus configured"), id: id))
                     continue
                 }
                 scan = ClamdScan(loop: worker.loop, file: file, settings: settings) { [weak self] verdict in
                     guard let self, !self.closed else { return }
                     self.scan = nil
-                    self.queue.append(.scanResult(verdict))
+                    self.queue.append(.scanResult(verdict, id: id))
                     self.run()
                 }
+            case .scanInputEnded:
+                scan?.inputEnded(now: worker.loop.now())
             case .upstreamHealth(let group, let server, let ok):
                 worker.reportServer(group: group, server: server, ok: ok)
             case .releaseUpstream(let reuse):

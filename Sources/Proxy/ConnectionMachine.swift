@@ -73,8 +73,8 @@ struct ConnectionMachine {
         case upstreamConnectFailed(String, server: Int)
         /// The TLS handshake with an `https://` upstream failed (verification, protocol): no request byte went up.
         case upstreamTLSFailed(String)
-        /// The antivirus verdict for the file the last `.scanFile` named.
-        case scanResult(FormStage.ScanVerdict)
+        /// The antivirus verdict for scan `id`.
+        case scanResult(FormStage.ScanVerdict, id: Int)
         /// The driver is dialling server `server` of the exchange's group (sent before the connect's outcome, so a
         /// connect timeout names the server).
         case upstreamChosen(server: Int)
@@ -105,8 +105,10 @@ struct ConnectionMachine {
         /// Dialling failed before any byte went upstream: drop the attempt and try the next server of the group
         /// that this request has not tried; answer as for `connectUpstream`.
         case retryUpstream(group: Int)
-        /// Send this held file part to the antivirus (clamd INSTREAM); answer with `.scanResult`.
-        case scanFile(TemporaryFile)
+        /// Stream this held file part to the antivirus (clamd INSTREAM) as it grows; answer with `.scanResult`.
+        case scanFile(TemporaryFile, id: Int)
+        /// The file of scan `id` is complete: end the stream and wait for the verdict.
+        case scanInputEnded(id: Int)
         /// What this exchange learnt about a server's health (passive health checks): `ok` once its response
         /// head arrived; not `ok` when connecting failed or timed out, or it closed, answered garbage or fell
         /// silent before answering.
@@ -328,9 +330,9 @@ struct ConnectionMachine {
             }
             abort(status: 502, kind: "upstream_tls_failed", into: &out)
             return
-        case .scanResult(let verdict):
+        case .scanResult(let verdict, let id):
             guard case .exchanging(let ex) = state, let form = ex.form else { break }
-            form.scanFinished(verdict)
+            form.scanFinished(verdict, id: id)
         case .upstreamChosen(let server):
             if case .exchanging(let ex) = state, ex.upstream == .connecting { ex.server = server }
         case .upstreamConnectFailed(let why, let server):
@@ -761,7 +763,8 @@ struct ConnectionMachine {
                 moved = moved || n > 0
             }
         }
-        if let file = ex.form?.takeScanRequest() { out.append(.scanFile(file)) }
+        if let (file, id) = ex.form?.takeScanRequest() { out.append(.scanFile(file, id: id)) }
+        if let id = ex.form?.takeScanEnd() { out.append(.scanInputEnded(id: id)) }
         if body.isComplete && ex.requestCompletedAt == nil { requestDidComplete(ex, into: &out) }
         return moved
     }

@@ -205,7 +205,8 @@ final class ExchangeRig {
             }
         case .scanFile:
             scans += 1
-            queue.append(.scanResult(script.scanVerdict))
+        case .scanInputEnded(let id):
+            queue.append(.scanResult(script.scanVerdict, id: id))
         case .upstreamHealth(_, let server, let ok):
             health.append((server, ok))
         case .releaseUpstream(let reuse):

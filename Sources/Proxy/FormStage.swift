@@ -150,11 +150,17 @@ public final class FormStage {
     let scanFiles: Bool
     /// A failed scan forwards the part (unscanned) instead of failing the request.
     let allowScanFailure: Bool
-    /// The held file part waiting for its verdict (the stage is blocked meanwhile), and whether the machine took
-    /// the request to scan it.
-    private var pendingScan: TemporaryFile?
+    /// The held file part being scanned (from its first byte: the driver streams the file to clamd as it grows),
+    /// its scan's number (verdicts of older scans are ignored), whether the machine took the request, whether the
+    /// part ended (and the machine said so), and the verdict once it came.
+    private var scanFile: TemporaryFile?
+    private var scanID = 0
     private var scanRequested = false
+    private var scanInputEnded = false
+    private var scanEndSignalled = false
     private var scanOutcome: ScanVerdict?
+    /// The part ended and waits for its verdict: the stage is blocked meanwhile.
+    private var awaitingVerdict = false
     /// Parts forwarded without a verdict (`--antivirus-failure allow`), for the audit record.
     public private(set) var unscannedParts = 0
 
@@ -202,16 +208,24 @@ public final class FormStage {
         try run(chunk, out: out)
     }
 
-    /// The held file part to send to the antivirus, once (nil when none waits or it was already taken).
-    public func takeScanRequest() -> TemporaryFile? {
-        guard let file = pendingScan, !scanRequested else { return nil }
+    /// The held file part to stream to the antivirus as it arrives, once per part (nil when none is new).
+    public func takeScanRequest() -> (file: TemporaryFile, id: Int)? {
+        guard let file = scanFile, !scanRequested else { return nil }
         scanRequested = true
-        return file
+        return (file, scanID)
     }
 
-    /// The antivirus verdict for the part `takeScanRequest` gave; `resume` then finishes the part.
-    public func scanFinished(_ verdict: ScanVerdict) {
-        guard pendingScan != nil else { return }
+    /// The scanned part ended (its file is complete), once: the driver sends clamd the end of the stream.
+    public func takeScanEnd() -> Int? {
+        guard scanFile != nil, scanRequested, scanInputEnded, !scanEndSignalled else { return nil }
+        scanEndSignalled = true
+        return scanID
+    }
+
+    /// The antivirus verdict for scan `id`; `resume` then finishes the part. A verdict for an older scan (a part
+    /// that was stripped meanwhile) is ignored.
+    public func scanFinished(_ verdict: ScanVerdict, id: Int) {
+        guard scanFile != nil, id == scanID else { return }
         scanOutcome = verdict
     }
 
@@ -219,10 +233,9 @@ public final class FormStage {
     /// input has ended.
     public func resume(out: FormOutput) throws(FormStageError) {
         guard blocked, !out.isReplaying else { return }
-        if pendingScan != nil {
+        if awaitingVerdict {
             guard scanOutcome != nil else { return }
-            pendingScan = nil
-            scanRequested = false
+            awaitingVerdict = false
             blocked = false
             do { try partEnd(out: out) } catch {
                 recordFailedPart()
@@ -378,6 +391,15 @@ public final class FormStage {
         if (scanFiles || disarm != nil) && part.isFile, case .stream = mode {
             do { mode = .hold(try TemporaryFile(directory: spoolDirectory)) } catch { throw .holdFailed("\(error)") }
         }
+        if scanFiles && part.isFile, case .hold(let file) = mode {
+            // The scan starts now and follows the file as it grows.
+            scanFile = file
+            scanID += 1
+            scanRequested = false
+            scanInputEnded = false
+            scanEndSignalled = false
+            scanOutcome = nil
+        }
         if case .stream = mode { writeHead(head, out: out) }
         current = Current(record: record, mode: mode, pending: pending,
                           sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
@@ -498,15 +520,17 @@ public final class FormStage {
 
     private func partEnd(out: FormOutput) throws(FormStageError) {
         guard var cur = current else { throw .internalError("part end outside a part") }
-        if scanFiles, cur.record.part.isFile, case .hold(let file) = cur.mode, file.size > 0 {
+        if scanFiles, cur.record.part.isFile, case .hold(let file) = cur.mode, file === scanFile, file.size > 0 {
             guard let verdict = scanOutcome else {
-                // Wait for the antivirus: the machine takes the request and comes back with `scanFinished`.
-                pendingScan = file
-                scanRequested = false
+                // Wait for the antivirus: the machine tells the driver the file is complete and comes back with
+                // `scanFinished`.
+                scanInputEnded = true
+                awaitingVerdict = true
                 blocked = true
                 return
             }
             scanOutcome = nil
+            scanFile = nil
             switch verdict {
             case .clean:
                 cur.record.scan = "clean"

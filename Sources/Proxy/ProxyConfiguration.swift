@@ -22,8 +22,9 @@ public struct ProxyConfiguration: Sendable {
     /// Antivirus scanning of file parts with clamd (`--antivirus`); nil: none.
     public var antivirus: AntivirusSettings?
 
-    /// `--antivirus clamd:unix:PATH|clamd:tcp:HOST:PORT`: every file part is staged (0600, unlinked) and sent to
-    /// clamd with INSTREAM; it goes upstream only once clamd answered OK (docs/rules.md, "Antivirus").
+    /// `--antivirus clamd:unix:PATH|clamd:tcp:HOST:PORT`: every file part is staged (0600, unlinked) and streamed
+    /// to clamd with INSTREAM while it arrives; it goes upstream only once clamd answered OK (docs/rules.md,
+    /// "Antivirus").
     public struct AntivirusSettings: Sendable {
         public enum Address: Sendable, CustomStringConvertible {
             case unix(String)
@@ -40,7 +41,7 @@ public struct ProxyConfiguration: Sendable {
         /// forwards nothing (fail closed); `true` (`--antivirus-failure allow`) forwards the part unscanned and
         /// says so in the audit record.
         public var allowOnFailure = false
-        /// Longest wait for a verdict, connect to answer (`--antivirus-timeout`, default 30 s).
+        /// Longest wait for a verdict once a part ended (`--antivirus-timeout`, default 30 s).
         public var timeout: Double = 30
 
         public init(address: Address) { self.address = address }

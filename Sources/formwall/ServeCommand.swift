@@ -108,13 +108,13 @@ enum ServeCommand: Command {
       --upstream-tls-certificate FILE --upstream-tls-key FILE
                                       client certificate for mTLS to https:// upstreams
       --antivirus clamd:unix:PATH|clamd:tcp:HOST:PORT
-                                      scan every file part with clamd (INSTREAM) before it goes upstream:
-                                      parts are held until clamd says OK; a detection is the violation
+                                      scan every file part with clamd (INSTREAM, while it arrives): parts
+                                      are held until clamd says OK; a detection is the violation
                                       `malware` (the rule's action: reject or quarantine). docs/rules.md
       --antivirus-failure reject|allow
                                       clamd down, too slow or refusing the size: 503 and nothing forwarded
                                       (reject, default), or forward the part unscanned and say so (allow)
-      --antivirus-timeout SEC         longest wait for a verdict (default 30)
+      --antivirus-timeout SEC         longest wait for a verdict once a part ended (default 30)
       --admin HOST:PORT               admin listener (default off), e.g. 127.0.0.1:9901: plain HTTP GET
                                       /metrics (Prometheus text), /healthz, /readyz, /rules. Bind it to
                                       a loopback or private address: it has no authentication

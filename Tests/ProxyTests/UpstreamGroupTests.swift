@@ -220,6 +220,20 @@ private func group(_ weights: [Int], balance: ProxyConfiguration.UpstreamGroup.B
         #expect(try #require(open.records.first ?? nil).anomalies.contains("antivirus-unscanned"))
     }
 
+    /// The scan starts with the file's first byte (clamd reads while the upload arrives), and the verdict is
+    /// asked for only once the part has ended.
+    @Test func theScanStartsBeforeThePartEnds() throws {
+        let r = try rig(.clean)
+        let request = upload(String(repeating: "z", count: 5000))
+        let half = request.count / 2
+        r.run(client: Array(request[..<half]), clientEOF: false, advanceTime: false)
+        #expect(r.scans == 1)
+        #expect(r.clientReceived.isEmpty)
+        r.run(client: Array(request[half...]), clientEOF: true)
+        #expect(String(decoding: r.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        #expect(r.scans == 1)
+    }
+
     @Test func verdictsDoNotDependOnReads() throws {
         for piece in [1, 7, 64] {
             let r = try rig(.infected(signature: "X"))
