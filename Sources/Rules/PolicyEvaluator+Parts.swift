@@ -100,11 +100,20 @@ extension PolicyEvaluator {
         }
     }
 
-    /// The archive settings for the current file part: its rule's, else the route's (nil outside a file part).
+    /// The archive settings for the current file part: its rule's, else the route's (nil outside a file part). A
+    /// rule whose `types` name an executable type (`application/x-elf`, `application/x-dosexec`,
+    /// `application/x-mach-binary`) allows executable members too.
     public var currentArchiveSettings: ArchiveSettings? {
         guard case .inPart(_, let part) = state, part.isFile, let route else { return nil }
-        return part.rule?.archive ?? route.archive
+        var settings = part.rule?.archive ?? route.archive
+        if let types = part.rule?.types, Self.executableTypes.contains(where: { t in types.contains { $0.matches(t) } }) {
+            settings.allowExecutables = true
+        }
+        return settings
     }
+
+    /// The sniffed types of executables, as `types` names them.
+    static let executableTypes = ["application/x-elf", "application/x-dosexec", "application/x-mach-binary"]
 
     /// Reports what inspecting an archive file part found: a violation `archive_<problem>`, handled with the
     /// rule's action (a file without a rule: rejected).

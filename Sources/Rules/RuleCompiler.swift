@@ -387,7 +387,12 @@ struct RuleCompiler {
             case _ where directive.name.hasPrefix("archive-"):
                 archiveSetting(inner, directive, into: &rule.archive)
             case "action":
-                if let action: RuleAction = keyword(arguments[0], what: "action") { rule.action = action }
+                if arguments[0].text == "disarm" {
+                    // `action disarm;` is `disarm;`: it says what happens to a file that passes, not to a violation.
+                    rule.disarm = .strip
+                } else if let action: RuleAction = keyword(arguments[0], what: "action") {
+                    rule.action = action
+                }
             case "status":
                 if let value = number(arguments[0], directive) { rule.status = Int(value) }
             case "filename":

@@ -27,6 +27,9 @@ route /upload {
 route /plugins {
     file bundle { max 50MiB; archive-allow executables; archive-deny-extensions php; archive-ratio-max 5000; }
 }
+route /tools {
+    file kit { types application/zip application/x-elf; }
+}
 route /hold {
     upstream-body hold;
     file doc { max 50MiB; action strip; }
@@ -155,3 +158,9 @@ def test_an_office_document_with_macros_is_refused_unless_allowed(fw):
     assert r.status_code == 415 and r.json()["error"] == "archive_executable_member", r.text
     assert "macro" in r.json()["detail"]
     assert post(fw, "bundle", docm, "/plugins", filename="invoice.docm").status_code == 200
+
+
+def test_a_rule_whose_types_allow_executables_allows_executable_members(fw):
+    kit = zip_bytes({"bin/tool": b"\x7fELF" + bytes(300)})
+    assert post(fw, "kit", kit, "/tools").status_code == 200
+    assert post(fw, "doc", kit).status_code == 415

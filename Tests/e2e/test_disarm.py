@@ -19,6 +19,9 @@ RULES = """
 route /photo {
     file avatar { types image/jpeg image/png image/svg+xml; max 10MiB; disarm; allow-filename dangerous-extension; }
 }
+route /spelt {
+    file avatar { types image/png; action disarm; }
+}
 route /strict {
     file logo { types image/svg+xml; disarm reject; allow-filename dangerous-extension; }
 }
@@ -120,3 +123,11 @@ def test_a_broken_image_is_disarm_failed(fw):
     original, _ = jpeg_with_gps()
     r = post(fw, "/photo", "avatar", "me.jpg", original[:-40], "image/jpeg")
     assert r.status_code == 422 and r.json()["error"] == "disarm_failed", r.text
+
+
+def test_action_disarm_is_the_same_directive(fw):
+    original, expected = png_with_text()
+    r = post(fw, "/spelt", "avatar", "a.png", original, "image/png")
+    assert r.status_code == 200, r.text
+    import hashlib
+    assert r.json()["files"]["avatar"][0]["sha256"] == hashlib.sha256(expected).hexdigest()
