@@ -151,3 +151,35 @@ def test_a_marker_deep_inside_a_large_file_is_found(clamd, upstream, formwall_fa
     data = os.urandom(400 << 10) + MARKER + os.urandom(300 << 10)
     r = upload(fw, data)
     assert r.status_code == 403 and "Formwall.Test.Marker" in r.json().get("detail", ""), r.text
+
+
+def test_a_silent_clamd_times_out_and_fails_closed(upstream, formwall_factory):
+    """A clamd that accepts and reads but never answers: 503 once --antivirus-timeout passed after the part."""
+    import threading
+    import time
+    listener = socket.socket()
+    listener.bind((HOST, 0))
+    listener.listen(4)
+    held = []
+
+    def accept_and_read():
+        conn, _ = listener.accept()
+        held.append(conn)
+        conn.settimeout(IO_TIMEOUT)
+        try:
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    threading.Thread(target=accept_and_read, daemon=True).start()
+    fw = formwall_factory(upstream.url, "--antivirus", f"clamd:tcp:{HOST}:{listener.getsockname()[1]}",
+                          "--antivirus-timeout", "1")
+    t0 = time.monotonic()
+    r = upload(fw, b"waiting for a verdict that never comes")
+    assert r.status_code == 503 and r.json()["error"] == "antivirus_unavailable", r.text
+    assert time.monotonic() - t0 < IO_TIMEOUT
+    assert not any(q.get("files", {}).get("doc") for q in upstream.requests())
+    for c in held:
+        c.close()
+    listener.close()
