@@ -242,17 +242,8 @@ final class ArchiveInflater {
         guard open, let out = piece.baseAddress else { return .failed("inflate stream not open") }
         consumed = 0
         while true {
-            let chunk = min(input.count - consumed, Int(UInt32.max))
-            stream.next_in = chunk > 0 ? input.baseAddress.map {
-                UnsafeMutablePointer(mutating: $0.advanced(by: consumed).assumingMemoryBound(to: Bytef.self))
-            } : nil
-            stream.avail_in = uInt(chunk)
-            stream.next_out = out.assumingMemoryBound(to: Bytef.self)
-            stream.avail_out = uInt(piece.count)
-            let rc = inflate(&stream, Z_NO_FLUSH)
-            let taken = chunk - Int(stream.avail_in)
+            let (rc, taken, produced) = inflateStep(&stream, input, from: consumed, into: out, capacity: piece.count)
             consumed += taken
-            let produced = piece.count - Int(stream.avail_out)
             if produced > 0, let finding = sink(UnsafeRawBufferPointer(rebasing: piece[0..<produced])) {
                 return .stopped(finding)
             }

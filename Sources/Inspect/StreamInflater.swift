@@ -104,18 +104,9 @@ public final class StreamInflater {
         return try withUnsafeTemporaryAllocation(byteCount: Self.pieceSize, alignment: 16) { piece in
             guard let out = piece.baseAddress else { return true }
             while true {
-                let chunk = min(input.count - offset, Int(UInt32.max))
-                stream.next_in = chunk > 0 ? input.baseAddress.map {
-                    UnsafeMutablePointer(mutating: $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
-                } : nil
-                stream.avail_in = uInt(chunk)
-                stream.next_out = out.assumingMemoryBound(to: Bytef.self)
-                stream.avail_out = uInt(piece.count)
-                let rc = inflate(&stream, Z_NO_FLUSH)
-                let taken = chunk - Int(stream.avail_in)
+                let (rc, taken, produced) = inflateStep(&stream, input, from: offset, into: out, capacity: piece.count)
                 offset += taken
                 compressedBytes &+= UInt64(taken)
-                let produced = piece.count - Int(stream.avail_out)
                 switch rc {
                 case Z_OK, Z_BUF_ERROR:
                     break
@@ -143,4 +134,19 @@ public final class StreamInflater {
             }
         }
     }
+}
+
+/// One `inflate(Z_NO_FLUSH)` call over `input[offset...]` into `capacity` bytes at `out`: zlib's return code, the
+/// input bytes it took and the output bytes it produced. Shared by `StreamInflater` and the archive inspector.
+func inflateStep(_ stream: inout z_stream, _ input: UnsafeRawBufferPointer, from offset: Int,
+                 into out: UnsafeMutableRawPointer, capacity: Int) -> (rc: Int32, taken: Int, produced: Int) {
+    let chunk = min(max(0, input.count - offset), Int(UInt32.max))
+    stream.next_in = chunk > 0 ? input.baseAddress.map {
+        UnsafeMutablePointer(mutating: $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
+    } : nil
+    stream.avail_in = uInt(chunk)
+    stream.next_out = out.assumingMemoryBound(to: Bytef.self)
+    stream.avail_out = uInt(capacity)
+    let rc = inflate(&stream, Z_NO_FLUSH)
+    return (rc, chunk - Int(stream.avail_in), capacity - Int(stream.avail_out))
 }

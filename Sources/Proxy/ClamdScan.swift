@@ -28,7 +28,10 @@ final class ClamdScan: EventHandler {
     private let timeout: UInt64
     private var verdict: ((Verdict) -> Void)?
     /// Bytes waiting to go to clamd (the command, one framed chunk, or the terminator).
+    /// What goes to clamd next: the command, then one framed chunk at a time, read into this one buffer (allocated
+    /// once per scan), of which the first `outgoingLength` bytes are valid.
     private var outgoing: [UInt8] = []
+    private var outgoingLength = 0
     private var sentOffset = 0
     private var fileOffset: UInt64 = 0
     private var terminated = false
@@ -48,6 +51,7 @@ final class ClamdScan: EventHandler {
         self.verdict = verdict
         timeout = UInt64(max(0.001, min(settings.timeout, 86_400)) * 1e9)
         outgoing = Array("zINSTREAM\0".utf8)
+        outgoingLength = outgoing.count
         do {
             try connect(settings.address)
         } catch {
@@ -125,7 +129,7 @@ final class ClamdScan: EventHandler {
         }
         do {
             while true {
-                if sentOffset == outgoing.count {
+                if sentOffset == outgoingLength {
                     guard refill() else {
                         // Everything sent (wait for the answer), or caught up with the file (wait for `wake`);
                         // an early answer (clamd's size limit) is read either way.
@@ -133,7 +137,7 @@ final class ClamdScan: EventHandler {
                         return
                     }
                 }
-                let result = try outgoing[sentOffset...].withUnsafeBytes { try socket.write($0) }
+                let result = try outgoing[sentOffset..<outgoingLength].withUnsafeBytes { try socket.write($0) }
                 guard case .processed(let n) = result, n > 0 else { return }
                 sentOffset += n
             }
@@ -150,10 +154,10 @@ final class ClamdScan: EventHandler {
             waiting = true
             return false
         }
-        var chunk = [UInt8](repeating: 0, count: Self.chunk + 4)
+        if outgoing.count != Self.chunk + 4 { outgoing = [UInt8](repeating: 0, count: Self.chunk + 4) }
         let count: Int
         do {
-            count = try chunk.withUnsafeMutableBytes { buffer in
+            count = try outgoing.withUnsafeMutableBytes { buffer in
                 try file.read(at: fileOffset, into: UnsafeMutableRawBufferPointer(rebasing: buffer[4...]))
             }
         } catch {
@@ -165,11 +169,11 @@ final class ClamdScan: EventHandler {
             return false
         }
         let length = UInt32(count)
-        chunk[0] = UInt8(length >> 24)
-        chunk[1] = UInt8((length >> 16) & 0xFF)
-        chunk[2] = UInt8((length >> 8) & 0xFF)
-        chunk[3] = UInt8(length & 0xFF)
-        outgoing = Array(chunk[..<(4 + count)])
+        outgoing[0] = UInt8(length >> 24)
+        outgoing[1] = UInt8((length >> 16) & 0xFF)
+        outgoing[2] = UInt8((length >> 8) & 0xFF)
+        outgoing[3] = UInt8(length & 0xFF)
+        outgoingLength = 4 + count
         sentOffset = 0
         fileOffset += UInt64(count)
         if count == 0 { terminated = true }

@@ -452,7 +452,7 @@ public final class FormStage {
         }
         current = cur
         try apply(action, out: out)
-        if var inspected = current {
+        if var inspected = current, inspected.archiveProbe != nil || inspected.archive != nil {
             let finding = archiveStep(&inspected, span)
             current = inspected
             if let finding { try judgeArchive(finding, out: out) }

@@ -14,6 +14,12 @@ public struct PrometheusText {
         text += "# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(type)\n"
     }
 
+    /// A counter family with one label: one sample per key, sorted.
+    public mutating func counters(_ name: String, help: String, label: String, _ values: [String: Int]) {
+        family(name, "counter", help: help)
+        for (value, n) in values.sorted(by: { $0.key < $1.key }) { sample(name, labels: [(label, value)], n) }
+    }
+
     /// One sample line: `name{label="value",...} value`.
     public mutating func sample(_ name: String, labels: [(String, String)] = [], _ value: Double) {
         text += name
@@ -80,10 +86,9 @@ extension MetricsSnapshot {
         var p = PrometheusText()
         let r = requests
         p.family("formwall_requests_total", "counter", help: "Requests finished, by route, decision and status.")
-        for key in r.requests.keys.sorted() {
+        for (key, n) in r.requests.sorted(by: { $0.key < $1.key }) {
             p.sample("formwall_requests_total",
-                     labels: [("route", key.route), ("decision", key.decision), ("status", String(key.status))],
-                     r.requests[key]!)
+                     labels: [("route", key.route), ("decision", key.decision), ("status", String(key.status))], n)
         }
         p.family("formwall_client_bytes_total", "counter", help: "Request body bytes received from clients.")
         p.sample("formwall_client_bytes_total", r.clientBytes)
@@ -93,32 +98,18 @@ extension MetricsSnapshot {
         p.sample("formwall_parts_total", r.parts)
         p.family("formwall_files_total", "counter", help: "Form parts with a filename.")
         p.sample("formwall_files_total", r.files)
-        p.family("formwall_violations_total", "counter", help: "Rule violations, by kind.")
-        for (kind, n) in r.violations.sorted(by: { $0.key < $1.key }) {
-            p.sample("formwall_violations_total", labels: [("kind", kind)], n)
-        }
-        p.family("formwall_anomalies_total", "counter", help: "Multipart parser anomalies, by flag.")
-        for (flag, n) in r.anomalies.sorted(by: { $0.key < $1.key }) {
-            p.sample("formwall_anomalies_total", labels: [("flag", flag)], n)
-        }
+        p.counters("formwall_violations_total", help: "Rule violations, by kind.", label: "kind", r.violations)
+        p.counters("formwall_anomalies_total", help: "Multipart parser anomalies, by flag.", label: "flag", r.anomalies)
         p.family("formwall_quarantine_items_total", "counter", help: "Parts stored in quarantine.")
         p.sample("formwall_quarantine_items_total", r.quarantineItems)
         p.family("formwall_quarantine_bytes_total", "counter", help: "Bytes of parts stored in quarantine.")
         p.sample("formwall_quarantine_bytes_total", r.quarantineBytes)
         p.family("formwall_active_connections", "gauge", help: "Client connections open now.")
         p.sample("formwall_active_connections", activeConnections)
-        p.family("formwall_upstream_errors_total", "counter",
-                 help: "Requests that involved the upstream and ended in error, by upstream server.")
-        for (server, n) in r.upstreamErrors.sorted(by: { $0.key < $1.key }) {
-            p.sample("formwall_upstream_errors_total", labels: [("server", server)], n)
-        }
+        p.counters("formwall_upstream_errors_total", help: "Requests that involved the upstream and ended in error, by upstream server.", label: "server", r.upstreamErrors)
         p.family("formwall_tls_handshakes_total", "counter", help: "TLS handshakes completed with clients.")
         p.sample("formwall_tls_handshakes_total", r.tlsHandshakes)
-        p.family("formwall_tls_handshake_failures_total", "counter",
-                 help: "TLS handshakes with clients that failed, by reason.")
-        for (reason, n) in r.tlsHandshakeFailures.sorted(by: { $0.key < $1.key }) {
-            p.sample("formwall_tls_handshake_failures_total", labels: [("reason", reason)], n)
-        }
+        p.counters("formwall_tls_handshake_failures_total", help: "TLS handshakes with clients that failed, by reason.", label: "reason", r.tlsHandshakeFailures)
         p.family("formwall_request_duration_seconds", "histogram", help: "Time from request start to its end.")
         p.histogram("formwall_request_duration_seconds", r.requestDuration)
         p.family("formwall_upstream_duration_seconds", "histogram",

@@ -68,8 +68,8 @@ public struct RequestMetrics: Sendable, Equatable {
     /// Empty counters.
     public init() {}
 
-    /// Counts one finished request. `server` is the upstream it went to (`host:port`).
-    public mutating func record(_ r: AuditRecord, server: String) {
+    /// Counts one finished request.
+    public mutating func record(_ r: AuditRecord) {
         requests[RequestKey(route: r.route ?? "", decision: r.decision.rawValue, status: r.status), default: 0] += 1
         clientBytes += r.bytesIn
         upstreamBytes += r.bytesUpstream
@@ -83,7 +83,8 @@ public struct RequestMetrics: Sendable, Equatable {
         }
         for v in r.violations { violations[v.kind, default: 0] += 1 }
         for a in r.anomalies { anomalies[a, default: 0] += 1 }
-        if r.decision == .error && r.upstreamMs != nil { upstreamErrors[server, default: 0] += 1 }
+        // The record names the server it went to whenever it contacted one (`upstream`, with `upstream_ms`).
+        if r.decision == .error, let server = r.upstream { upstreamErrors[server, default: 0] += 1 }
         requestDuration.observe(r.durationMs / 1000)
         if let ms = r.upstreamMs { upstreamDuration.observe(ms / 1000) }
     }
@@ -137,9 +138,9 @@ public struct Histogram: Sendable, Equatable {
     }
 
     /// Adds another histogram with the same bounds.
+    /// Every histogram of a kind shares its static bounds (`durationBounds`), so the bucket counts line up.
     public mutating func merge(_ other: Histogram) {
-        precondition(other.bounds == bounds, "merging histograms with different buckets")
-        for i in counts.indices { counts[i] += other.counts[i] }
+        for i in counts.indices where i < other.counts.count { counts[i] += other.counts[i] }
         sum += other.sum
         count += other.count
     }

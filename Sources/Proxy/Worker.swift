@@ -79,7 +79,7 @@ final class Worker {
 
     /// A request ended: counts it for /metrics (with `--admin`) and appends its audit record.
     func requestEnded(_ record: AuditRecord) {
-        if config.admin != nil { metrics.record(record, server: record.upstream ?? config.upstream.authority) }
+        if config.admin != nil { metrics.record(record) }
         writeAudit(record)
     }
 

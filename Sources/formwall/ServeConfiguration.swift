@@ -38,9 +38,10 @@ extension ServeCommand {
         return (source.file?.settings["rules"]?.values ?? []) + (source.file?.rules ?? [])
     }
 
-    /// Never used: the real groups replace it at once.
-    private static var placeholderUpstream: ProxyConfiguration.Upstream {
-        ProxyConfiguration.Upstream(address: SocketAddress(ip: "127.0.0.1", port: 9)!, authority: "127.0.0.1:9")
+    /// Stands in for a server `check` could not resolve, and for the default before the groups are read: it is
+    /// never dialled (`serve` resolves every server or stops).
+    private static func placeholderUpstream() throws -> ProxyConfiguration.Upstream {
+        ProxyConfiguration.Upstream(address: try SocketAddress.parse("127.0.0.1:9"), authority: "127.0.0.1:9")
     }
 
     /// The configuration `source` describes. With `resolve` false (`formwall check`) a host name that does not
@@ -69,7 +70,7 @@ extension ServeCommand {
             }
             addresses.append(address)
         }
-        var config = ProxyConfiguration(listen: addresses[0], upstream: placeholderUpstream)
+        var config = ProxyConfiguration(listen: addresses[0], upstream: try placeholderUpstream())
         config.additionalListeners = Array(addresses.dropFirst())
         try tlsSettings(source, schemes: schemes, into: &config)
         config.upstreams = try upstreamGroups(source, resolve: resolve, warn: warn)
@@ -181,7 +182,7 @@ extension ServeCommand {
                 return try .parse(text)
             } catch let error as UpstreamResolutionError where !resolve {
                 warn("\(label): \(error) (on this machine; `serve` resolves it at start-up)")
-                return placeholderUpstream
+                return try placeholderUpstream()
             } catch {
                 throw ConfigurationError("\(label): \(error)")
             }

@@ -14,7 +14,8 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
                     anomalies: [String] = []) -> AuditRecord {
     AuditRecord(timestamp: AuditTimestamp(millisecondsSinceEpoch: 0), requestID: "r", client: "c", method: "POST",
                 path: "/upload", route: route, decision: decision, status: status, bytesIn: bytesIn,
-                bytesUpstream: bytesUpstream, durationMs: durationMs, upstreamMs: upstreamMs, parts: parts,
+                bytesUpstream: bytesUpstream, durationMs: durationMs, upstreamMs: upstreamMs,
+                upstream: upstreamMs == nil ? nil : "app:8000", parts: parts,
                 violations: violations.map { AuditRecord.Violation(kind: $0, detail: "") }, anomalies: anomalies)
 }
 
@@ -42,9 +43,9 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
 
     @Test func upstreamErrorsNeedDecisionErrorAndTheUpstream() {
         var m = RequestMetrics()
-        m.record(record(route: nil, decision: .error, status: 502, upstreamMs: 3), server: "app:8000")
-        m.record(record(decision: .error, status: 500), server: "app:8000")  // never reached the upstream
-        m.record(record(decision: .reject, status: 413, upstreamMs: 1), server: "app:8000")
+        m.record(record(route: nil, decision: .error, status: 502, upstreamMs: 3))
+        m.record(record(decision: .error, status: 500))  // never reached the upstream
+        m.record(record(decision: .reject, status: 413, upstreamMs: 1))
         #expect(m.upstreamErrors == ["app:8000": 1])
         #expect(m.requests[.init(route: "", decision: "error", status: 502)] == 1)
         #expect(m.upstreamDuration.count == 2)
@@ -59,9 +60,9 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
                    violations: i % 4 == 0 ? ["file_too_large"] : [], anomalies: i % 6 == 0 ? ["bare_cr"] : [])
         }
         var one = RequestMetrics()
-        for r in records { one.record(r, server: "s") }
+        for r in records { one.record(r) }
         var workers = [RequestMetrics(), RequestMetrics(), RequestMetrics()]
-        for (i, r) in records.enumerated() { workers[i % 3].record(r, server: "s") }
+        for (i, r) in records.enumerated() { workers[i % 3].record(r) }
         var merged = RequestMetrics()
         for w in workers { merged.merge(w) }
         // Sums of doubles may differ in the last bits with the order of addition; everything else is exact.
@@ -122,8 +123,8 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
 
     @Test func snapshotHasHelpTypeAndSortedSamples() {
         var s = MetricsSnapshot()
-        s.requests.record(record(route: "/b", status: 200), server: "u:1")
-        s.requests.record(record(route: "/a", decision: .reject, status: 403, violations: ["k\"x"]), server: "u:1")
+        s.requests.record(record(route: "/b", status: 200))
+        s.requests.record(record(route: "/a", decision: .reject, status: 403, violations: ["k\"x"]))
         s.activeConnections = 4
         s.ruleReloadsOK = 2
         s.supervisorRestarts = 1

@@ -38,43 +38,16 @@ import run as base  # noqa: E402  (bench/proxy/run.py: Procs, sink, body, RSS sa
 REPO = base.REPO
 CIPHER = "TLS_AES_128_GCM_SHA256"
 
-NGINX_TLS_CONF = """\
-worker_processes {workers};
-events {{
-    worker_connections 4096;
-}}
-http {{
-    access_log off;
-    client_body_temp_path {prefix}/client_body;
-    proxy_temp_path {prefix}/proxy;
-    fastcgi_temp_path {prefix}/fastcgi;
-    uwsgi_temp_path {prefix}/uwsgi;
-    scgi_temp_path {prefix}/scgi;
+def nginx_tls_conf(prefix, uport, port, cert, key, workers):
+    """run.py's tuned nginx configuration (128k buffers, request buffering off) with a TLS 1.3 listener."""
+    conf = base.NGINX_CONF.format(prefix=prefix, uport=uport, port=port, extra=base.NGINX_TUNED)
+    listen = f"listen 127.0.0.1:{port};"
+    assert listen in conf and "worker_processes 2;" in conf, "bench/proxy/run.py's NGINX_CONF changed"
+    tls = (f"listen 127.0.0.1:{port} ssl;\n        ssl_certificate {cert};\n        ssl_certificate_key {key};\n"
+           f"        ssl_protocols TLSv1.3;\n        ssl_conf_command Ciphersuites {CIPHER};\n"
+           "        ssl_session_tickets off;")
+    return conf.replace("worker_processes 2;", f"worker_processes {workers};").replace(listen, tls)
 
-    upstream sink {{
-        server 127.0.0.1:{uport};
-        keepalive 64;
-    }}
-    server {{
-        listen 127.0.0.1:{port} ssl;
-        ssl_certificate {cert};
-        ssl_certificate_key {key};
-        ssl_protocols TLSv1.3;
-        ssl_conf_command Ciphersuites {cipher};
-        ssl_session_tickets off;
-        client_max_body_size 0;
-        client_body_buffer_size 128k;
-        location / {{
-            proxy_pass http://sink;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_request_buffering off;
-            proxy_buffer_size 128k;
-            proxy_buffers 4 128k;
-        }}
-    }}
-}}
-"""
 
 
 def make_cert(workdir):
@@ -99,8 +72,7 @@ def start_nginx(args, workdir, uport, cert, key):
     port = base.free_port()
     conf = os.path.join(prefix, "nginx.conf")
     with open(conf, "w") as f:
-        f.write(NGINX_TLS_CONF.format(prefix=prefix, uport=uport, port=port, cert=cert, key=key, cipher=CIPHER,
-                                      workers=args.workers))
+        f.write(nginx_tls_conf(prefix, uport, port, cert, key, args.workers))
     err = os.path.join(prefix, "error.log")
     p = base.PROCS.start([args.nginx, "-p", prefix + "/", "-c", conf, "-e", err,
                           "-g", f"daemon off; pid {prefix}/nginx.pid; error_log {err} warn;"],
