@@ -29,7 +29,7 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         ]
         m.record(record(decision: .modified, bytesIn: 120, bytesUpstream: 50, durationMs: 30, upstreamMs: 20,
                         parts: parts, violations: ["file_type", "file_type", "too_many_files"],
-                        anomalies: ["lf_only_line_endings"]), server: "u:80")
+                        anomalies: ["lf_only_line_endings"]))
         #expect(m.requests == [.init(route: "/upload", decision: "modified", status: 200): 1])
         #expect(m.clientBytes == 120 && m.upstreamBytes == 50)
         #expect(m.parts == 3 && m.files == 2)
