@@ -124,7 +124,9 @@ def test_tls12_is_refused_by_default_and_counted(certs, upstream, formwall_facto
         return [l for l in text.splitlines() if l.startswith("formwall_tls_handshake_failures_total")]
     assert wait_until(lambda: any(l.endswith(" 1") and "handshake_failed" in l for l in failures()), IO_TIMEOUT,
                       what="the refused handshake counted")
-    assert events_with(fw.stderr_text(), "tls handshake failed")[0]["reason"] == "handshake_failed"
+    logged = wait_until(lambda: events_with(fw.stderr_text(), "tls handshake failed"), IO_TIMEOUT,
+                        what="the handshake failure log line")
+    assert logged[0]["reason"] == "handshake_failed"
 
 
 def test_no_shared_cipher_fails_cleanly(certs, upstream, formwall_factory):
@@ -168,7 +170,9 @@ def test_plain_http_to_the_tls_port_gets_400_in_clear_text(certs, upstream, form
     r = requests.get(f"http://{HOST}:{fw.port}/x", timeout=IO_TIMEOUT)
     assert r.status_code == 400 and r.json() == {"error": "plain_http_to_tls_port", "status": 400}
     assert upstream.requests() == []
-    [line] = events_with(fw.stderr_text(), "tls handshake failed")
+    # The worker logs after it answered: wait for the line rather than read stderr once.
+    [line] = wait_until(lambda: events_with(fw.stderr_text(), "tls handshake failed"), IO_TIMEOUT,
+                        what="the handshake failure log line")
     assert line["reason"] == "plain_http" and line["level"] == "warn"
 
 
@@ -201,7 +205,8 @@ def test_client_certificates(certs, upstream, formwall_factory, tmp_path):
     assert r.json()["headers"]["x-client-cert-subject"] == "CN=alice,O=Formwall Tests"
     rec = wait_audit(audit, 1)[-1]
     assert rec["tls"]["client_subject"] == "CN=alice,O=Formwall Tests", rec
-    reasons = {e["reason"] for e in events_with(fw.stderr_text(), "tls handshake failed")}
+    reasons = {e["reason"] for e in wait_until(lambda: events_with(fw.stderr_text(), "tls handshake failed"),
+                                               IO_TIMEOUT, what="the handshake failure log lines")}
     assert reasons <= {"client_certificate", "closed", "handshake_failed", "protocol_error"} and reasons, reasons
 
 
@@ -378,7 +383,8 @@ def test_unverifiable_upstreams_get_502(certs, https_upstream, formwall_factory,
     assert up.requests() == []
     [rec] = wait_audit(audit, 1)
     assert rec["decision"] == "error" and rec["bytes_upstream"] == 0
-    [line] = events_with(fw.stderr_text(), "upstream tls failed")
+    [line] = wait_until(lambda: events_with(fw.stderr_text(), "upstream tls failed"), IO_TIMEOUT,
+                        what="the upstream TLS failure log line")
     assert "verif" in line["error"].lower() or "certificate" in line["error"].lower(), line
 
 
