@@ -1,8 +1,9 @@
-/// A structural oddity the multipart parser noticed and tolerated.
+/// A structural oddity the multipart parser noticed and tolerated, or a name, filename or value that
+/// frameworks read differently (found by the policy layer, for urlencoded fields too).
 ///
 /// The parser never guesses silently: every leniency it applies is reported as one of these flags,
-/// on the part where it happened or on the request. The policy layer decides whether a flag
-/// rejects the request, is logged, or is allowed. Each flag has a stable kebab-case `name` used
+/// on the part where it happened or on the request. The policy layer adds the semantic flags (from
+/// `duplicateName` on) and decides whether a flag rejects the request, is logged, or is allowed. Each flag has a stable kebab-case `name` used
 /// in rule files (`anomaly header-folding reject;`), the audit log and `formwall inspect`.
 public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
     /// The Content-Type boundary parameter was a quoted-string.
@@ -53,6 +54,24 @@ public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
     case delimiterLookalike
     /// A part header other than Content-Disposition, Content-Type and Content-Transfer-Encoding.
     case unknownPartHeader
+    /// A name given again in the same body by a part no rule names: frameworks keep the first, the last, or a list.
+    case duplicateName
+    /// A plain name and a bracket name on it in one body (`a` and `a[b]`): PHP, Rack and `qs` read one variable,
+    /// the later overwriting the earlier; others read two.
+    case nameCollision
+    /// A well-formed bracket name (`a[b]`, `a[]`, `a[b][c]`): PHP, Rack and `qs` nest it, others keep it whole.
+    case nameBrackets
+    /// A name PHP reads as another name: a space or `.` (read as `_`), leading spaces (dropped), an unbalanced
+    /// or stray bracket, text after a bracket group (dropped), or an empty base (`[a]`, ignored).
+    case nameRewritten
+    /// A `%XX` escape in a name or filename: some frameworks decode it, some do not.
+    case percentEscape
+    /// A part Content-Type whose charset is not UTF-8 or US-ASCII (ISO-8859-1, UTF-16, EBCDIC…).
+    case partCharset
+    /// A field named `_charset_`, which some frameworks use to decode the other fields.
+    case charsetField
+    /// A field value (a part without a filename, a urlencoded value) that is not valid UTF-8.
+    case invalidUTF8Value
 
     /// The stable name used in rule files, audit records and tool output.
     public var name: String {
@@ -81,6 +100,14 @@ public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
         case .nestedMultipart: return "nested-multipart"
         case .delimiterLookalike: return "delimiter-lookalike"
         case .unknownPartHeader: return "unknown-part-header"
+        case .duplicateName: return "duplicate-name"
+        case .nameCollision: return "name-collision"
+        case .nameBrackets: return "name-brackets"
+        case .nameRewritten: return "name-rewritten"
+        case .percentEscape: return "percent-escape"
+        case .partCharset: return "part-charset"
+        case .charsetField: return "charset-field"
+        case .invalidUTF8Value: return "invalid-utf8-value"
         }
     }
 
@@ -94,7 +121,7 @@ public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
 /// A compact set of anomaly flags (one bit per `MultipartAnomaly`).
 public struct MultipartAnomalies: Sendable, Hashable, Sequence {
     /// The raw bit set; bit `n` is `MultipartAnomaly(rawValue: n)`.
-    public var bits: UInt32
+    public var bits: UInt64
 
     /// The empty set.
     public init() { bits = 0 }
@@ -103,10 +130,10 @@ public struct MultipartAnomalies: Sendable, Hashable, Sequence {
     @inlinable public var isEmpty: Bool { bits == 0 }
 
     /// Whether `flag` is set.
-    @inlinable public func contains(_ flag: MultipartAnomaly) -> Bool { bits & (1 << UInt32(flag.rawValue)) != 0 }
+    @inlinable public func contains(_ flag: MultipartAnomaly) -> Bool { bits & (1 << UInt64(flag.rawValue)) != 0 }
 
     /// Sets `flag`.
-    @inlinable public mutating func insert(_ flag: MultipartAnomaly) { bits |= 1 << UInt32(flag.rawValue) }
+    @inlinable public mutating func insert(_ flag: MultipartAnomaly) { bits |= 1 << UInt64(flag.rawValue) }
 
     /// Adds every flag of `other`.
     @inlinable public mutating func formUnion(_ other: MultipartAnomalies) { bits |= other.bits }
@@ -125,6 +152,12 @@ public struct MultipartAnomalies: Sendable, Hashable, Sequence {
 
     /// Whether no flag of `flags` is set.
     public func isDisjoint(with flags: [MultipartAnomaly]) -> Bool { !flags.contains { contains($0) } }
+
+    /// The set holding exactly `flags`.
+    public init(_ flags: some Sequence<MultipartAnomaly>) {
+        bits = 0
+        for flag in flags { insert(flag) }
+    }
 
     /// The flags' stable names in declaration order.
     public var names: [String] { map(\.name) }

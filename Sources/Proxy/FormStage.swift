@@ -135,6 +135,8 @@ public final class FormStage {
         var archive: ArchiveInspector?
         /// `disarm` on the part's rule: the part is held, then rewritten at its end.
         var disarm: DisarmMode?
+        /// Whether a field's value is UTF-8 so far (`invalid-utf8-value`); nil for files and without a policy.
+        var text: UTF8Validity?
     }
 
     private var current: Current?
@@ -359,6 +361,7 @@ public final class FormStage {
             let rule = ev.route?.rule(forPart: part.nameString, isFile: part.isFile)
             evaluator = ev
             pending = decision.pending
+            record.part.anomalies.formUnion(decision.flags)
             if let renamed = decision.filename {
                 head.filename = Array(renamed.utf8)
                 record.sanitizedFilename = renamed
@@ -405,6 +408,7 @@ public final class FormStage {
                           sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit, head: head)
         current?.disarm = disarm
+        if !part.isFile && evaluator != nil { current?.text = UTF8Validity() }
         if part.isFile, let settings = evaluator?.currentArchiveSettings, settings.inspect {
             current?.archiveProbe = []
             current?.archiveLimits = ArchiveLimits(settings)
@@ -428,6 +432,7 @@ public final class FormStage {
         }
         cur.record.size += UInt64(span.count)
         cur.hasher?.update(span)
+        cur.text?.feed(span)
         var action = PolicyEvaluator.Action.forward
         if var ev = evaluator {
             action = ev.partData(count: span.count)
@@ -589,6 +594,14 @@ public final class FormStage {
                 try apply(action, out: out)
                 cur = try stillCurrent()
             }
+        }
+        if let text = cur.text, var ev = evaluator {
+            if !text.isComplete { cur.record.part.anomalies.insert(.invalidUTF8Value) }
+            let action = ev.fieldText(isValidUTF8: text.isComplete)
+            evaluator = ev
+            current = cur
+            try apply(action, out: out)
+            cur = try stillCurrent()
         }
         if var ev = evaluator {
             if let value = cur.value, cur.pending.contains(.value) {

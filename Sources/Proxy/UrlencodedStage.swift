@@ -120,10 +120,22 @@ public final class UrlencodedStage {
         var record = PartRecord(index: records.count, part: .init(name: name))
         record.size = UInt64(value.count)
         record.preview = String(decoding: value.prefix(256), as: UTF8.self)
+        var nameText = UTF8Validity()
+        nameText.feed(name)
+        var flags = MultipartAnomalies()
+        if !nameText.isComplete { flags.insert(.invalidUTF8) }
         let decision = evaluator.partBegin(index: record.index, name: nameString, filename: nil, declaredType: nil,
-                                           anomalies: .init())
+                                           anomalies: flags)
+        flags.formUnion(decision.flags)
         var action = decision.action
         if action == .forward { action = evaluator.partData(count: value.count) }
+        if action == .forward {
+            var text = UTF8Validity()
+            text.feed(value)
+            if !text.isComplete { flags.insert(.invalidUTF8Value) }
+            action = evaluator.fieldText(isValidUTF8: text.isComplete)
+        }
+        record.part.anomalies = flags
         if action == .forward && decision.pending.contains(.value) { action = evaluator.fieldValue(value) }
         let final = evaluator.partEnd()
         if final != .forward { action = final }

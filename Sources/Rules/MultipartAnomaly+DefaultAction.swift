@@ -5,16 +5,33 @@ extension MultipartAnomaly {
     ///
     /// Strict on anything two parsers could read differently; `log` only for input that is legal
     /// or that canonical re-encoding makes harmless (preamble, epilogue, quoted boundary,
-    /// delimiter look-alikes inside data, extra part headers, which are not forwarded).
+    /// delimiter look-alikes inside data, extra part headers, which are not forwarded). Of the semantic flags,
+    /// `name-brackets` is logged (every PHP and Rails form uses it, and a bracket name reaches each framework
+    /// whole), and `duplicate-name` too: it only concerns parts no rule names, which a route lets through with
+    /// `unknown allow`, and multiple-file inputs and checkbox groups repeat names (docs/rules.md,
+    /// "Names, charsets and duplicates").
     public var defaultAction: AnomalyAction {
         switch self {
-        case .boundaryQuoted, .dataBefore, .dataAfter, .delimiterLookalike, .unknownPartHeader:
+        case .boundaryQuoted, .dataBefore, .dataAfter, .delimiterLookalike, .unknownPartHeader,
+             .duplicateName, .nameBrackets:
             return .log
         case .boundaryWhitespace, .headerFolding, .lfLine, .missingSemicolon, .invalidQuoting, .backslashEscape,
              .duplicateContentDisposition, .duplicateHeader, .duplicateParameter, .unknownParameter,
              .dispositionNotFormData, .missingContentDisposition, .filenameMismatch, .invalidExtendedValue,
-             .controlCharacters, .invalidUTF8, .contentTransferEncoding, .missingName, .nestedMultipart:
+             .controlCharacters, .invalidUTF8, .contentTransferEncoding, .missingName, .nestedMultipart,
+             .nameCollision, .nameRewritten, .percentEscape, .partCharset, .charsetField, .invalidUTF8Value:
             return .reject
+        }
+    }
+
+    /// Whether `anomaly <flag> strip;` is allowed: the flags found from a part's name, filename or type when it
+    /// begins, so the part can be left out before any of its bytes went upstream.
+    public var canStrip: Bool {
+        switch self {
+        case .duplicateName, .nameCollision, .nameBrackets, .nameRewritten, .percentEscape, .partCharset,
+             .charsetField:
+            return true
+        default: return false
         }
     }
 }

@@ -24,8 +24,13 @@ extension PolicyEvaluator {
         part.rule = route.rule(forPart: name, isFile: filename != nil)
         state = .inPart(body, part)
         var decision = PartDecision(action: .forward, pending: [], filename: nil, mustHold: false)
-        let action = checkPartStart(route: route, part: &part, decision: &decision, anomalies: anomalies)
-        if case .reject = action { return PartDecision(action: action, pending: [], mustHold: false) }
+        decision.flags = semanticFlags(of: part, route: route)
+        var flags = anomalies
+        flags.formUnion(decision.flags)
+        let action = checkPartStart(route: route, part: &part, decision: &decision, anomalies: flags)
+        if case .reject = action {
+            return PartDecision(action: action, pending: [], mustHold: false, flags: decision.flags)
+        }
         part.action = action
         if case .inPart(let body, _) = state { state = .inPart(body, part) }
         decision.action = action
@@ -222,6 +227,8 @@ extension PolicyEvaluator {
             if fold(violate(violation, .reject)) { return action }
         }
         if fold(applyPartAnomalies(anomalies, route: route, part: part)) { return action }
+        // A part an anomaly strips is gone: no rule judges it.
+        if case .strip = action { return action }
 
         guard let rule = part.rule else {
             let described = part.name.map { "'\($0)'" } ?? "without a name"
@@ -251,6 +258,12 @@ extension PolicyEvaluator {
                                               detail: "'\(part.name ?? "")' given \(seen) times > \(rule.repeatLimit)",
                                               limit: UInt64(rule.repeatLimit))
                 if fold(violate(violation, outcome)) { return action }
+            } else if seen > 1, route.anomalies[.duplicateName] != .allow {
+                // Repetition the rule allows is still recorded: frameworks read a repeated name differently.
+                let violation = partViolation(.anomaly(.duplicateName), part, rule: route.location,
+                                              detail: "'\(part.name ?? "")' given \(seen) times, allowed by repeat "
+                                                + "\(rule.repeatLimit)")
+                _ = violate(violation, .log)
             }
         }
         guard part.isFile, let filename = part.filename else { return action }
@@ -282,12 +295,55 @@ extension PolicyEvaluator {
             case .allow: continue
             case .log: outcome = .log
             case .reject: outcome = .reject
+            case .strip: outcome = flag.canStrip ? .strip : .reject
             }
             let violation = partViolation(.anomaly(flag), part, rule: route.location,
-                                          detail: "multipart anomaly \(flag.name)")
-            if case .reject(let violation) = violate(violation, outcome) { return .reject(violation) }
+                                          detail: "\(flag.canStrip ? "anomaly" : "multipart anomaly") \(flag.name)")
+            switch violate(violation, outcome) {
+            case .reject(let violation): return .reject(violation)
+            case .strip(let violation): return .strip(violation)
+            case .forward, .quarantine: continue
+            }
         }
         return .forward
+    }
+
+    /// The semantic flags of a part beginning: its name, filename and declared type, and whether its name repeats
+    /// one seen before in this body. An exact repetition is `duplicate-name` for a part no rule names (a ruled
+    /// part's is its rule's `repeat`); `a` meeting `a[b]`, in either order, is `name-collision`.
+    ///
+    /// A part no rule names that `unknown strip` drops never reaches the upstream: it raises nothing.
+    private mutating func semanticFlags(of part: Part, route: Route) -> MultipartAnomalies {
+        if part.rule == nil, route.unknownAction(isFile: part.isFile) == .strip { return MultipartAnomalies() }
+        var flags = FormNameMeaning.flags(name: part.name, filename: part.filename, contentType: part.declaredType)
+        guard let name = part.name, case .inPart(var body, let current) = state else { return flags }
+        let keys = FormNameMeaning.repetitionKeys(of: name)
+        let exact = body.names.contains(keys.exact)
+        let crossed = keys.base.map { body.names.contains($0) } ?? body.bracketBases.contains(keys.exact)
+        if crossed { flags.insert(.nameCollision) }
+        if exact && part.rule == nil { flags.insert(.duplicateName) }
+        body.names.insert(keys.exact)
+        if let base = keys.base { body.bracketBases.insert(base) }
+        state = .inPart(body, current)
+        return flags
+    }
+
+    /// Judges the text of the current field: `valid` says whether its value (all of it) is UTF-8; an invalid one
+    /// raises `invalid-utf8-value`. Files are not judged.
+    public mutating func fieldText(isValidUTF8 valid: Bool) -> Action {
+        guard let route else { return outOfOrder("fieldText before begin") }
+        return withPart("fieldText") { evaluator, part in
+            guard !valid, !part.isFile, !evaluator.isStripped(part) else { return .forward }
+            let outcome: Finding.Outcome
+            switch route.anomalies[.invalidUTF8Value] {
+            case .allow: return .forward
+            case .log: outcome = .log
+            case .reject, .strip: outcome = .reject
+            }
+            let violation = evaluator.partViolation(.anomaly(.invalidUTF8Value), part, rule: route.location,
+                                                    detail: "anomaly invalid-utf8-value")
+            return evaluator.violate(violation, outcome)
+        }
     }
 
     private mutating func checkFilename(_ part: Part, handling: FilenameHandling, allowed: Set<FilenameProblem>,

@@ -1,3 +1,5 @@
+import Multipart
+
 extension PolicyEvaluator {
     /// What the proxy does with a part (or the request) now. `log` decisions are `forward`.
     public enum Action: Sendable, Hashable {
@@ -75,6 +77,8 @@ extension PolicyEvaluator {
         /// check may still strip or quarantine it. When false, streaming it upstream is safe: a
         /// later failure can only reject the whole request.
         public var mustHold: Bool
+        /// The semantic anomaly flags the part raised (`duplicate-name`, `name-brackets`, …), for its record.
+        public var flags = MultipartAnomalies()
 
         /// Whether `action` can no longer change.
         public var isFinal: Bool { pending.isEmpty || action != .forward }

@@ -43,6 +43,9 @@ public struct PolicyEvaluator {
         var files = 0
         var fields = 0
         var repeats: [String: Int] = [:]
+        /// Every part name seen, and the bases of the bracket names seen (`a` of `a[b]`), for `duplicate-name`.
+        var names: Set<String> = []
+        var bracketBases: Set<String> = []
         var satisfied: Set<String> = []
         var checkRequired = false
     }
@@ -260,7 +263,8 @@ public struct PolicyEvaluator {
             switch route.anomalies[flag] {
             case .allow: continue
             case .log: outcome = .log
-            case .reject: outcome = .reject
+            // `strip` is refused for request-level flags when the rule file loads; should one arrive, fail closed.
+            case .reject, .strip: outcome = .reject
             }
             let violation = Violation(kind: .anomaly(flag), part: part, partIndex: index, rule: route.location,
                                       detail: "multipart anomaly \(flag.name)")

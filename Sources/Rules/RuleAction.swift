@@ -18,6 +18,8 @@ public enum AnomalyAction: String, Sendable, Hashable, CaseIterable {
     case log
     /// Forward without recording anything.
     case allow
+    /// Leave the part out and record it (only flags with `MultipartAnomaly.canStrip`).
+    case strip
 }
 
 /// What happens to a part that no field or file rule names (`unknown …;`). The default is `reject`.

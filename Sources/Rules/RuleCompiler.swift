@@ -212,6 +212,12 @@ struct RuleCompiler {
             return nil
         }
         guard let action: AnomalyAction = keyword(statement.arguments[1], what: "action") else { return nil }
+        if action == .strip, !flag.canStrip {
+            let strippable = MultipartAnomaly.allCases.filter(\.canStrip).map(\.name).joined(separator: ", ")
+            error(at: statement.arguments[1], "'strip' is not an action for anomaly '\(flag.name)': only a part's "
+                + "name, filename or type flags can strip it before its data flows (\(strippable))")
+            return nil
+        }
         if let first = seen[flag] {
             error(at: statement.name, "duplicate 'anomaly \(flag.name)' (first set at \(first))")
             return nil

@@ -114,7 +114,7 @@ import Testing
             "t.rules:1:9: error: unknown anomaly 'header-foldin'; did you mean 'header-folding'?",
         ])
         #expect(rendered("anomaly lf-line drop;") == [
-            "t.rules:1:17: error: unknown action 'drop': expected reject, log or allow",
+            "t.rules:1:17: error: unknown action 'drop': expected reject, log, allow or strip",
         ])
         #expect(rendered("route / { field a { action drop; } }") == [
             "t.rules:1:28: error: unknown action 'drop': expected reject, strip, quarantine or log",

@@ -1,0 +1,175 @@
+import Multipart
+
+/// What frameworks make of a part's name, filename and type beyond the bytes: the semantic anomaly flags.
+///
+/// Pure functions over one part's metadata. Measured against PHP 8.2 (`php_register_variable_ex`), Rack and
+/// `qs` (bracket nesting), and werkzeug, Starlette, Django, aiohttp, busboy, undici and Go (which take names
+/// verbatim); see docs/rules.md, "Names, charsets and duplicates", and docs/differential.md.
+public enum FormNameMeaning {
+    /// How PHP reads a name.
+    public enum Shape: Sendable, Hashable {
+        /// Taken whole everywhere.
+        case plain
+        /// `base[k]…` with at least one group: nested by PHP, Rack and `qs`, kept whole by the others.
+        case brackets(base: Substring)
+        /// Read as another name by PHP: a space or `.`, leading spaces, unbalanced or stray brackets, text after
+        /// the groups, an empty base.
+        case rewritten
+    }
+
+    /// The shape of `name`.
+    public static func shape(of name: String) -> Shape {
+        let bytes = name.utf8
+        guard let first = bytes.first else { return .plain }
+        if first == UInt8(ascii: " ") { return .rewritten }
+        guard let open = bytes.firstIndex(of: UInt8(ascii: "[")) else {
+            return bytes.contains { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "]") }
+                ? .rewritten : .plain
+        }
+        let base = name.utf8[..<open]
+        if base.isEmpty || base.contains(where: { $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: " ")
+            || $0 == UInt8(ascii: "]") }) {
+            return .rewritten
+        }
+        // One or more `[…]` groups with no bracket inside, and nothing after the last.
+        var inGroup = false
+        var expectOpen = true
+        for byte in bytes[open...] {
+            switch byte {
+            case UInt8(ascii: "["):
+                if inGroup || !expectOpen { return .rewritten }
+                inGroup = true
+                expectOpen = false
+            case UInt8(ascii: "]"):
+                if !inGroup { return .rewritten }
+                inGroup = false
+                expectOpen = true
+            default:
+                if !inGroup { return .rewritten }
+            }
+        }
+        if inGroup { return .rewritten }
+        return .brackets(base: Substring(base))
+    }
+
+    /// Whether `text` holds a `%XX` escape (two hex digits), or a character the canonical encoder can only
+    /// write as one (`"`, CR, LF and `\`, as browsers do): either way some frameworks decode the escape and
+    /// some do not, so the name read upstream would depend on the framework.
+    public static func hasPercentEscape(_ text: String) -> Bool {
+        text.utf8.contains(where: { $0 == 0x22 || $0 == 0x0D || $0 == 0x0A || $0 == 0x5C })
+            || hasPercentEscapeSequence(text)
+    }
+
+    /// Whether `text` holds `%` followed by two hex digits.
+    static func hasPercentEscapeSequence(_ text: String) -> Bool {
+        var it = Array(text.utf8)[...]
+        while let percent = it.firstIndex(of: UInt8(ascii: "%")) {
+            let rest = it[(percent + 1)...]
+            if rest.count >= 2, isHex(rest[rest.startIndex]), isHex(rest[rest.startIndex + 1]) { return true }
+            it = rest
+        }
+        return false
+    }
+
+    /// Whether a part Content-Type names a charset other than UTF-8 and US-ASCII (case-insensitive, quoted or not).
+    public static func hasForeignCharset(_ contentType: String) -> Bool {
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            guard let equals = parameter.firstIndex(of: "=") else { continue }
+            let key = parameter[..<equals].trimmingWhitespace().lowercased()
+            guard key == "charset" else { continue }
+            var value = parameter[parameter.index(after: equals)...].trimmingWhitespace()
+            if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = value.dropFirst().dropLast() }
+            let charset = value.lowercased()
+            if charset != "utf-8" && charset != "us-ascii" { return true }
+        }
+        return false
+    }
+
+    /// The flags `name`, `filename` and `contentType` raise by themselves (not `duplicate-name`, which needs
+    /// the body's other names, nor `invalid-utf8-value`, which needs the value).
+    public static func flags(name: String?, filename: String?, contentType: String?) -> MultipartAnomalies {
+        var flags = MultipartAnomalies()
+        if let name {
+            switch shape(of: name) {
+            case .plain: break
+            case .brackets: flags.insert(.nameBrackets)
+            case .rewritten: flags.insert(.nameRewritten)
+            }
+            if hasPercentEscape(name) { flags.insert(.percentEscape) }
+            if name.lowercased() == "_charset_" { flags.insert(.charsetField) }
+        }
+        // In a filename, `\`, CR and LF are the filename checks' (`path-separators`, `control-characters`), which
+        // reject them or cut them out under `filename sanitize`; `%XX` and `"` stay whatever the handling.
+        if let filename, filename.utf8.contains(0x22) || hasPercentEscapeSequence(filename) {
+            flags.insert(.percentEscape)
+        }
+        if let contentType, hasForeignCharset(contentType) { flags.insert(.partCharset) }
+        return flags
+    }
+
+    /// The keys under which `name` is a repetition: itself, and for a bracket name its base too, so `a` and
+    /// `a[b]` (which PHP reads as one variable, the later overwriting the earlier) meet.
+    ///
+    /// Returns the key to look up and the keys to remember.
+    public static func repetitionKeys(of name: String) -> (exact: String, base: String?) {
+        if case .brackets(let base) = shape(of: name) { return (name, String(base)) }
+        return (name, nil)
+    }
+
+    private static func isHex(_ c: UInt8) -> Bool {
+        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66)
+    }
+}
+
+/// Whether `bytes` are well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), fed in
+/// pieces that may split a sequence.
+public struct UTF8Validity: Sendable, Hashable {
+    private var needed = 0
+    private var lower: UInt8 = 0x80
+    private var upper: UInt8 = 0xBF
+    /// False once an invalid byte was seen.
+    public private(set) var isValid = true
+
+    public init() {}
+
+    /// Whether everything fed so far is valid and no sequence is left open.
+    public var isComplete: Bool { isValid && needed == 0 }
+
+    /// Feeds more bytes.
+    public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        guard isValid else { return }
+        var i = 0
+        let count = bytes.count
+        while i < count {
+            let b = bytes[i]
+            i += 1
+            if needed == 0 {
+                if b < 0x80 {
+                    // ASCII run: skip ahead quickly.
+                    while i < count, bytes[i] < 0x80 { i += 1 }
+                    continue
+                }
+                switch b {
+                case 0xC2...0xDF: needed = 1
+                case 0xE0: needed = 2; lower = 0xA0
+                case 0xE1...0xEC, 0xEE...0xEF: needed = 2
+                case 0xED: needed = 2; upper = 0x9F
+                case 0xF0: needed = 3; lower = 0x90
+                case 0xF1...0xF3: needed = 3
+                case 0xF4: needed = 3; upper = 0x8F
+                default: isValid = false; return
+                }
+            } else {
+                guard b >= lower && b <= upper else { isValid = false; return }
+                lower = 0x80
+                upper = 0xBF
+                needed -= 1
+            }
+        }
+    }
+
+    /// Feeds more bytes from an array.
+    public mutating func feed(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { feed($0) }
+    }
+}

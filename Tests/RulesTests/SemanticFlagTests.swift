@@ -1,0 +1,195 @@
+import Multipart
+import Testing
+@testable import Rules
+
+/// One request's parts through an evaluator; returns each part's final action and the findings' kind/outcome.
+private func run(_ source: String, _ parts: [(name: String, filename: String?, type: String?)],
+                 values: [String: [UInt8]] = [:]) throws
+    -> (actions: [String], findings: [String], flags: [[String]]) {
+    var ev = PolicyEvaluator(policy: try policy(source))
+    _ = ev.begin(method: "POST", path: "/up", contentType: "multipart/form-data; boundary=x", contentLength: nil)
+    var actions: [String] = []
+    var flags: [[String]] = []
+    for (i, p) in parts.enumerated() {
+        let d = ev.partBegin(index: i, name: p.name, filename: p.filename, declaredType: p.type,
+                             anomalies: MultipartAnomalies())
+        flags.append(d.flags.names)
+        var action = d.action
+        if action == .forward, p.filename == nil {
+            var text = UTF8Validity()
+            text.feed(values[p.name] ?? Array("v".utf8))
+            action = ev.fieldText(isValidUTF8: text.isComplete)
+        }
+        if case .reject = action {
+            actions.append("reject")
+            break
+        }
+        let end = ev.partEnd()
+        switch end {
+        case .forward: actions.append("forward")
+        case .strip: actions.append("strip")
+        case .quarantine: actions.append("quarantine")
+        case .reject: actions.append("reject")
+        }
+        if case .reject = end { break }
+    }
+    return (actions, ev.findings.map { "\($0.violation.kind.name):\($0.outcome.rawValue)" }, flags)
+}
+
+private func field(_ name: String) -> (name: String, filename: String?, type: String?) { (name, nil, nil) }
+private func file(_ name: String, _ filename: String) -> (name: String, filename: String?, type: String?) {
+    (name, filename, nil)
+}
+
+@Suite struct FormNameMeaningTests {
+    @Test(arguments: [
+        ("user", "plain"), ("user_role", "plain"), ("é", "plain"), ("a]", "rewritten"), ("user.role", "rewritten"),
+        ("user role", "rewritten"), (" user", "rewritten"), ("a[b]", "brackets"), ("a[]", "brackets"),
+        ("a[b][c]", "brackets"), ("a[b.c d]", "brackets"), ("a[b", "rewritten"), ("a[b]c", "rewritten"),
+        ("[a]", "rewritten"), ("a[b[c]]", "rewritten"), ("a.b[c]", "rewritten"), ("a[b]]", "rewritten"),
+        ("a[b][", "rewritten"), ("", "plain"),
+    ])
+    func shapes(_ name: String, _ expected: String) {
+        let shape: String
+        switch FormNameMeaning.shape(of: name) {
+        case .plain: shape = "plain"
+        case .brackets: shape = "brackets"
+        case .rewritten: shape = "rewritten"
+        }
+        #expect(shape == expected, "\(name)")
+    }
+
+    @Test func bracketBaseIsTheTextBeforeTheFirstGroup() {
+        #expect(FormNameMeaning.repetitionKeys(of: "user[role][0]").base == "user")
+        #expect(FormNameMeaning.repetitionKeys(of: "user").base == nil)
+    }
+
+    @Test(arguments: [
+        ("a%22b", true), ("a%2", false), ("100%", false), ("%zz", false), ("%0a", true), ("a\"b", true),
+        ("a\\b", true), ("a\rb", true), ("plain.txt", false), ("50%off%2Fx", true),
+    ])
+    func percentEscapes(_ text: String, _ expected: Bool) {
+        #expect(FormNameMeaning.hasPercentEscape(text) == expected, "\(text)")
+    }
+
+    @Test(arguments: [
+        ("text/plain", false), ("text/plain; charset=utf-8", false), ("text/plain; charset=\"UTF-8\"", false),
+        ("text/plain;charset=US-ASCII", false), ("text/plain; charset=ISO-8859-1", true),
+        ("text/plain; charset=utf-16", true), ("text/plain; format=flowed; charset=cp037", true),
+        ("text/plain; charset=utf8", true), ("text/plain; charset = \"latin1\"", true),
+    ])
+    func charsets(_ type: String, _ foreign: Bool) {
+        #expect(FormNameMeaning.hasForeignCharset(type) == foreign, "\(type)")
+    }
+
+    /// Every byte string of a generated set is judged as Swift's own UTF-8 decoder judges it, whole and cut at
+    /// every split point.
+    @Test func utf8ValidityAgreesWithTheStandardLibraryAtEverySplit() {
+        var rng = SystemRandomNumberGenerator()
+        let interesting: [UInt8] = [0x00, 0x41, 0x7F, 0x80, 0xBF, 0xC0, 0xC1, 0xC2, 0xDF, 0xE0, 0xA0, 0x9F, 0xED,
+                                    0xEF, 0xF0, 0x90, 0x8F, 0xF4, 0xF5, 0xFF, 0xA9, 0xC3]
+        for _ in 0..<3000 {
+            let length = Int.random(in: 0...6, using: &rng)
+            let bytes = (0..<length).map { _ in interesting.randomElement(using: &rng) ?? 0 }
+            let expected = String(validating: bytes, as: UTF8.self) != nil
+            for split in 0...bytes.count {
+                var v = UTF8Validity()
+                v.feed(Array(bytes[..<split]))
+                v.feed(Array(bytes[split...]))
+                #expect(v.isComplete == expected, "\(bytes) split at \(split)")
+            }
+        }
+    }
+}
+
+@Suite struct SemanticFlagTests {
+    let open = "route /up { unknown allow; }"
+
+    @Test func repeatedUnknownFieldsAreLoggedByDefaultSoCheckboxGroupsWork() throws {
+        let r = try run(open, [field("color"), field("color"), file("docs", "a.txt"), file("docs", "b.txt")])
+        #expect(r.actions == ["forward", "forward", "forward", "forward"])
+        #expect(r.findings == ["anomaly_duplicate_name:log", "anomaly_duplicate_name:log"])
+        #expect(r.flags[1] == ["duplicate-name"] && r.flags[0].isEmpty)
+    }
+
+    @Test func aRouteCanRejectOrStripRepeatedNames() throws {
+        let rejected = try run("route /up { unknown allow; anomaly duplicate-name reject; }",
+                               [field("role"), field("role")])
+        #expect(rejected.actions == ["forward", "reject"])
+        let stripped = try run("route /up { unknown allow; anomaly duplicate-name strip; }",
+                               [field("role"), field("other"), field("role"), field("role")])
+        #expect(stripped.actions == ["forward", "forward", "strip", "strip"])
+    }
+
+    @Test func aRuledNameRepeatsOnlyAsItsRuleSaysAndTheRepetitionIsAudited() throws {
+        let strict = try run("route /up { field role; }", [field("role"), field("role")])
+        #expect(strict.actions == ["forward", "reject"])
+        #expect(strict.findings == ["too_many_repeats:reject"])
+        let allowed = try run("route /up { file docs { repeat 3; } }", [file("docs", "a.txt"), file("docs", "b.txt")])
+        #expect(allowed.actions == ["forward", "forward"])
+        #expect(allowed.findings == ["anomaly_duplicate_name:log"])
+        let silent = try run("route /up { anomaly duplicate-name allow; file docs { repeat 3; } }",
+                             [file("docs", "a.txt"), file("docs", "b.txt")])
+        #expect(silent.findings.isEmpty)
+    }
+
+    @Test func aPlainNameAndABracketNameOnItCollideInEitherOrder() throws {
+        let r1 = try run(open, [field("a"), field("a[b]")])
+        #expect(r1.actions == ["forward", "reject"])
+        #expect(r1.findings.last == "anomaly_name_collision:reject")
+        let r2 = try run(open, [field("a[b]"), field("a")])
+        #expect(r2.actions == ["forward", "reject"])
+        let r3 = try run(open, [field("a[b]"), field("a[c]"), field("ab")])
+        #expect(r3.actions == ["forward", "forward", "forward"])
+    }
+
+    @Test func bracketNamesAreLoggedAndRewrittenNamesRejected() throws {
+        let brackets = try run(open, [field("user[email]")])
+        #expect(brackets.actions == ["forward"] && brackets.findings == ["anomaly_name_brackets:log"])
+        for name in ["user.role", "user role", " user", "a[b", "a[b]c", "[a]"] {
+            let r = try run(open, [field(name)])
+            #expect(r.actions == ["reject"], "\(name)")
+            #expect(r.findings == ["anomaly_name_rewritten:reject"], "\(name)")
+        }
+        let allowed = try run("route /up { unknown allow; anomaly name-rewritten allow; }", [field("user.role")])
+        #expect(allowed.actions == ["forward"] && allowed.findings.isEmpty)
+    }
+
+    @Test func percentEscapesCharsetsAndTheCharsetField() throws {
+        #expect(try run(open, [field("a%41")]).findings == ["anomaly_percent_escape:reject"])
+        #expect(try run(open, [file("f", "a%22.txt")]).findings == ["anomaly_percent_escape:reject"])
+        #expect(try run(open, [("t", nil, "text/plain; charset=ISO-8859-1")]).findings
+            == ["anomaly_part_charset:reject"])
+        #expect(try run(open, [("t", nil, "text/plain; charset=UTF-8")]).findings.isEmpty)
+        #expect(try run(open, [field("_charset_")]).findings == ["anomaly_charset_field:reject"])
+        let stripped = try run("route /up { unknown allow; anomaly charset-field strip; }",
+                               [field("_charset_"), field("a")])
+        #expect(stripped.actions == ["strip", "forward"])
+    }
+
+    @Test func invalidUTF8ValuesAreRejectedByDefault() throws {
+        let r = try run(open, [field("a"), field("b")], values: ["b": [0x61, 0xFF]])
+        #expect(r.actions == ["forward", "reject"])
+        #expect(r.findings == ["anomaly_invalid_utf8_value:reject"])
+        let logged = try run("route /up { unknown allow; anomaly invalid-utf8-value log; }", [field("b")],
+                             values: ["b": [0xC3]])
+        #expect(logged.actions == ["forward"] && logged.findings == ["anomaly_invalid_utf8_value:log"])
+        // Files are bytes: never judged as text.
+        var ev = PolicyEvaluator(policy: try policy(open))
+        _ = ev.begin(method: "POST", path: "/up", contentType: "multipart/form-data; boundary=x", contentLength: nil)
+        _ = ev.partBegin(index: 0, name: "f", filename: "a.bin", declaredType: nil, anomalies: MultipartAnomalies())
+        #expect(ev.fieldText(isValidUTF8: false) == .forward)
+    }
+
+    @Test func monitorModeRecordsWithoutActing() throws {
+        let r = try run("mode monitor; route /up { unknown allow; }", [field("user.role")])
+        #expect(r.actions == ["forward"])
+        #expect(r.findings == ["anomaly_name_rewritten:reject"])
+    }
+
+    @Test func stripIsRefusedForFlagsThatCannotStripAPartInTime() {
+        let diagnostics = rendered("anomaly lf-line strip;\nanomaly invalid-utf8-value strip;\nanomaly duplicate-name strip;")
+        #expect(diagnostics.count == 2, "\(diagnostics)")
+        #expect(diagnostics.allSatisfy { $0.contains("'strip' is not an action for anomaly") })
+    }
+}

@@ -1,0 +1,137 @@
+"""The semantic anomaly flags (docs/rules.md, "Names, charsets and duplicates") through the real proxy.
+
+Each flag is checked for status, JSON error body and audit line when it rejects, and for what the upstream
+received when a route strips or logs it, for multipart and urlencoded bodies alike.
+"""
+
+import pytest
+
+from policy_helpers import Formwall, Part, Upstream, new_id, post_form, request
+
+RULES = """
+route /strict { unknown allow; }
+route /named { field role; file docs { repeat 3; } field * ; }
+route /strip { unknown allow; anomaly duplicate-name strip; anomaly charset-field strip; }
+route /lenient { unknown allow; anomaly name-rewritten allow; anomaly percent-escape log;
+                 anomaly invalid-utf8-value log; anomaly part-charset allow; }
+"""
+
+URLENCODED = "application/x-www-form-urlencoded"
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("semantic")
+    rules = tmp / "semantic.rules"
+    rules.write_text(RULES)
+    up = Upstream(tmp / "upstream.jsonl")
+    fw = Formwall(tmp, up, rules)
+    yield fw
+    fw.stop()
+    up.close()
+
+
+def post_urlencoded(fw, path: str, body: bytes, rid: str):
+    return request(fw.port, "POST", path, [("Content-Type", URLENCODED), ("X-Request-Id", rid)], body)
+
+
+def check_reject(fw, resp, rid: str, kind: str):
+    assert resp.status == 400, resp
+    answer = resp.json()
+    assert answer["error"] == kind and answer["request_id"] == rid, answer
+    record = fw.wait_audit(rid)
+    assert record["decision"] == "reject" and record["reason"] == kind, record
+    fw.upstream.assert_no_complete_body(rid)
+    return record
+
+
+@pytest.mark.parametrize("parts, kind", [
+    ([Part("user.role", b"admin")], "anomaly_name_rewritten"),
+    ([Part(" role", b"admin")], "anomaly_name_rewritten"),
+    ([Part("a[b", b"1")], "anomaly_name_rewritten"),
+    ([Part("a", b"1"), Part("a[b]", b"2")], "anomaly_name_collision"),
+    ([Part("role%00x", b"1")], "anomaly_percent_escape"),
+    ([Part("f", b"x", "a%22b.txt", "text/plain")], "anomaly_percent_escape"),
+    ([Part("_charset_", b"iso-8859-1")], "anomaly_charset_field"),
+    ([Part("t", b"caf\xe9", content_type="text/plain; charset=ISO-8859-1")], "anomaly_part_charset"),
+    ([Part("t", b"caf\xe9")], "anomaly_invalid_utf8_value"),
+], ids=["dot", "leading-space", "unbalanced", "collision", "percent-name", "percent-filename", "charset-field",
+        "part-charset", "invalid-utf8"])
+def test_strict_defaults_reject_multipart(env, parts, kind):
+    rid = new_id()
+    record = check_reject(env, post_form(env.port, "/strict", parts, rid), rid, kind)
+    assert kind in [v["kind"] for v in record["violations"]]
+    assert kind.removeprefix("anomaly_").replace("_", "-") in record["anomalies"], record
+
+
+@pytest.mark.parametrize("body, kind", [
+    (b"user.role=admin", "anomaly_name_rewritten"),
+    (b"a=1&a[b]=2", "anomaly_name_collision"),
+    (b"a%2541=1", "anomaly_percent_escape"),
+    (b"_charset_=latin1&a=1", "anomaly_charset_field"),
+    (b"a=caf%E9", "anomaly_invalid_utf8_value"),
+    (b"caf%E9=1", "anomaly_invalid_utf8"),
+])
+def test_strict_defaults_reject_urlencoded(env, body, kind):
+    rid = new_id()
+    check_reject(env, post_urlencoded(env, "/strict", body, rid), rid, kind)
+
+
+def test_repeated_unknown_names_pass_and_are_audited(env):
+    """A checkbox group and a multiple-file input on a route with `unknown allow` keep working (default `log`)."""
+    rid = new_id()
+    parts = [Part("color", b"red"), Part("color", b"blue"), Part("docs", b"1", "a.txt", "text/plain"),
+             Part("docs", b"2", "b.txt", "text/plain")]
+    resp = post_form(env.port, "/strict", parts, rid)
+    assert resp.status == 200, resp
+    (seen,) = env.upstream.records(rid)
+    assert seen["fields"] == {"color": ["red", "blue"]}
+    assert [f["filename"] for f in seen["files"]] == ["a.txt", "b.txt"]
+    record = env.wait_audit(rid)
+    assert record["decision"] == "allow" and "duplicate-name" in record["anomalies"], record
+    logged = [v for v in record["violations"] if v["kind"] == "anomaly_duplicate_name"]
+    assert [v["outcome"] for v in logged] == ["log", "log"], record
+
+
+def test_named_rules_refuse_repetition_unless_their_rule_allows_it(env):
+    rid = new_id()
+    resp = post_form(env.port, "/named", [Part("role", b"user"), Part("role", b"admin")], rid)
+    assert resp.status == 413 and resp.json()["error"] == "too_many_repeats", resp
+    rid = new_id()
+    resp = post_form(env.port, "/named", [Part("docs", b"1", "a.txt", "text/plain"),
+                                          Part("docs", b"2", "b.txt", "text/plain")], rid)
+    assert resp.status == 200, resp
+    record = env.wait_audit(rid)
+    (v,) = [v for v in record["violations"] if v["kind"] == "anomaly_duplicate_name"]
+    assert v["outcome"] == "log" and "allowed by repeat 3" in v["detail"], record
+
+
+@pytest.mark.parametrize("kind", ["multipart", "urlencoded"])
+def test_strip_keeps_the_first_value_for_every_framework(env, kind):
+    rid = new_id()
+    if kind == "multipart":
+        resp = post_form(env.port, "/strip", [Part("role", b"user"), Part("_charset_", b"latin1"),
+                                              Part("x", b"1"), Part("role", b"admin")], rid)
+    else:
+        resp = post_urlencoded(env, "/strip", b"role=user&_charset_=latin1&x=1&role=admin", rid)
+    assert resp.status == 200, resp
+    (seen,) = env.upstream.records(rid)
+    assert seen["fields"] == {"role": ["user"], "x": ["1"]}, seen
+    record = env.wait_audit(rid)
+    assert record["decision"] == "modified", record
+    assert [p["action"] for p in record["parts"]] == ["forward", "strip", "forward", "strip"], record
+    assert {v["kind"] for v in record["violations"]} == {"anomaly_duplicate_name", "anomaly_charset_field"}
+
+
+def test_a_route_can_loosen_each_flag_by_name(env):
+    rid = new_id()
+    parts = [Part("user.role", b"x"), Part("a%41", b"caf\xe9"),
+             Part("t", b"x", content_type="text/plain; charset=ISO-8859-1")]
+    resp = post_form(env.port, "/lenient", parts, rid)
+    assert resp.status == 200, resp
+    (seen,) = env.upstream.records(rid)
+    assert set(seen["fields"]) == {"user.role", "a%41", "t"}, seen
+    record = env.wait_audit(rid)
+    kinds = sorted(v["kind"] for v in record["violations"])
+    # name-rewritten and part-charset are `allow` (silent); percent-escape and invalid-utf8-value are `log`.
+    assert kinds == ["anomaly_invalid_utf8_value", "anomaly_percent_escape"], record
