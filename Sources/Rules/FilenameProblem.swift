@@ -16,7 +16,7 @@ public enum FilenameProblem: String, Sendable, Hashable, CaseIterable {
     case trailingDotsSpaces = "trailing-dots-spaces"
     /// More than 255 bytes of UTF-8, the usual file-system limit.
     case tooLong = "too-long"
-    /// The last extension is on the dangerous list (`invoice.pdf.exe` is judged by `.exe`).
+    /// An extension after the stem is on the dangerous list (`invoice.pdf.exe`, `shell.php.jpg`, `a.asp;.jpg`).
     case dangerousExtension = "dangerous-extension"
     /// A Windows device name as the stem (`CON`, `NUL`, `COM1`, `LPT1.txt`, …).
     case reservedName = "reserved-name"

@@ -319,7 +319,8 @@ extension PolicyEvaluator {
         for problem in problems {
             var detail = "filename has \(problem.name)"
             if problem == .dangerousExtension,
-               let ext = FilenameCheck.lastExtension(of: decision.filename ?? filename) {
+               let ext = FilenameCheck.firstDangerousExtension(of: FilenameCheck.baseName(of: decision.filename ?? filename),
+                                                               extensionAllowed: exempt) {
                 detail = "dangerous extension .\(ext)"
             }
             let next = violate(partViolation(.filename(problem), part, rule: rule?.location, detail: detail), outcome)
