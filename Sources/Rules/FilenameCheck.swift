@@ -30,6 +30,7 @@ public enum FilenameCheck {
     /// an extension from the dangerous list, for a rule whose `extensions` names it explicitly.
     public static func problems(in filename: some Collection<UInt8>,
                                 dangerous: Set<String> = dangerousExtensions,
+                                restricted: [FilenamePattern] = [],
                                 extensionAllowed: (String) -> Bool = { _ in false }) -> [FilenameProblem] {
         let bytes = Array(filename)
         guard !bytes.isEmpty else { return [] }
@@ -57,6 +58,7 @@ public enum FilenameCheck {
             found.insert(.dangerousExtension)
         }
         if isReserved(base) { found.insert(.reservedName) }
+        if restriction(of: base, patterns: restricted) != nil { found.insert(.restrictedName) }
         return FilenameProblem.allCases.filter(found.contains)
     }
 

@@ -21,7 +21,7 @@ import Testing
         ("invoice.exe.pdf", [.dangerousExtension]),
         ("SHELL.PHP5", [.dangerousExtension]),
         ("shell.php::$DATA", [.dangerousExtension]),
-        (".htaccess", [.dangerousExtension]),
+        (".htaccess", [.dangerousExtension, .restrictedName]),
         ("logo.svg", [.dangerousExtension]),
         ("CON", [.reservedName]),
         ("nul.txt", [.reservedName]),
