@@ -30,6 +30,7 @@ public enum FilenameCheck {
     /// an extension from the dangerous list, for a rule whose `extensions` names it explicitly.
     public static func problems(in filename: some Collection<UInt8>,
                                 dangerous: Set<String> = dangerousExtensions,
+                                restricted: [FilenamePattern] = [],
                                 extensionAllowed: (String) -> Bool = { _ in false }) -> [FilenameProblem] {
         let bytes = Array(filename)
         guard !bytes.isEmpty else { return [] }
@@ -53,10 +54,11 @@ public enum FilenameCheck {
         }
         if bytes.count > maximumLength { found.insert(.tooLong) }
         let base = String(segments.last ?? "")
-        if let ext = lastExtension(of: base), dangerous.contains(ext), !extensionAllowed(ext) {
+        if firstDangerousExtension(of: base, dangerous: dangerous, extensionAllowed: extensionAllowed) != nil {
             found.insert(.dangerousExtension)
         }
         if isReserved(base) { found.insert(.reservedName) }
+        if restriction(of: base, patterns: restricted) != nil { found.insert(.restrictedName) }
         return FilenameProblem.allCases.filter(found.contains)
     }
 
@@ -75,6 +77,38 @@ public enum FilenameCheck {
         guard let dot = base.lastIndex(of: ".") else { return nil }
         let ext = base[base.index(after: dot)...]
         return ext.isEmpty ? nil : ext.lowercased()
+    }
+
+    /// Every extension of a base name after its stem, in order, lowercased, without dots; what
+    /// `dangerous-extension` judges.
+    ///
+    /// The name is cut at the first `:` (an NTFS stream: `shell.php::$DATA` writes `shell.php`) and at the first
+    /// `;` (IIS 6 maps `shell.asp;.jpg` to the ASP handler). The rest is split at every `.`; the first segment is
+    /// the stem (`php.jpg` has the one extension `jpg`), except for a leading dot (`.htaccess` → `htaccess`). Each
+    /// segment is trimmed of surrounding whitespace (Windows drops trailing spaces; `photo. php` is read as
+    /// `photo.php` by careless code) and empty segments are skipped: `a.php . jpg` → `php`, `jpg`;
+    /// `shell.php.jpg` → `php`, `jpg` (Apache's mod_mime runs it as PHP).
+    public static func extensions(of name: String) -> [String] {
+        var base = Substring(name)
+        if let cut = base.firstIndex(where: { $0 == ":" || $0 == ";" }) { base = base[..<cut] }
+        let segments = base.split(separator: ".", omittingEmptySubsequences: false)
+        let stemIsEmpty = segments.first.map { $0.allSatisfy(\.isWhitespace) } ?? true
+        return segments.dropFirst(stemIsEmpty ? 0 : 1).compactMap { segment in
+            let trimmed = segment.trimming(while: \.isWhitespace)
+            return trimmed.isEmpty ? nil : trimmed.lowercased()
+        }
+    }
+
+    /// The part of a name after its last `/` or `\\`.
+    public static func baseName(of name: String) -> String {
+        guard let separator = name.lastIndex(where: { $0 == "/" || $0 == "\\" }) else { return name }
+        return String(name[name.index(after: separator)...])
+    }
+
+    /// The first of `extensions(of:)` on the `dangerous` list and not exempted by `extensionAllowed`.
+    public static func firstDangerousExtension(of name: String, dangerous: Set<String> = dangerousExtensions,
+                                               extensionAllowed: (String) -> Bool = { _ in false }) -> String? {
+        extensions(of: name).first { dangerous.contains($0) && !extensionAllowed($0) }
     }
 
     /// Reduces a name to a safe base name.
@@ -142,5 +176,15 @@ public enum FilenameCheck {
         case 0x202A...0x202E, 0x2066...0x2069, 0x200E, 0x200F, 0x061C: return true
         default: return false
         }
+    }
+}
+
+extension Substring {
+    /// The substring without leading and trailing characters matching `predicate`.
+    func trimming(while predicate: (Character) -> Bool) -> Substring {
+        var result = self
+        while let first = result.first, predicate(first) { result.removeFirst() }
+        while let last = result.last, predicate(last) { result.removeLast() }
+        return result
     }
 }

@@ -16,16 +16,21 @@ public enum FilenameProblem: String, Sendable, Hashable, CaseIterable {
     case trailingDotsSpaces = "trailing-dots-spaces"
     /// More than 255 bytes of UTF-8, the usual file-system limit.
     case tooLong = "too-long"
-    /// The last extension is on the dangerous list (`invoice.pdf.exe` is judged by `.exe`).
+    /// An extension after the stem is on the dangerous list (`invoice.pdf.exe`, `shell.php.jpg`, `a.asp;.jpg`).
     case dangerousExtension = "dangerous-extension"
     /// A Windows device name as the stem (`CON`, `NUL`, `COM1`, `LPT1.txt`, …).
     case reservedName = "reserved-name"
     /// The bytes are not valid UTF-8.
     case invalidUTF8 = "invalid-utf8"
+    /// A name a server or runtime reads as configuration or state: a built-in name (`.htaccess`, `web.config`,
+    /// `php.ini`…), a PHP session file (`sess_*`), a dotfile, or a `restricted-filenames` glob.
+    case restrictedName = "restricted-name"
 
     /// The stable kebab-case name.
     public var name: String { rawValue }
 
     /// Whether `FilenameCheck.sanitize` removes this problem.
-    public var isSanitizable: Bool { self != .dangerousExtension }
+    /// A dangerous extension or a restricted name is refused, never rewritten: a rewritten name would hide
+    /// what the client tried.
+    public var isSanitizable: Bool { self != .dangerousExtension && self != .restrictedName }
 }

@@ -50,6 +50,8 @@ public struct PartRule: Sendable, Hashable {
     public var allowTypeMismatch: Bool
     /// What an archive in this part may hold (`archive-*` directives; defaults from the route).
     public var archive = ArchiveSettings()
+    /// Name and filename character lists and restricted filename patterns (defaults from the route).
+    public var nameChecks = NameChecks()
     /// `disarm [strip|reject];`: JPEG, PNG and SVG files are rewritten without their metadata and active content
     /// (SVG scripts and the like stripped, or refused with `reject`); nil: forwarded as they are.
     public var disarm: DisarmMode?

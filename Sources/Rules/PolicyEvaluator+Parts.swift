@@ -240,9 +240,10 @@ extension PolicyEvaluator {
             case .strip: _ = fold(violate(violation, .strip))
             case .allow: break
             }
+            if action == .forward, fold(checkName(part, route.nameChecks, rule: nil, outcome: .reject)) { return action }
             if part.isFile, action == .forward {
                 _ = fold(checkFilename(part, handling: route.filename, allowed: route.allowedFilenameProblems,
-                                       rule: nil, outcome: .reject, decision: &decision))
+                                       checks: route.nameChecks, rule: nil, outcome: .reject, decision: &decision))
             }
             return action
         }
@@ -266,9 +267,10 @@ extension PolicyEvaluator {
                 _ = violate(violation, .log)
             }
         }
+        if fold(checkName(part, rule.nameChecks, rule: rule, outcome: outcome)) { return action }
         guard part.isFile, let filename = part.filename else { return action }
-        if fold(checkFilename(part, handling: rule.filename, allowed: rule.allowedFilenameProblems, rule: rule,
-                              outcome: outcome, decision: &decision)) {
+        if fold(checkFilename(part, handling: rule.filename, allowed: rule.allowedFilenameProblems,
+                              checks: rule.nameChecks, rule: rule, outcome: outcome, decision: &decision)) {
             return action
         }
         let effectiveName = decision.filename ?? filename
@@ -347,41 +349,59 @@ extension PolicyEvaluator {
     }
 
     private mutating func checkFilename(_ part: Part, handling: FilenameHandling, allowed: Set<FilenameProblem>,
-                                        rule: PartRule?, outcome: Finding.Outcome,
+                                        checks: NameChecks, rule: PartRule?, outcome: Finding.Outcome,
                                         decision: inout PartDecision) -> Action {
         guard handling != .allow, let filename = part.filename, !filename.isEmpty else { return .forward }
         let bytes = Array(filename.utf8)
         let exempt: (String) -> Bool = { ext in rule?.extensions.contains("." + ext) ?? false }
-        var problems = FilenameCheck.problems(in: bytes, extensionAllowed: exempt).filter { !allowed.contains($0) }
+        let restricted = checks.restrictedFilenames
+        var problems = FilenameCheck.problems(in: bytes, restricted: restricted, extensionAllowed: exempt)
+            .filter { !allowed.contains($0) }
+        // The name that goes upstream: the sanitised one once sanitising changed something.
+        var judged = filename
         if handling == .sanitize {
             let fixable = problems.filter(\.isSanitizable)
             if !fixable.isEmpty {
                 let sanitized = FilenameCheck.sanitize(bytes)
+                judged = sanitized
                 for problem in fixable {
                     let violation = partViolation(.filename(problem), part, rule: rule?.location,
                                                   detail: "filename sanitized to '\(sanitized)'")
                     _ = violate(violation, .sanitize)
                 }
                 if !isMonitoring { decision.filename = sanitized }
-                let after = FilenameCheck.problems(in: Array(sanitized.utf8), extensionAllowed: exempt)
+                // Sanitising cannot fix a dangerous extension or a restricted name, and may uncover one
+                // (`web\u{0}.config` becomes `web.config`).
+                let after = FilenameCheck.problems(in: Array(sanitized.utf8), restricted: restricted,
+                                                   extensionAllowed: exempt)
                 problems = problems.filter { !$0.isSanitizable }
-                if after.contains(.dangerousExtension), !allowed.contains(.dangerousExtension),
-                   !problems.contains(.dangerousExtension) {
-                    problems.append(.dangerousExtension)
+                for problem in after where !problem.isSanitizable && !allowed.contains(problem)
+                    && !problems.contains(problem) {
+                    problems.append(problem)
                 }
             }
         }
         var action = Action.forward
         for problem in problems {
             var detail = "filename has \(problem.name)"
-            if problem == .dangerousExtension,
-               let ext = FilenameCheck.lastExtension(of: decision.filename ?? filename) {
-                detail = "dangerous extension .\(ext)"
+            switch problem {
+            case .dangerousExtension:
+                if let ext = FilenameCheck.firstDangerousExtension(of: FilenameCheck.baseName(of: judged),
+                                                                   extensionAllowed: exempt) {
+                    detail = "dangerous extension .\(ext)"
+                }
+            case .restrictedName:
+                if let reason = FilenameCheck.restriction(of: judged, patterns: restricted) { detail = reason }
+            default:
+                break
             }
             let next = violate(partViolation(.filename(problem), part, rule: rule?.location, detail: detail), outcome)
             if next.rank > action.rank { action = next }
             if case .reject = next { return next }
         }
+        let next = checkCharacters(judged, checks.filenameCharacters, kind: .filenameCharacter, part: part,
+                                   rule: rule, outcome: outcome, skip: Self.ownedByFilenameProblems)
+        if next.rank > action.rank { action = next }
         return action
     }
 
@@ -492,7 +512,7 @@ extension PolicyEvaluator {
             && findings.contains { $0.outcome == .strip && $0.violation.partIndex == part.index }
     }
 
-    private func partViolation(_ kind: ViolationKind, _ part: Part, rule: SourceLocation? = nil, detail: String,
+    func partViolation(_ kind: ViolationKind, _ part: Part, rule: SourceLocation? = nil, detail: String,
                                limit: UInt64? = nil) -> Violation {
         // A rule's `status` applies to the violations of that rule, not to route-level ones (counts, anomalies).
         let ownRule = rule == nil || rule == part.rule?.location

@@ -164,6 +164,9 @@ public struct Route: Sendable, Hashable {
     public var unknownEncoding: UnknownEncodingMode
     /// Archive limits for file parts without a rule, and the defaults of this route's file rules.
     public var archive = ArchiveSettings()
+    /// Name and filename character lists and restricted filename patterns for parts without a rule, and the
+    /// defaults of this route's rules.
+    public var nameChecks = NameChecks()
     /// The upstream group this route's requests go to (`upstream NAME;`, declared in the main configuration
     /// file); nil: the default upstream. Where it is written, for a diagnostic when no such group exists.
     public var upstream: UpstreamName?

@@ -27,6 +27,7 @@ struct RuleCompiler {
                 routeSetting(statement, directive, into: &defaults)
             }
         }
+        checkCharacterListConflicts(statements)
         defaults.anomalies = policy.anomalies
         policy.fallback = Policy.implicitFallback(defaults: defaults)
 
@@ -176,6 +177,8 @@ struct RuleCompiler {
             if let mode: PreflightMode = keyword(arguments[0], what: "preflight mode") { route.preflight = mode }
         case _ where directive.name.hasPrefix("archive-"):
             archiveSetting(statement, directive, into: &route.archive)
+        case _ where NameChecks.directives.contains(directive.name):
+            nameCheckSetting(statement, directive, into: &route.nameChecks)
         case "encodings-max":
             if let value = number(arguments[0], directive) { route.encodingsMax = Int(value) }
         case "compression-ratio-max":
@@ -265,6 +268,7 @@ struct RuleCompiler {
         var anomalySeen: [MultipartAnomaly: SourceLocation] = [:]
         var overrides = AnomalyActions()
         var partStatements: [RuleStatement] = []
+        checkCharacterListConflicts(statement.block ?? [])
         for inner in statement.block ?? [] {
             guard let directive = validate(inner, in: .route, seen: &seen) else { continue }
             switch directive.name {
@@ -347,6 +351,8 @@ struct RuleCompiler {
         rule.allowedFilenameProblems = route.allowedFilenameProblems
         rule.allowTypeMismatch = route.allowTypeMismatch
         rule.archive = route.archive
+        rule.nameChecks = route.nameChecks
+        checkCharacterListConflicts(statement.block ?? [])
         let context: RuleDirective.Context = kind == .file ? .file : .field
         var seen: [String: SourceLocation] = [:]
         for inner in statement.block ?? [] {
@@ -392,6 +398,8 @@ struct RuleCompiler {
                 }
             case _ where directive.name.hasPrefix("archive-"):
                 archiveSetting(inner, directive, into: &rule.archive)
+            case _ where NameChecks.directives.contains(directive.name):
+                nameCheckSetting(inner, directive, into: &rule.nameChecks)
             case "action":
                 if arguments[0].text == "disarm" {
                     // `action disarm;` is `disarm;`: it says what happens to a file that passes, not to a violation.
@@ -429,7 +437,7 @@ struct RuleCompiler {
 
     // MARK: - Arguments
 
-    private mutating func error(at token: RuleToken, _ message: String) {
+    mutating func error(at token: RuleToken, _ message: String) {
         diagnostics.append(Diagnostic(.error, at: token.location, message))
     }
 

@@ -98,6 +98,11 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("filename", [.main, .route, .file], arguments: 1...1),
         RuleDirective("allow-filename", [.main, .route, .file], arguments: 1...many, unique: false),
         RuleDirective("allow-type-mismatch", [.main, .route, .file], arguments: 0...0),
+        RuleDirective("restricted-filenames", [.main, .route, .file], arguments: 1...many, unique: false),
+        RuleDirective("name-deny-chars", [.main, .route, .field, .file], arguments: 1...many),
+        RuleDirective("name-allow-chars", [.main, .route, .field, .file], arguments: 1...many),
+        RuleDirective("filename-deny-chars", [.main, .route, .file], arguments: 1...many),
+        RuleDirective("filename-allow-chars", [.main, .route, .file], arguments: 1...many),
     ]
 
     /// Every directive name.

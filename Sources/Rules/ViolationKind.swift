@@ -61,8 +61,12 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     /// 422: a file to `disarm` could not be rewritten (a broken image, or an SVG with active content under
     /// `disarm reject`).
     case disarmFailed
-    /// 400 (415 for `dangerous-extension`): a filename problem.
+    /// 400 (415 for `dangerous-extension`, 403 for `restricted-name`): a filename problem.
     case filename(FilenameProblem)
+    /// 400: a field or part name holds a character its `name-deny-chars` / `name-allow-chars` list refuses.
+    case nameCharacter
+    /// 400: a filename holds a character its `filename-deny-chars` / `filename-allow-chars` list refuses.
+    case filenameCharacter
     /// 500: the proxy drove the evaluator or a body stage out of order (a Formwall bug, never the
     /// client's); it ends that one request instead of the process.
     case internalError
@@ -73,7 +77,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
          .fileTooSmall, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
          .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .encodingNotSupported, .tooManyEncodings,
-         .compressionRatioExceeded, .badContentEncoding, .malware, .disarmFailed, .internalError]
+         .compressionRatioExceeded, .badContentEncoding, .malware, .disarmFailed, .nameCharacter,
+         .filenameCharacter, .internalError]
             + MultipartAnomaly.allCases.map(ViolationKind.anomaly)
             + FilenameProblem.allCases.map(ViolationKind.filename)
             + ArchiveProblemKind.allCases.map(ViolationKind.archive)
@@ -112,6 +117,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .archive(let problem): return "archive_" + problem.rawValue.replacingHyphens()
         case .malware: return "malware"
         case .disarmFailed: return "disarm_failed"
+        case .nameCharacter: return "name_character"
+        case .filenameCharacter: return "filename_character"
         case .internalError: return "internal_error"
         }
     }
@@ -134,9 +141,11 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .contentTypeNotAllowed, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
              .filename(.dangerousExtension):
             return 415
-        case .unknownPart: return 403
+        case .unknownPart, .filename(.restrictedName): return 403
         case .missingRequired, .patternMismatch, .fieldTooSmall, .fileTooSmall: return 422
-        case .malformedBody, .anomaly, .filename, .headerRequired, .badContentEncoding: return 400
+        case .malformedBody, .anomaly, .filename, .headerRequired, .badContentEncoding, .nameCharacter,
+             .filenameCharacter:
+            return 400
         case .archive(let problem): return problem.status
         case .malware: return 403
         case .disarmFailed: return 422

@@ -817,6 +817,9 @@ extension PolicyEvaluator {
             (.tooManyEncodings, "too_many_encodings", 415),
             (.compressionRatioExceeded, "compression_ratio_exceeded", 413),
             (.badContentEncoding, "bad_content_encoding", 400),
+            (.nameCharacter, "name_character", 400),
+            (.filenameCharacter, "filename_character", 400),
+            (.filename(.restrictedName), "filename_restricted_name", 403),
         ]
         for (kind, name, status) in table {
             #expect(kind.name == name)
@@ -825,7 +828,7 @@ extension PolicyEvaluator {
         }
         let names = ViolationKind.allCases.map(\.name)
         #expect(Set(names).count == names.count)
-        #expect(names.count == 28 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count
+        #expect(names.count == 30 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count
             + ArchiveProblemKind.allCases.count)
     }
 

@@ -18,10 +18,10 @@ import Testing
         ("shell.php.", [.trailingDotsSpaces, .dangerousExtension]),
         ("report.pdf ", [.trailingDotsSpaces]),
         ("invoice.pdf.exe", [.dangerousExtension]),
-        ("invoice.exe.pdf", []),
+        ("invoice.exe.pdf", [.dangerousExtension]),
         ("SHELL.PHP5", [.dangerousExtension]),
         ("shell.php::$DATA", [.dangerousExtension]),
-        (".htaccess", [.dangerousExtension]),
+        (".htaccess", [.dangerousExtension, .restrictedName]),
         ("logo.svg", [.dangerousExtension]),
         ("CON", [.reservedName]),
         ("nul.txt", [.reservedName]),
@@ -30,6 +30,40 @@ import Testing
     ] as [(String, [FilenameProblem])])
     func problems(name: String, expected: [FilenameProblem]) {
         #expect(FilenameCheck.problems(in: name) == expected)
+    }
+
+    /// Every extension after the stem is judged, not only the last (CRS 933110/933111/944140 look at the whole
+    /// name; Apache's mod_mime runs `shell.php.jpg` as PHP).
+    @Test(arguments: [
+        ("shell.php.jpg", true),
+        ("photo. php", true),
+        ("a.php.", true),
+        ("a.php ", true),
+        ("a.php . jpg", true),
+        ("a.asp;.jpg", true),
+        ("shell.pHp", true),
+        ("a.php::$DATA", true),
+        ("a.jpg::$DATA", false),
+        ("report.JSP.txt", true),
+        ("php.jpg", false),
+        ("exe", false),
+        ("php .jpg", false),
+        ("my.report.v2.pdf", false),
+        ("C:\\uploads\\shell.php.png", true),
+    ] as [(String, Bool)])
+    func everyExtensionIsJudged(name: String, dangerous: Bool) {
+        #expect(FilenameCheck.problems(in: name).contains(.dangerousExtension) == dangerous, "\(name)")
+    }
+
+    @Test func extensionsAfterTheStem() {
+        #expect(FilenameCheck.extensions(of: "a.php . jpg") == ["php", "jpg"])
+        #expect(FilenameCheck.extensions(of: "php.jpg") == ["jpg"])
+        #expect(FilenameCheck.extensions(of: ".htaccess") == ["htaccess"])
+        #expect(FilenameCheck.extensions(of: "a.asp;.jpg") == ["asp"])
+        #expect(FilenameCheck.extensions(of: "a.PHP::$DATA") == ["php"])
+        #expect(FilenameCheck.extensions(of: "README") == [])
+        #expect(FilenameCheck.firstDangerousExtension(of: "a.tar.php.gz") == "php")
+        #expect(FilenameCheck.firstDangerousExtension(of: "a.php.svg", extensionAllowed: { $0 == "php" }) == "svg")
     }
 
     @Test func lengthLimitIsBytes() {
