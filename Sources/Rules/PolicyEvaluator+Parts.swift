@@ -25,9 +25,7 @@ extension PolicyEvaluator {
         state = .inPart(body, part)
         var decision = PartDecision(action: .forward, pending: [], filename: nil, mustHold: false)
         decision.flags = semanticFlags(of: part, route: route)
-        var flags = anomalies
-        flags.formUnion(decision.flags)
-        let action = checkPartStart(route: route, part: &part, decision: &decision, anomalies: flags)
+        let action = checkPartStart(route: route, part: &part, decision: &decision, anomalies: anomalies)
         if case .reject = action {
             return PartDecision(action: action, pending: [], mustHold: false, flags: decision.flags)
         }
@@ -227,8 +225,6 @@ extension PolicyEvaluator {
             if fold(violate(violation, .reject)) { return action }
         }
         if fold(applyPartAnomalies(anomalies, route: route, part: part)) { return action }
-        // A part an anomaly strips is gone: no rule judges it.
-        if case .strip = action { return action }
 
         guard let rule = part.rule else {
             let described = part.name.map { "'\($0)'" } ?? "without a name"
@@ -242,9 +238,12 @@ extension PolicyEvaluator {
             }
             if action == .forward, fold(checkName(part, route.nameChecks, rule: nil, outcome: .reject)) { return action }
             if part.isFile, action == .forward {
-                _ = fold(checkFilename(part, handling: route.filename, allowed: route.allowedFilenameProblems,
-                                       checks: route.nameChecks, rule: nil, outcome: .reject, decision: &decision))
+                if fold(checkFilename(part, handling: route.filename, allowed: route.allowedFilenameProblems,
+                                      checks: route.nameChecks, rule: nil, outcome: .reject, decision: &decision)) {
+                    return action
+                }
             }
+            if action == .forward { _ = fold(applyPartAnomalies(decision.flags, route: route, part: part)) }
             return action
         }
 
@@ -268,11 +267,21 @@ extension PolicyEvaluator {
             }
         }
         if fold(checkName(part, rule.nameChecks, rule: rule, outcome: outcome)) { return action }
-        guard part.isFile, let filename = part.filename else { return action }
+        // The semantic flags come after the name and filename checks, which are the operator's own lists and so
+        // report a character first; a part they strip is gone and no later check judges it.
+        func semanticChecks() -> Action {
+            action == .forward ? applyPartAnomalies(decision.flags, route: route, part: part) : .forward
+        }
+        guard part.isFile, let filename = part.filename else {
+            _ = fold(semanticChecks())
+            return action
+        }
         if fold(checkFilename(part, handling: rule.filename, allowed: rule.allowedFilenameProblems,
                               checks: rule.nameChecks, rule: rule, outcome: outcome, decision: &decision)) {
             return action
         }
+        if fold(semanticChecks()) { return action }
+        if case .strip = action { return action }
         let effectiveName = decision.filename ?? filename
         if !filename.isEmpty, !rule.allowsExtension(of: effectiveName) {
             let ext = FilenameCheck.lastExtension(of: effectiveName).map { ".\($0)" } ?? "no extension"
