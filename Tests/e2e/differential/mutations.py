@@ -36,16 +36,27 @@ class Variant:
     path: str = "/"
     control: bool = False
 
-    def decoded_body(self) -> bytes:
-        """The body Formwall parses: after the request's Content-Encoding (for `formwall inspect`)."""
+    def decoded_body(self) -> bytes | None:
+        """The body Formwall parses: after the request's Content-Encoding (`formwall inspect` has no option for
+        it). None when the suite cannot decode it (a coding other than gzip, deflate and identity, a body that
+        does not decode, bytes after a gzip member)."""
         body = self.body
         for name, value in self.headers:
-            if name.lower() == "content-encoding":
-                for coding in reversed([c.strip().lower() for c in value.split(",")]):
+            if name.lower() != "content-encoding":
+                continue
+            for coding in reversed([c.strip().lower() for c in value.split(",")]):
+                try:
                     if coding in ("gzip", "x-gzip"):
-                        body = gzip.decompress(body)
+                        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                        body, rest = d.decompress(body), d.unused_data
+                        if rest or not d.eof:
+                            return None
                     elif coding == "deflate":
                         body = zlib.decompress(body)
+                    elif coding != "identity":
+                        return None
+                except zlib.error:
+                    return None
         return body
 
 

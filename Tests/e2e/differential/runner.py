@@ -69,7 +69,10 @@ def inspect(variant, workdir: Path, policy: Path = POLICY) -> dict:
     """What `formwall inspect --rules` decides for the variant and, if it forwards, the parts it forwards."""
     src = workdir / f"{variant.id}.body"
     reenc = workdir / f"{variant.id}.out"
-    src.write_bytes(variant.decoded_body())
+    decoded = variant.decoded_body()
+    if decoded is None:
+        return {"status": None, "error": "the suite cannot decode this Content-Encoding", "parts": None}
+    src.write_bytes(decoded)
     path = variant.path.split("?")[0]
     done = subprocess.run([str(formwall_binary()), "inspect", "--content-type", variant.content_type,
                            "--rules", str(policy), "--path", path, "--reencode", str(reenc), str(src)],
@@ -145,8 +148,8 @@ def php_names(names: list[str], expected_names: set[str]) -> list[str]:
     """PHP's auto-index back to `a[]` where the forwarded body had `a[]`."""
     out = []
     for n in names:
-        m = _INDEXED.match(n)
-        out.append(f"{m.group(1)}[]" if m and f"{m.group(1)}[]" in expected_names and n not in expected_names else n)
+        m = _INDEXED.match(n) if n is not None else None
+        out.append(f"{m.group(1)}[]" if n is not None and m and f"{m.group(1)}[]" in expected_names and n not in expected_names else n)
     return out
 
 
@@ -155,12 +158,14 @@ def normal_parts(parts: list[dict], backend: str, expected_names: set[str]) -> l
     out = []
     for p in parts:
         q = {k: p[k] for k in keys if k in p}
+        q.setdefault("name", None)  # node leaves an undefined name out of its JSON
+        q.setdefault("kind", "field")
         q["content_type"] = _media_type(q.get("content_type")) if q.get("kind") == "file" else None
         out.append(q)
     if backend == "php":
         for q, n in zip(out, php_names([q["name"] for q in out], expected_names)):
             q["name"] = n
-    return sorted(out, key=lambda q: (q["kind"], q["name"]))
+    return sorted(out, key=lambda q: (q["kind"], str(q["name"])))
 
 
 def normal_form(form: dict, backend: str, expected_names: set[str]) -> dict:
@@ -221,7 +226,7 @@ def judge(variant, insp: dict, responses: dict, logged: dict, repeat_names: set[
     if insp.get("status") != 200:
         reasons.append(f"forwarded, but inspect says {insp.get('status')} {insp.get('error')}")
     expected_names = {p["name"] for p in expected or []}
-    exp_sorted = sorted(expected or [], key=lambda q: (q["kind"], q["name"]))
+    exp_sorted = sorted(expected or [], key=lambda q: (q["kind"], str(q["name"])))
     forms = {}
     for b, r in responses.items():
         entry = {"status": r.get("status")}

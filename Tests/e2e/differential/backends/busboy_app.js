@@ -17,6 +17,7 @@ function logRequest(id) {
 }
 
 function reply(res, status, obj) {
+  if (res.headersSent) return;  // busboy may report an error and then close
   const body = JSON.stringify(obj);
   res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
   res.end(body);
@@ -53,6 +54,7 @@ http.createServer((req, res) => {
   bb.on("error", (e) => { reply(res, 400, { error: String(e.message || e) }); req.unpipe(bb); req.resume(); });
   bb.on("close", () => {
     Promise.all(pending).then(() => {
+      if (res.headersSent) return;
       logRequest(req.headers["x-request-id"]);
       reply(res, 200, { parts, form, order: "body" });
     });
