@@ -44,7 +44,10 @@ class Variant:
         for name, value in self.headers:
             if name.lower() != "content-encoding":
                 continue
-            for coding in reversed([c.strip().lower() for c in value.split(",")]):
+            codings = [c.strip().lower() for c in value.split(",")]
+            if len([c for c in codings if c != "identity"]) > 1:
+                return None  # over the default encodings-max 1: serve refuses it
+            for coding in reversed(codings):
                 try:
                     if coding in ("gzip", "x-gzip"):
                         d = zlib.decompressobj(16 + zlib.MAX_WBITS)
