@@ -35,7 +35,8 @@ async function handle(req, res) {
     reply(res, 400, { error: String(e.message || e) });
     return;
   }
-  const parts = [], form = {};
+  // a prototype-less object, so that `__proto__` is reported as formData.get() returns it
+  const parts = [], form = Object.create(null);
   for (const [name, value] of fd.entries()) {
     const { d, file } = await view(value);
     parts.push(file ? { name, filename: file.name, content_type: file.type, ...d, kind: "file" }
