@@ -8,9 +8,10 @@ need=()
 # php-cli: `php -S` is one of the real upstreams (Tests/e2e/upstreams/); chromium and chromium-driver drive
 # Tests/e2e/test_browser.py; systemd (systemd-analyze) and logrotate check docker/formwall.service and
 # docker/logrotate in Tests/e2e/test_packaging.py; clamav-daemon is the real clamd of Tests/e2e/test_antivirus.py
-# (started there with a signature database of its own: no download).
+# (started there with a signature database of its own: no download). golang-go, nodejs and node-busboy are
+# backends of Tests/e2e/test_differential_frameworks.py (Go's net/http, busboy, undici's Request.formData()).
 for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv php-cli chromium chromium-driver \
-    systemd logrotate clamav-daemon; do
+    systemd logrotate clamav-daemon golang-go nodejs node-busboy; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then
