@@ -72,6 +72,22 @@ public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
     case charsetField
     /// A field value (a part without a filename, a urlencoded value) that is not valid UTF-8.
     case invalidUTF8Value
+    /// A name with a character outside ASCII: busboy (and so multer) reads names as Latin-1 by default, and
+    /// look-alikes (`ｒole`, `é` composed or not, zero-width and no-break spaces, a BOM) are other names.
+    case nonASCIIName
+    /// An empty name (`name=""`, a urlencoded `=v`): PHP and Go drop the part, busboy names it `undefined`.
+    case emptyName
+    /// A file part with an empty filename (a browser's "no file chosen"): a file to some frameworks, a field to
+    /// others, an upload error to PHP.
+    case emptyFilename
+    /// `__proto__`, `constructor` or `prototype` as a name or a bracket key: JavaScript objects built from the form
+    /// lose it or are polluted by it.
+    case prototypeName
+    /// A body field whose name is also a query parameter: Go's `FormValue` (for multipart bodies) and PHP's
+    /// `$_REQUEST` read the query's value, others the body's.
+    case queryCollision
+    /// A field value starting with a UTF-8 byte order mark, which WHATWG decoders (undici) remove.
+    case byteOrderMark
 
     /// The stable name used in rule files, audit records and tool output.
     public var name: String {
@@ -108,6 +124,12 @@ public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
         case .partCharset: return "part-charset"
         case .charsetField: return "charset-field"
         case .invalidUTF8Value: return "invalid-utf8-value"
+        case .nonASCIIName: return "non-ascii-name"
+        case .emptyName: return "empty-name"
+        case .emptyFilename: return "empty-filename"
+        case .prototypeName: return "prototype-name"
+        case .queryCollision: return "query-collision"
+        case .byteOrderMark: return "byte-order-mark"
         }
     }
 

@@ -596,8 +596,8 @@ public final class FormStage {
             }
         }
         if let text = cur.text, var ev = evaluator {
-            if !text.isComplete { cur.record.part.anomalies.insert(.invalidUTF8Value) }
-            let action = ev.fieldText(isValidUTF8: text.isComplete)
+            cur.record.part.anomalies.formUnion(PolicyEvaluator.textFlags(text))
+            let action = ev.fieldText(text)
             evaluator = ev
             current = cur
             try apply(action, out: out)

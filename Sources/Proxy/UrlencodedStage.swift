@@ -132,8 +132,8 @@ public final class UrlencodedStage {
         if action == .forward {
             var text = UTF8Validity()
             text.feed(value)
-            if !text.isComplete { flags.insert(.invalidUTF8Value) }
-            action = evaluator.fieldText(isValidUTF8: text.isComplete)
+            flags.formUnion(PolicyEvaluator.textFlags(text))
+            action = evaluator.fieldText(text)
         }
         record.part.anomalies = flags
         if action == .forward && decision.pending.contains(.value) { action = evaluator.fieldValue(value) }

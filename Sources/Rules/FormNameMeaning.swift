@@ -97,7 +97,11 @@ public enum FormNameMeaning {
             }
             if hasPercentEscape(name) { flags.insert(.percentEscape) }
             if name.lowercased() == "_charset_" { flags.insert(.charsetField) }
+            if name.isEmpty { flags.insert(.emptyName) }
+            if name.utf8.contains(where: { $0 >= 0x80 }) { flags.insert(.nonASCIIName) }
+            if path(of: name).contains(where: { prototypeKeys.contains(String($0)) }) { flags.insert(.prototypeName) }
         }
+        if filename?.isEmpty == true { flags.insert(.emptyFilename) }
         // In a filename, `\`, CR and LF are the filename checks' (`path-separators`, `control-characters`), which
         // reject them or cut them out under `filename sanitize`; `%XX` and `"` stay whatever the handling.
         if let filename, filename.utf8.contains(0x22) || hasPercentEscapeSequence(filename) {
@@ -107,18 +111,80 @@ public enum FormNameMeaning {
         return flags
     }
 
-    /// The keys under which `name` is a repetition: itself, and for a bracket name its base too, so `a` and
-    /// `a[b]` (which PHP reads as one variable, the later overwriting the earlier) meet.
-    ///
-    /// Returns the key to look up and the keys to remember.
-    public static func repetitionKeys(of name: String) -> (exact: String, base: String?) {
-        if case .brackets(let base) = shape(of: name) { return (name, String(base)) }
-        return (name, nil)
+    /// Keys JavaScript objects treat specially (`qs` nests on brackets, so `a[__proto__]` counts too).
+    static let prototypeKeys: Set<String> = ["__proto__", "constructor", "prototype"]
+
+    /// The variable path PHP, Rack and `qs` read from `name`: `a[b][]` is `a`, `b`, `` (an empty key appends);
+    /// any other name is itself.
+    public static func path(of name: String) -> [Substring] {
+        guard case .brackets(let base) = shape(of: name) else { return [Substring(name)] }
+        var path = [base]
+        var key: Substring.Index?
+        let text = Substring(name)
+        var i = base.endIndex
+        while i < text.endIndex {
+            switch text[i] {
+            case "[": key = text.index(after: i)
+            case "]": if let start = key { path.append(text[start..<i]) }
+            default: break
+            }
+            i = text.index(after: i)
+        }
+        return path
     }
 
     private static func isHex(_ c: UInt8) -> Bool {
         (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66)
     }
+}
+
+/// The names of a body seen so far, for `duplicate-name` and `name-collision`: the variable paths PHP, Rack and
+/// `qs` build (docs/rules.md, "Names, charsets and duplicates").
+public struct FormNameRegistry: Sendable, Hashable {
+    /// Every full path seen, and whether its first part was a file.
+    private var paths: [String: Bool] = [:]
+    /// Every strict prefix of a path seen.
+    private var prefixes: Set<String> = []
+    /// Parents holding an appended (`[]`) key, and parents holding a numeric key: together PHP numbers one over
+    /// the other (`a[]` then `a[0]` overwrites).
+    private var appendParents: Set<String> = []
+    private var numericParents: Set<String> = []
+
+    public init() {}
+
+    /// What registering `name` finds: `repeated` when the same name came before as the same kind of part,
+    /// `collides` when it came as the other kind, or one name is an array the other a value (`a` and `a[b]`), or
+    /// appended and numbered keys meet under one parent.
+    public mutating func register(_ name: String, isFile: Bool) -> (repeated: Bool, collides: Bool) {
+        let path = FormNameMeaning.path(of: name)
+        let joined = Self.join(path[...])
+        var repeated = false
+        var collides = false
+        if let firstWasFile = paths[joined] {
+            if firstWasFile == isFile { repeated = true } else { collides = true }
+        }
+        if prefixes.contains(joined) { collides = true }
+        for end in 1..<max(path.count, 1) where paths[Self.join(path[..<end])] != nil { collides = true }
+        if path.count > 1, let last = path.last {
+            let parent = Self.join(path.dropLast())
+            if last.isEmpty {
+                if numericParents.contains(parent) { collides = true }
+                appendParents.insert(parent)
+            } else if last.allSatisfy(\.isASCIIDigitCharacter) {
+                if appendParents.contains(parent) { collides = true }
+                numericParents.insert(parent)
+            }
+        }
+        if paths[joined] == nil { paths[joined] = isFile }
+        for end in 1..<max(path.count, 1) { prefixes.insert(Self.join(path[..<end])) }
+        return (repeated, collides)
+    }
+
+    private static func join(_ path: ArraySlice<Substring>) -> String { path.joined(separator: "\u{0}") }
+}
+
+extension Character {
+    fileprivate var isASCIIDigitCharacter: Bool { isASCII && isWholeNumber }
 }
 
 /// Whether `bytes` are well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), fed in
@@ -129,6 +195,12 @@ public struct UTF8Validity: Sendable, Hashable {
     private var upper: UInt8 = 0xBF
     /// False once an invalid byte was seen.
     public private(set) var isValid = true
+    /// The first bytes fed (up to three) and how many, for `startsWithByteOrderMark`.
+    private var lead: UInt32 = 0
+    private var leadCount = 0
+
+    /// Whether the text starts with a UTF-8 byte order mark (EF BB BF).
+    public var startsWithByteOrderMark: Bool { leadCount == 3 && lead == 0xEFBBBF }
 
     public init() {}
 
@@ -137,6 +209,12 @@ public struct UTF8Validity: Sendable, Hashable {
 
     /// Feeds more bytes.
     public mutating func feed(_ bytes: UnsafeRawBufferPointer) {
+        var take = 0
+        while leadCount < 3, take < bytes.count {
+            lead = lead << 8 | UInt32(bytes[take])
+            leadCount += 1
+            take += 1
+        }
         guard isValid else { return }
         var i = 0
         let count = bytes.count

@@ -19,8 +19,13 @@ extension MultipartAnomaly {
              .duplicateContentDisposition, .duplicateHeader, .duplicateParameter, .unknownParameter,
              .dispositionNotFormData, .missingContentDisposition, .filenameMismatch, .invalidExtendedValue,
              .controlCharacters, .invalidUTF8, .contentTransferEncoding, .missingName, .nestedMultipart,
-             .nameCollision, .nameRewritten, .percentEscape, .partCharset, .charsetField, .invalidUTF8Value:
+             .nameCollision, .nameRewritten, .percentEscape, .partCharset, .charsetField, .invalidUTF8Value,
+             .nonASCIIName, .emptyName, .prototypeName, .queryCollision, .byteOrderMark:
             return .reject
+        case .emptyFilename:
+            // "No file chosen" is ordinary browser traffic; no framework reads it like another, and leaving the
+            // part out is read alike by all (the field is absent).
+            return .strip
         }
     }
 
@@ -29,7 +34,7 @@ extension MultipartAnomaly {
     public var canStrip: Bool {
         switch self {
         case .duplicateName, .nameCollision, .nameBrackets, .nameRewritten, .percentEscape, .partCharset,
-             .charsetField:
+             .charsetField, .nonASCIIName, .emptyName, .emptyFilename, .prototypeName:
             return true
         default: return false
         }

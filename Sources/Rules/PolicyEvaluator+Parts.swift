@@ -328,33 +328,47 @@ extension PolicyEvaluator {
         if part.rule == nil, route.unknownAction(isFile: part.isFile) == .strip { return MultipartAnomalies() }
         var flags = FormNameMeaning.flags(name: part.name, filename: part.filename, contentType: part.declaredType)
         guard let name = part.name, case .inPart(var body, let current) = state else { return flags }
-        let keys = FormNameMeaning.repetitionKeys(of: name)
-        let exact = body.names.contains(keys.exact)
-        let crossed = keys.base.map { body.names.contains($0) } ?? body.bracketBases.contains(keys.exact)
-        if crossed { flags.insert(.nameCollision) }
-        if exact && part.rule == nil { flags.insert(.duplicateName) }
-        body.names.insert(keys.exact)
-        if let base = keys.base { body.bracketBases.insert(base) }
+        let found = body.names.register(name, isFile: part.isFile)
         state = .inPart(body, current)
+        if found.collides { flags.insert(.nameCollision) }
+        if found.repeated && part.rule == nil { flags.insert(.duplicateName) }
+        if !part.isFile, queryNames.contains(name) || queryNames.contains(String(FormNameMeaning.path(of: name)[0])) {
+            flags.insert(.queryCollision)
+        }
         return flags
     }
 
-    /// Judges the text of the current field: `valid` says whether its value (all of it) is UTF-8; an invalid one
-    /// raises `invalid-utf8-value`. Files are not judged.
-    public mutating func fieldText(isValidUTF8 valid: Bool) -> Action {
+    /// Judges the text of the current field, all of it: `text` says whether it is UTF-8 (else
+    /// `invalid-utf8-value`) and whether it starts with a byte order mark (`byte-order-mark`). Files are not
+    /// judged.
+    public mutating func fieldText(_ text: UTF8Validity) -> Action {
         guard let route else { return outOfOrder("fieldText before begin") }
         return withPart("fieldText") { evaluator, part in
-            guard !valid, !part.isFile, !evaluator.isStripped(part) else { return .forward }
-            let outcome: Finding.Outcome
-            switch route.anomalies[.invalidUTF8Value] {
-            case .allow: return .forward
-            case .log: outcome = .log
-            case .reject, .strip: outcome = .reject
+            guard !part.isFile, !evaluator.isStripped(part) else { return .forward }
+            var action = Action.forward
+            for (flag, found) in [(MultipartAnomaly.invalidUTF8Value, !text.isComplete),
+                                  (.byteOrderMark, text.startsWithByteOrderMark)] where found {
+                let outcome: Finding.Outcome
+                switch route.anomalies[flag] {
+                case .allow: continue
+                case .log: outcome = .log
+                case .reject, .strip: outcome = .reject
+                }
+                let violation = evaluator.partViolation(.anomaly(flag), part, rule: route.location,
+                                                        detail: "anomaly \(flag.name)")
+                action = evaluator.violate(violation, outcome)
+                if case .reject = action { return action }
             }
-            let violation = evaluator.partViolation(.anomaly(.invalidUTF8Value), part, rule: route.location,
-                                                    detail: "anomaly invalid-utf8-value")
-            return evaluator.violate(violation, outcome)
+            return action
         }
+    }
+
+    /// The flags `fieldText` would raise for `text`, for the part's record.
+    public static func textFlags(_ text: UTF8Validity) -> MultipartAnomalies {
+        var flags = MultipartAnomalies()
+        if !text.isComplete { flags.insert(.invalidUTF8Value) }
+        if text.startsWithByteOrderMark { flags.insert(.byteOrderMark) }
+        return flags
     }
 
     private mutating func checkFilename(_ part: Part, handling: FilenameHandling, allowed: Set<FilenameProblem>,

@@ -43,9 +43,8 @@ public struct PolicyEvaluator {
         var files = 0
         var fields = 0
         var repeats: [String: Int] = [:]
-        /// Every part name seen, and the bases of the bracket names seen (`a` of `a[b]`), for `duplicate-name`.
-        var names: Set<String> = []
-        var bracketBases: Set<String> = []
+        /// Every part name seen, for `duplicate-name` and `name-collision`.
+        var names = FormNameRegistry()
         var satisfied: Set<String> = []
         var checkRequired = false
     }
@@ -72,6 +71,8 @@ public struct PolicyEvaluator {
     public private(set) var findings: [Finding] = []
     var state: State = .idle
     var regexes: [String: Regex<AnyRegexOutput>] = [:]
+    /// The names of the request target's query parameters, decoded, for `query-collision`.
+    var queryNames: Set<String> = []
 
     /// Creates an evaluator for one request.
     public init(policy: Policy) { self.policy = policy }
@@ -107,6 +108,7 @@ public struct PolicyEvaluator {
         }
         let route = policy.effectiveRoute(for: path, host: host)
         self.route = route
+        queryNames = Self.queryNames(of: path)
         var body = Body()
         state = .receiving(body)
         let exempt = preflight && route.preflight == .pass && contentLength == 0
@@ -121,6 +123,13 @@ public struct PolicyEvaluator {
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
         }
         let hasBody = contentLength != 0
+        if !hasBody, let type = contentType, MediaTypePattern.essence(of: type)?.type == "multipart" {
+            // A multipart body needs at least its close delimiter. Frameworks read an empty one as an empty form,
+            // a 400 or a 500.
+            let violation = Violation(kind: .malformedBody, rule: route.location,
+                                      detail: "an empty multipart body (no close delimiter)")
+            if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
+        }
         var kind = BodyKind.none
         if hasBody {
             let essence = contentType.flatMap(MediaTypePattern.essence(of:))
@@ -148,6 +157,45 @@ public struct PolicyEvaluator {
             || (!hasBody && ["POST", "PUT", "PATCH"].contains(method))
         state = .receiving(body)
         return .proceed(kind)
+    }
+
+    /// The decoded names of the query parameters in a request target (`/p?a=1&b` → a, b); `+` is a space,
+    /// malformed escapes stay as written.
+    static func queryNames(of target: String) -> Set<String> {
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        var names: Set<String> = []
+        for pair in target.utf8[target.utf8.index(after: mark)...].split(separator: UInt8(ascii: "&")) {
+            let raw = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = raw.first, !name.isEmpty else { continue }
+            var out: [UInt8] = []
+            var i = name.startIndex
+            while i < name.endIndex {
+                let c = name[i]
+                if c == UInt8(ascii: "+") {
+                    out.append(0x20)
+                } else if c == UInt8(ascii: "%"), name.distance(from: i, to: name.endIndex) >= 3,
+                          let hi = hexValue(name[name.index(i, offsetBy: 1)]),
+                          let lo = hexValue(name[name.index(i, offsetBy: 2)]) {
+                    out.append(hi << 4 | lo)
+                    i = name.index(i, offsetBy: 3)
+                    continue
+                } else {
+                    out.append(c)
+                }
+                i = name.index(after: i)
+            }
+            names.insert(String(decoding: out, as: UTF8.self))
+        }
+        return names
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x41...0x46: return c - 0x41 + 10
+        case 0x61...0x66: return c - 0x61 + 10
+        default: return nil
+        }
     }
 
     /// Counts `count` raw body bytes as received (after de-chunking); rejects once `body-max` is crossed.

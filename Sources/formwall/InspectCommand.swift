@@ -36,7 +36,8 @@ enum InspectCommand: Command {
                              field a part) or any other type streamed through against body-max ("body":
                              "opaque"); "body_bytes" counts what was read. A regular FILE's size is the
                              Content-Length.
-      --path PATH            the request path the policy routes on (default /)
+      --path PATH            the request target the policy routes on, query included: its parameter
+                         names count for `query-collision` (default /)
       --method METHOD        the request method (default POST)
       --host HOST            the request's Host field, for routes with `host` (default none: only routes
                              without `host` match)

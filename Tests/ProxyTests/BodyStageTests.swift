@@ -166,10 +166,30 @@ let emptyFiles = b("--B\r\nContent-Disposition: form-data; name=\"photo\"; filen
     + "Content-Type: text/plain\r\n\r\n\r\n--B--\r\n")
 
 @Suite struct EmptyFileStageTests {
+    /// By default "no file chosen" is left out (`empty-filename strip`): frameworks read it as a file, a field or an
+    /// upload error, and all read an absent part alike.
+    @Test func noFileChosenIsStrippedByDefaultAtEverySplit() throws {
+        let policy = try Policy.parse("""
+            route /up {
+                file photo { max 1MiB; types image/png; }
+                file attachments { max 1MiB; repeat 5; }
+            }
+            """)
+        let whole = runStage(emptyFiles, cuts: [], policy: policy)
+        #expect(whole.error == nil)
+        #expect(whole.records.map(\.action) == ["strip", "forward"])
+        let text = String(decoding: whole.out, as: UTF8.self)
+        #expect(!text.contains("name=\"photo\"") && text.contains("filename=\"leer.txt\""))
+        for cut in 1..<emptyFiles.count {
+            #expect(runStage(emptyFiles, cuts: [cut], policy: policy).out == whole.out, "split at \(cut)")
+        }
+    }
+
     @Test(arguments: ["reject", "strip"])
     func emptyFilePartsAreForwardedAtEverySplit(action: String) throws {
         let policy = try Policy.parse("""
             route /up {
+                anomaly empty-filename allow;
                 file photo { max 1MiB; types image/png; action \(action); }
                 file attachments { max 1MiB; repeat 5; }
             }

@@ -171,7 +171,7 @@ private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
 
     @Test func ordinaryNamesPass() throws {
         var request = try Request("route /up { field *; }")
-        for name in ["user_id", "items[]", "a-b_c", "prénom", "data[0][name]"] {
+        for name in ["user_id", "items[]", "a-b_c", "first-name", "data[0][name]"] {
             #expect(request.part(name).action == .forward, "\(name)")
         }
     }

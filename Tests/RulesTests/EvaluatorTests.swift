@@ -199,7 +199,7 @@ extension PolicyEvaluator {
     }
 
     @Test func partCountsAreEnforcedOnTheFirstPartOverTheLimit() throws {
-        let rules = "route /up { parts-max 3; files-max 1; fields-max 2; field * { repeat 10; } file * { } }"
+        let rules = "anomaly empty-filename allow; route /up { parts-max 3; files-max 1; fields-max 2; field * { repeat 10; } file * { } }"
         var parts = try Driver(rules)
         _ = parts.begin()
         #expect(parts.part("a").end == .forward)
@@ -345,6 +345,8 @@ extension PolicyEvaluator {
 
 @Suite struct EvaluatorFileTests {
     static let rules = """
+        # These suites judge a forwarded "no file chosen" (the default leaves it out: `empty-filename strip`).
+        anomaly empty-filename allow;
         route /up {
             file avatar { max 5MiB; types image/png image/jpeg; extensions .png .jpg .jpeg; }
             file doc { types application/*; action quarantine; }
@@ -510,6 +512,8 @@ extension PolicyEvaluator {
 /// to judge: `types` and the declared type are not checked against it (docs/rules.md, "Empty file parts").
 @Suite struct EvaluatorEmptyFileTests {
     static let rules = """
+        # These suites judge a forwarded "no file chosen" (the default leaves it out: `empty-filename strip`).
+        anomaly empty-filename allow;
         route /up {
             file photo { max 1MiB; types image/png; }
             file need { types image/png; required; }

@@ -85,6 +85,7 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
 
 @Suite struct SizeFloorTests {
     static let rules = """
+        anomaly empty-filename allow;
         route /up {
             file doc { min 1KiB; }
             file photo { not-empty; }

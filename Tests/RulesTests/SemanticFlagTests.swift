@@ -18,7 +18,7 @@ private func run(_ source: String, _ parts: [(name: String, filename: String?, t
         if action == .forward, p.filename == nil {
             var text = UTF8Validity()
             text.feed(values[p.name] ?? Array("v".utf8))
-            action = ev.fieldText(isValidUTF8: text.isComplete)
+            action = ev.fieldText(text)
         }
         if case .reject = action {
             actions.append("reject")
@@ -59,9 +59,11 @@ private func file(_ name: String, _ filename: String) -> (name: String, filename
         #expect(shape == expected, "\(name)")
     }
 
-    @Test func bracketBaseIsTheTextBeforeTheFirstGroup() {
-        #expect(FormNameMeaning.repetitionKeys(of: "user[role][0]").base == "user")
-        #expect(FormNameMeaning.repetitionKeys(of: "user").base == nil)
+    @Test func pathsAreWhatPHPBuilds() {
+        #expect(FormNameMeaning.path(of: "user[role][0]") == ["user", "role", "0"])
+        #expect(FormNameMeaning.path(of: "a[]") == ["a", ""])
+        #expect(FormNameMeaning.path(of: "user") == ["user"])
+        #expect(FormNameMeaning.path(of: "a.b[c]") == ["a.b[c]"])
     }
 
     @Test(arguments: [
@@ -178,7 +180,84 @@ private func file(_ name: String, _ filename: String) -> (name: String, filename
         var ev = PolicyEvaluator(policy: try policy(open))
         _ = ev.begin(method: "POST", path: "/up", contentType: "multipart/form-data; boundary=x", contentLength: nil)
         _ = ev.partBegin(index: 0, name: "f", filename: "a.bin", declaredType: nil, anomalies: MultipartAnomalies())
-        #expect(ev.fieldText(isValidUTF8: false) == .forward)
+        var invalid = UTF8Validity()
+        invalid.feed([0xFF])
+        #expect(ev.fieldText(invalid) == .forward)
+    }
+
+    @Test func namesOutsideASCIIEmptyNamesAndPrototypeKeysAreRejected() throws {
+        for name in ["prénom", "\u{FF52}ole", "a\u{00A0}b", "\u{FEFF}a", "a\u{200B}b"] {
+            #expect(try run(open, [field(name)]).findings == ["anomaly_non_ascii_name:reject"], "\(name)")
+        }
+        #expect(try run(open, [field("")]).findings == ["anomaly_empty_name:reject"])
+        for name in ["__proto__", "constructor", "a[__proto__][x]", "a[prototype]"] {
+            #expect(try run(open, [field(name)]).findings.contains("anomaly_prototype_name:reject"), "\(name)")
+        }
+        #expect(try run(open, [field("proto"), field("a[constructors]")]).actions == ["forward", "forward"])
+    }
+
+    @Test func noFileChosenIsStrippedByDefault() throws {
+        let r = try run(open, [file("avatar", ""), field("a")])
+        #expect(r.actions == ["strip", "forward"])
+        #expect(r.findings == ["anomaly_empty_filename:strip"])
+        let kept = try run("route /up { unknown allow; anomaly empty-filename allow; }", [file("avatar", "")])
+        #expect(kept.actions == ["forward"] && kept.findings.isEmpty)
+    }
+
+    @Test func aFieldAndAFileOfOneNameCollide() throws {
+        #expect(try run(open, [field("doc"), file("doc", "x.txt")]).actions == ["forward", "reject"])
+        #expect(try run(open, [file("doc", "x.txt"), field("doc")]).findings.last == "anomaly_name_collision:reject")
+    }
+
+    @Test func appendedAndNumberedKeysAndNestedArraysCollide() throws {
+        #expect(try run(open, [field("a[]"), field("a[0]")]).actions == ["forward", "reject"])
+        #expect(try run(open, [field("a[0]"), field("a[]")]).actions == ["forward", "reject"])
+        #expect(try run(open, [field("a[b]"), field("a[b][c]")]).actions == ["forward", "reject"])
+        #expect(try run(open, [field("a[b][c]"), field("a[b]")]).actions == ["forward", "reject"])
+        let fine = try run(open, [field("a[0]"), field("a[1]"), field("b[x]"), field("b[y]"), field("c[]")])
+        #expect(fine.actions == ["forward", "forward", "forward", "forward", "forward"])
+    }
+
+    @Test func aBodyFieldNamedLikeAQueryParameterIsRejected() throws {
+        var ev = PolicyEvaluator(policy: try policy(open))
+        _ = ev.begin(method: "POST", path: "/up?role=admin&%78y=1&%72ole2=1", contentType: "multipart/form-data; boundary=x",
+                     contentLength: nil)
+        for name in ["role", "xy", "role2", "role[a]"] {
+            var probe = ev
+            let d = probe.partBegin(index: 0, name: name, filename: nil, declaredType: nil,
+                                    anomalies: MultipartAnomalies())
+            #expect(d.action.violation?.kind == .anomaly(.queryCollision), "\(name)")
+        }
+        let other = ev.partBegin(index: 0, name: "user", filename: nil, declaredType: nil, anomalies: MultipartAnomalies())
+        #expect(other.action == .forward)
+        #expect(PolicyEvaluator.queryNames(of: "/p?a=1&b&=3&c=%zz&d%&e+f") == ["a", "b", "c", "d%", "e f"])
+    }
+
+    @Test func aValueStartingWithAByteOrderMarkIsRejected() throws {
+        let r = try run(open, [field("a")], values: ["a": [0xEF, 0xBB, 0xBF, 0x61]])
+        #expect(r.findings == ["anomaly_byte_order_mark:reject"])
+        let split = UTF8Validity.self
+        var v = split.init()
+        v.feed([0xEF])
+        v.feed([0xBB, 0xBF])
+        #expect(v.startsWithByteOrderMark && v.isComplete)
+        var later = split.init()
+        later.feed([0x61, 0xEF, 0xBB, 0xBF])
+        #expect(!later.startsWithByteOrderMark)
+    }
+
+    @Test func anEmptyMultipartBodyIsMalformed() throws {
+        var ev = PolicyEvaluator(policy: try policy(open))
+        let decision = ev.begin(method: "POST", path: "/up", contentType: "multipart/form-data; boundary=x",
+                                contentLength: 0)
+        guard case .reject(let v) = decision else {
+            Issue.record("expected a rejection, got \(decision)")
+            return
+        }
+        #expect(v.kind == .malformedBody && v.status == 400)
+        var urlencoded = PolicyEvaluator(policy: try policy(open))
+        #expect(urlencoded.begin(method: "POST", path: "/up", contentType: "application/x-www-form-urlencoded",
+                                 contentLength: 0) == .proceed(.none))
     }
 
     @Test func monitorModeRecordsWithoutActing() throws {

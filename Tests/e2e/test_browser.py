@@ -10,7 +10,7 @@ arrived. The browser fills the file inputs with files from tmp_path, with non-AS
 
 * allowed: several files (one input with `multiple`), a PNG and a non-ASCII text field arrive intact
   (names, sizes, sha256, field value);
-* empty file inputs: a typed input left empty ("no file chosen") and a chosen 0-byte file are forwarded;
+* empty file inputs: a typed input left empty ("no file chosen") is left out, a chosen 0-byte file forwarded;
 * rejected for its type: the browser shows Formwall's HTML error page (status, reason, part, request id);
 * rejected for its size (64 MiB and a sparse 1 GiB file against a 1 MiB rule): the same page, not a network
   error, which needs Formwall to read (drain) the rest of the body before it closes.
@@ -233,10 +233,12 @@ def test_allowed_upload_with_several_files_arrives_intact(chromium, site, tmp_pa
            for name, items in rec["files"].items()}
     assert got["attachments"] == [describe(resume), describe(notes), describe(data)]
     assert got["photo"] == [describe(photo)]
-    assert [(f["filename"], f["size"]) for f in got["big"]] == [("", 0)]  # "no file chosen"
+    assert "big" not in got  # "no file chosen" is left out (empty-filename strip)
     # The browser shows the upstream's answer (JSON), with the same request id.
     assert rec["request_id"] in page_text(chromium)
-    assert wait_audit(audit, lambda r: r.get("path") == "/upload")["decision"] == "allow"
+    record = wait_audit(audit, lambda r: r.get("path") == "/upload")
+    assert record["decision"] == "modified", record
+    assert [p["action"] for p in record["parts"] if p["name"] == "big"] == ["strip"], record
 
 
 def test_rejected_type_shows_the_html_error_page(chromium, site, tmp_path):
@@ -284,16 +286,23 @@ def test_empty_named_file_is_allowed(chromium, site, tmp_path):
     submit(chromium, page, comment="leer", files={"attachments": [empty]})
     rec = forwarded(upstream, chromium)
     assert [(f["filename"], f["size"]) for f in rec["files"]["attachments"]] == [("leer.txt", 0)]
-    assert wait_audit(audit, lambda r: r.get("path") == "/upload")["decision"] == "allow"
+    record = wait_audit(audit, lambda r: r.get("path") == "/upload")
+    # The chosen empty file is forwarded; the inputs left empty are left out.
+    assert {p["name"]: p["action"] for p in record["parts"]} == {
+        "comment": "forward", "attachments": "forward", "photo": "strip", "big": "strip"}, record
 
 
 def test_empty_optional_typed_input_is_allowed(chromium, site, tmp_path):
-    """An optional `types image/png` input left empty ("no file chosen") is not checked against `types`."""
+    """An optional `types image/png` input left empty ("no file chosen") is not refused: it is left out
+    (`empty-filename strip`), so every framework reads the input as absent."""
     fw, upstream, audit, page = site
     submit(chromium, page, comment="no photo", files={})
     rec = forwarded(upstream, chromium)
-    assert [(f["filename"], f["size"]) for f in rec["files"]["photo"]] == [("", 0)]
-    assert wait_audit(audit, lambda r: r.get("path") == "/upload")["decision"] == "allow"
+    assert "photo" not in rec["files"], rec
+    record = wait_audit(audit, lambda r: r.get("path") == "/upload")
+    assert record["decision"] == "modified" and record["status"] == 200, record
+    assert {v["kind"] for v in record["violations"]} == {"anomaly_empty_filename"}, record
+    assert [p["action"] for p in record["parts"] if p["name"] == "photo"] == ["strip"], record
 
 
 @pytest.mark.timeout(180)

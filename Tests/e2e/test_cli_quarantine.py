@@ -154,7 +154,7 @@ def test_release_copies_bytes_0600_and_never_overwrites(store, items, tmp_path):
 
 def test_release_of_tampered_bytes_fails_and_leaves_no_copy(store, items, tmp_path):
     item, data = items[0]
-    (item_dir(store, item) / f"{item}.bin").write_bytes(b"X" + data[1:])
+    (item_dir(store, item) / f"{item}.bin").write_bytes(bytes([data[0] ^ 0xFF]) + data[1:])  # never equal
     target = tmp_path / "out.bin"
     result = quarantine("release", item, "--to", target, "--dir", store)
     assert result.returncode == 1

@@ -135,3 +135,34 @@ def test_a_route_can_loosen_each_flag_by_name(env):
     kinds = sorted(v["kind"] for v in record["violations"])
     # name-rewritten and part-charset are `allow` (silent); percent-escape and invalid-utf8-value are `log`.
     assert kinds == ["anomaly_invalid_utf8_value", "anomaly_percent_escape"], record
+
+
+def test_a_body_field_named_like_a_query_parameter_is_rejected(env):
+    """Go's FormValue reads the query's `role` for a multipart body; Formwall judges the body's."""
+    rid = new_id()
+    resp = post_form(env.port, "/strict?role=admin", [Part("role", b"user")], rid)
+    check_reject(env, resp, rid, "anomaly_query_collision")
+    rid = new_id()
+    resp = post_form(env.port, "/strict?page=2", [Part("role", b"user")], rid)
+    assert resp.status == 200, resp
+
+
+def test_an_empty_multipart_body_is_malformed(env):
+    rid = new_id()
+    resp = request(env.port, "POST", "/strict", [("Content-Type", "multipart/form-data; boundary=x"),
+                                                 ("Content-Length", "0"), ("X-Request-Id", rid)], b"")
+    assert resp.status == 400 and resp.json()["error"] == "malformed_body", resp
+    assert env.wait_audit(rid)["reason"] == "malformed_body"
+    assert env.upstream.records(rid) == []
+
+
+def test_no_file_chosen_is_left_out_by_default(env):
+    rid = new_id()
+    parts = [Part("avatar", b"", "", "application/octet-stream"), Part("name", b"x")]
+    resp = post_form(env.port, "/strict", parts, rid)
+    assert resp.status == 200, resp
+    (seen,) = env.upstream.records(rid)
+    assert seen["files"] == [] and seen["fields"] == {"name": ["x"]}, seen
+    record = env.wait_audit(rid)
+    assert [p["action"] for p in record["parts"]] == ["strip", "forward"], record
+    assert record["decision"] == "modified", record

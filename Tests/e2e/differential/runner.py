@@ -73,7 +73,7 @@ def inspect(variant, workdir: Path, policy: Path = POLICY) -> dict:
     if decoded is None:
         return {"status": None, "error": "the suite cannot decode this Content-Encoding", "parts": None}
     src.write_bytes(decoded)
-    path = variant.path.split("?")[0]
+    path = variant.path  # the whole target: its query names matter (query-collision)
     done = subprocess.run([str(formwall_binary()), "inspect", "--content-type", variant.content_type,
                            "--rules", str(policy), "--path", path, "--reencode", str(reenc), str(src)],
                           capture_output=True, timeout=30)

@@ -27,7 +27,9 @@ http.createServer((req, res) => {
   if (req.method !== "POST") { res.end("ok"); return; }
   let bb;
   try {
-    bb = busboy({ headers: req.headers });
+    // busboy decodes names and filenames as Latin-1 unless told otherwise; an application that wants the
+    // browser's filename sets defParamCharset (docs/differential.md, "busboy").
+    bb = busboy({ headers: req.headers, defParamCharset: "utf8" });
   } catch (e) {
     req.resume();
     reply(res, 400, { error: String(e.message || e) });
