@@ -5,7 +5,7 @@
 
 Targets, all in front of the same upstream sink (bench/proxy/sink.c, built here with gcc -O2):
   direct       client -> sink
-  nginx        client -> nginx (streaming proxy, default buffers) -> sink
+  nginx        client -> nginx (streaming proxy, default buffers, --formwall-workers workers) -> sink
   nginx-tuned  the same with client_body_buffer_size 128k and proxy_buffer_size 128k
   formwall     client -> formwall serve --workers 2 -> sink
 
@@ -270,7 +270,7 @@ def write_body(path, boundary, size):
 
 
 NGINX_CONF = """\
-worker_processes 2;
+worker_processes {workers};
 events {{
     worker_connections 4096;
 }}
@@ -339,27 +339,39 @@ class Target:
         return f"http://127.0.0.1:{self.port}{path}"
 
 
-def start_nginx(args, workdir, name, uport, tuned):
+def start_peer(args, workdir, name, conf_name, conf_fn, argv_fn):
+    """Starts a peer proxy (nginx, HAProxy) from a config file written into its own directory under
+    workdir: conf_fn(prefix, port) returns the config text, argv_fn(prefix, conf) the command line.
+    Returns (process, port) once it accepts on 127.0.0.1:port; raises RuntimeError otherwise."""
     prefix = os.path.join(workdir, name)
     os.makedirs(prefix)
-    os.chmod(prefix, 0o755)  # workers run unprivileged and need the temp paths
+    os.chmod(prefix, 0o755)  # nginx's workers run unprivileged and need the temp paths
     port = free_port()
-    conf = os.path.join(prefix, "nginx.conf")
+    conf = os.path.join(prefix, conf_name)
     with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(prefix=prefix, uport=uport, port=port, extra=NGINX_TUNED if tuned else ""))
-    err = os.path.join(prefix, "error.log")
-    argv = [
-        args.nginx, "-p", prefix + "/", "-c", conf, "-e", err,
-        "-g", f"daemon off; pid {prefix}/nginx.pid; error_log {err} warn;",
-    ]
+        f.write(conf_fn(prefix, port))
     out = open(os.path.join(prefix, "stdout.log"), "wb")
-    p = PROCS.start(argv, stdout=out, stderr=subprocess.STDOUT)
-    why = wait_port(port, p, 10)
+    p = PROCS.start(argv_fn(prefix, conf), stdout=out, stderr=subprocess.STDOUT)
+    why = wait_port(port, p, args.ready_timeout)
     if why:
-        raise RuntimeError(f"{name}: {why}: {tail(err)} {tail(out.name)}")
-    # Workers are the master's children; wait until both exist.
+        raise RuntimeError(f"{name}: {why}: {tail(os.path.join(prefix, 'error.log'))} {tail(out.name)}")
+    return p, port
+
+
+def start_nginx(args, workdir, name, uport, tuned):
+    def conf(prefix, port):
+        return NGINX_CONF.format(workers=args.formwall_workers, prefix=prefix, uport=uport, port=port,
+                                 extra=NGINX_TUNED if tuned else "")
+
+    def argv(prefix, conf_path):
+        err = os.path.join(prefix, "error.log")
+        return [args.nginx, "-p", prefix + "/", "-c", conf_path, "-e", err,
+                "-g", f"daemon off; pid {prefix}/nginx.pid; error_log {err} warn;"]
+
+    p, port = start_peer(args, workdir, name, "nginx.conf", conf, argv)
+    # Workers are the master's children; wait until all of them exist.
     deadline = time.monotonic() + 5
-    while len(descendants(p.pid)) < 2 and time.monotonic() < deadline:
+    while len(descendants(p.pid)) < args.formwall_workers and time.monotonic() < deadline:
         time.sleep(0.02)
     return Target(name, port, p, proxy_pids_fn=lambda: descendants(p.pid))
 
@@ -597,7 +609,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--formwall", default=os.path.join(REPO, ".build/release/formwall"),
                     help="formwall binary (default: .build/release/formwall of this checkout)")
-    ap.add_argument("--formwall-workers", type=int, default=2)
+    ap.add_argument("--formwall-workers", type=int, default=2,
+                    help="formwall's --workers, also nginx's worker_processes (default: 2)")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
     ap.add_argument("--targets", default="direct,nginx,nginx-tuned,formwall",
                     help="comma-separated subset of direct,nginx,nginx-tuned,formwall")
