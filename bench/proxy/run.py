@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Proxy benchmark: formwall vs nginx vs a direct connection, in one run.
+"""Proxy benchmark: formwall vs nginx vs HAProxy vs a direct connection, in one run.
 
     python3 bench/proxy/run.py [--formwall PATH]
 
