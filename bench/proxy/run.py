@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Proxy benchmark: formwall vs nginx vs a direct connection, in one run.
+"""Proxy benchmark: formwall vs nginx vs HAProxy vs a direct connection, in one run.
 
     python3 bench/proxy/run.py [--formwall PATH]
 
 Targets, all in front of the same upstream sink (bench/proxy/sink.c, built here with gcc -O2):
   direct       client -> sink
-  nginx        client -> nginx (streaming proxy, default buffers) -> sink
+  nginx        client -> nginx (streaming proxy, default buffers, --formwall-workers workers) -> sink
   nginx-tuned  the same with client_body_buffer_size 128k and proxy_buffer_size 128k
+  haproxy      client -> HAProxy (mode http, streaming, nbthread = --formwall-workers) -> sink
   formwall     client -> formwall serve --workers 2 -> sink
+
+HAProxy is optional: without the binary (--haproxy) its column prints n/a with the reason.
 
 Workloads:
   1. one 1 GiB multipart upload (one file part of random bytes), sent with curl, repeated
@@ -270,7 +273,7 @@ def write_body(path, boundary, size):
 
 
 NGINX_CONF = """\
-worker_processes 2;
+worker_processes {workers};
 events {{
     worker_connections 4096;
 }}
@@ -306,6 +309,30 @@ NGINX_TUNED = ("            client_body_buffer_size 128k;\n"
                "            proxy_buffer_size 128k;\n"
                "            proxy_buffers 4 128k;\n")
 
+# No `log` line, so nothing is logged. `option http-buffer-request` is off (the default, written out):
+# the request body is streamed to the sink as it arrives, like nginx's proxy_request_buffering off.
+HAPROXY_CONF = """\
+global
+    nbthread {threads}
+    maxconn 4096
+
+defaults
+    mode http
+    http-reuse always
+    no option http-buffer-request
+    timeout connect 10s
+    timeout client 300s
+    timeout server 300s
+    timeout http-keep-alive 300s
+
+frontend bench
+    bind 127.0.0.1:{port}
+    default_backend sink
+
+backend sink
+    server sink 127.0.0.1:{uport}
+"""
+
 WRK_LUA = """\
 local f = assert(io.open("{body}", "rb"))
 wrk.method = "POST"
@@ -339,29 +366,55 @@ class Target:
         return f"http://127.0.0.1:{self.port}{path}"
 
 
-def start_nginx(args, workdir, name, uport, tuned):
+def start_peer(args, workdir, name, conf_name, conf_fn, argv_fn):
+    """Starts a peer proxy (nginx, HAProxy) from a config file written into its own directory under
+    workdir: conf_fn(prefix, port) returns the config text, argv_fn(prefix, conf) the command line.
+    Returns (process, port) once it accepts on 127.0.0.1:port; raises RuntimeError otherwise."""
     prefix = os.path.join(workdir, name)
     os.makedirs(prefix)
-    os.chmod(prefix, 0o755)  # workers run unprivileged and need the temp paths
+    os.chmod(prefix, 0o755)  # nginx's workers run unprivileged and need the temp paths
     port = free_port()
-    conf = os.path.join(prefix, "nginx.conf")
+    conf = os.path.join(prefix, conf_name)
     with open(conf, "w") as f:
-        f.write(NGINX_CONF.format(prefix=prefix, uport=uport, port=port, extra=NGINX_TUNED if tuned else ""))
-    err = os.path.join(prefix, "error.log")
-    argv = [
-        args.nginx, "-p", prefix + "/", "-c", conf, "-e", err,
-        "-g", f"daemon off; pid {prefix}/nginx.pid; error_log {err} warn;",
-    ]
+        f.write(conf_fn(prefix, port))
     out = open(os.path.join(prefix, "stdout.log"), "wb")
-    p = PROCS.start(argv, stdout=out, stderr=subprocess.STDOUT)
-    why = wait_port(port, p, 10)
+    p = PROCS.start(argv_fn(prefix, conf), stdout=out, stderr=subprocess.STDOUT)
+    why = wait_port(port, p, args.ready_timeout)
     if why:
-        raise RuntimeError(f"{name}: {why}: {tail(err)} {tail(out.name)}")
-    # Workers are the master's children; wait until both exist.
+        raise RuntimeError(f"{name}: {why}: {tail(os.path.join(prefix, 'error.log'))} {tail(out.name)}")
+    return p, port
+
+
+def start_nginx(args, workdir, name, uport, tuned):
+    def conf(prefix, port):
+        return NGINX_CONF.format(workers=args.formwall_workers, prefix=prefix, uport=uport, port=port,
+                                 extra=NGINX_TUNED if tuned else "")
+
+    def argv(prefix, conf_path):
+        err = os.path.join(prefix, "error.log")
+        return [args.nginx, "-p", prefix + "/", "-c", conf_path, "-e", err,
+                "-g", f"daemon off; pid {prefix}/nginx.pid; error_log {err} warn;"]
+
+    p, port = start_peer(args, workdir, name, "nginx.conf", conf, argv)
+    # Workers are the master's children; wait until all of them exist.
     deadline = time.monotonic() + 5
-    while len(descendants(p.pid)) < 2 and time.monotonic() < deadline:
+    while len(descendants(p.pid)) < args.formwall_workers and time.monotonic() < deadline:
         time.sleep(0.02)
     return Target(name, port, p, proxy_pids_fn=lambda: descendants(p.pid))
+
+
+def start_haproxy(args, workdir, uport):
+    if not os.access(args.haproxy, os.X_OK):
+        raise RuntimeError(f"binary not found: {args.haproxy} (Debian package haproxy); the haproxy column is skipped")
+
+    def conf(_prefix, port):
+        return HAPROXY_CONF.format(threads=args.formwall_workers, port=port, uport=uport)
+
+    def argv(_prefix, conf_path):
+        return [args.haproxy, "-db", "-f", conf_path]  # -db: foreground, one process with nbthread threads
+
+    p, port = start_peer(args, workdir, "haproxy", "haproxy.cfg", conf, argv)
+    return Target("haproxy", port, p, proxy_pids_fn=lambda: [p.pid])
 
 
 def start_formwall(args, workdir, uport):
@@ -438,7 +491,7 @@ def large_upload(args, target, body_path, body_len, boundary, sink_pid, workdir)
     elif res["size_upload"] != body_len:
         res["error"] = f"uploaded {res['size_upload']} of {body_len} bytes"
     elif target.name != "formwall" and res["upstream_bytes"] != body_len:
-        # direct and nginx forward the body unchanged; formwall re-encodes it, so its count
+        # direct, nginx and HAProxy forward the body unchanged; formwall re-encodes it, so its count
         # (the decoded chunked body it sent upstream) is recorded but not compared.
         res["error"] = f"sink received {res['upstream_bytes']} of {body_len} bytes"
     else:
@@ -522,59 +575,91 @@ def ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
 
+# The rows the others are divided by, with their column labels, and every target in report order.
+PEERS = {"direct": "x direct", "nginx": "x nginx", "nginx-tuned": "x tuned", "haproxy": "x haproxy"}
+TARGETS = list(PEERS) + ["formwall"]
+
+
+def vs(key, peer):
+    """JSON key of a ratio to a peer: vs("large", "nginx-tuned") == "large_vs_nginx_tuned"."""
+    return f"{key}_vs_{peer.replace('-', '_')}"
+
+# Figures compared between formwall and each proxy peer: JSON ratio key -> (workload, key, label).
+COMPARED = {"large": ("large", "median_gbps", "GB/s"),
+            "cpu_per_gib": ("large", "proxy_cpu_s_per_gib", "CPU s/GiB"),
+            "peak_rss": ("large", "peak_rss_mib", "peak RSS"),
+            "small_rps": ("small", "rps", "10 KiB req/s"),
+            "small_p99": ("small", "p99_us", "p99")}
+
+
 def report(results, args):
-    names = [n for n in ("direct", "nginx", "nginx-tuned", "formwall") if n in results]
+    names = [n for n in TARGETS if n in results]
+
+    def ok(n):
+        return results.get(n, {}).get("status") == "ok"
 
     def large(n, k):
-        r = results[n]
-        return r.get("large", {}).get(k) if r.get("status") == "ok" else None
+        return results[n].get("large", {}).get(k) if ok(n) else None
 
     def small(n, k):
-        r = results[n]
-        s = r.get("small") if r.get("status") == "ok" else None
+        s = results[n].get("small") if ok(n) else None
         return s.get(k) if s and s.get("ok") else None
 
+    def figure(n, workload, k):
+        return (large if workload == "large" else small)(n, k) if n in results else None
+
+    # Every ratio key is written for every peer (None when the peer did not run or failed), e.g.
+    # large_vs_nginx, small_rps_vs_haproxy, peak_rss_vs_nginx_tuned.
     for n in names:
-        gb = large(n, "median_gbps")
-        results[n].setdefault("ratios", {})
-        results[n]["ratios"]["large_vs_direct"] = ratio(gb, large("direct", "median_gbps")) if "direct" in results else None
-        results[n]["ratios"]["large_vs_nginx"] = ratio(gb, large("nginx", "median_gbps")) if "nginx" in results else None
-        results[n]["ratios"]["large_vs_nginx_tuned"] = (
-            ratio(gb, large("nginx-tuned", "median_gbps")) if "nginx-tuned" in results else None)
-        rps = small(n, "rps")
-        results[n]["ratios"]["small_rps_vs_direct"] = ratio(rps, small("direct", "rps")) if "direct" in results else None
-        results[n]["ratios"]["small_rps_vs_nginx"] = ratio(rps, small("nginx", "rps")) if "nginx" in results else None
+        ratios = results[n].setdefault("ratios", {})
+        for peer in PEERS:
+            for key, (workload, k, _) in COMPARED.items():
+                ratios[vs(key, peer)] = ratio(figure(n, workload, k), figure(peer, workload, k))
+    peers = [p for p in PEERS if ok(p)]  # a peer that did not run gets no column
+
+    def row(cells):
+        return " ".join(format(c, w) for c, w in cells)
 
     print()
     print(f"{size_label(args)} multipart upload, curl, median of {args.reps} (GB = 10^9 bytes)")
-    hdr = (f"{'target':<12} {'GB/s':>6} {'x direct':>9} {'x nginx':>8} {'x tuned':>8} {'peak RSS':>9} "
-           f"{'VmHWM':>8} {'proxy CPU':>10}")
-    print(hdr)
-    print(f"{'':<12} {'':>6} {'':>9} {'':>8} {'':>8} {'MiB':>9} {'MiB':>8} {'s/GiB':>10}")
+    print(row([("target", "<12"), ("GB/s", ">6")] + [(PEERS[p], ">9") for p in peers]
+              + [("peak RSS", ">9"), ("VmHWM", ">8"), ("proxy CPU", ">10")]))
+    print(row([("", "<12"), ("", ">6")] + [("", ">9") for _ in peers]
+              + [("MiB", ">9"), ("MiB", ">8"), ("s/GiB", ">10")]))
     for n in names:
         r = results[n]["ratios"]
-        rss = large(n, "peak_rss_mib")
-        print(f"{n:<12} {fmt(large(n, 'median_gbps'), '6.2f'):>6} {fmt(r['large_vs_direct'], '8.2f'):>9} "
-              f"{fmt(r['large_vs_nginx'], '7.2f'):>8} {fmt(r['large_vs_nginx_tuned'], '7.2f'):>8} "
-              f"{fmt(rss, '9.1f', '-' if n == 'direct' else 'n/a'):>9} "
-              f"{fmt(large(n, 'vmhwm_mib'), '8.1f', '-' if n == 'direct' else 'n/a'):>8} "
-              f"{fmt(large(n, 'proxy_cpu_s_per_gib'), '10.2f', '-' if n == 'direct' else 'n/a'):>10}")
+        na = "-" if n == "direct" else "n/a"
+        print(row([(n, "<12"), (fmt(large(n, "median_gbps"), "6.2f"), ">6")]
+                  + [(fmt(r[vs("large", p)], "8.2f"), ">9") for p in peers]
+                  + [(fmt(large(n, "peak_rss_mib"), "9.1f", na), ">9"), (fmt(large(n, "vmhwm_mib"), "8.1f", na), ">8"),
+                     (fmt(large(n, "proxy_cpu_s_per_gib"), "10.2f", na), ">10")]))
     if args.wrk_duration > 0:
         print()
         print(f"{args.small_kib} KiB multipart uploads, {args.wrk_connections} connections, {args.wrk_duration} s "
               f"(wrk -t{args.wrk_threads})")
-        print(f"{'target':<12} {'req/s':>9} {'x direct':>9} {'x nginx':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>8}")
+        print(row([("target", "<12"), ("req/s", ">9")] + [(PEERS[p], ">9") for p in peers]
+                  + [("p50 ms", ">8"), ("p99 ms", ">8"), ("errors", ">8")]))
         for n in names:
             r = results[n]["ratios"]
             p50, p99 = small(n, "p50_us"), small(n, "p99_us")
             s = results[n].get("small") or {}
             errs = sum(s.get("errors", {}).values()) if s.get("errors") is not None else None
-            print(f"{n:<12} {fmt(small(n, 'rps'), '9.0f'):>9} {fmt(r['small_rps_vs_direct'], '8.2f'):>9} "
-                  f"{fmt(r['small_rps_vs_nginx'], '7.2f'):>8} {fmt(p50 and p50 / 1000, '8.2f'):>8} "
-                  f"{fmt(p99 and p99 / 1000, '8.2f'):>8} {fmt(errs, 'd'):>8}")
+            print(row([(n, "<12"), (fmt(small(n, "rps"), "9.0f"), ">9")]
+                      + [(fmt(r[vs("small_rps", p)], "8.2f"), ">9") for p in peers]
+                      + [(fmt(p50 and p50 / 1000, "8.2f"), ">8"), (fmt(p99 and p99 / 1000, "8.2f"), ">8"),
+                         (fmt(errs, "d"), ">8")]))
+    if ok("formwall"):
+        print()
+        for p in peers:
+            if p == "direct":
+                continue
+            r = results["formwall"]["ratios"]
+            parts = [f"{label} {fmt(r[vs(key, p)], '.2f')}x"
+                     for key, (_, _, label) in COMPARED.items()]
+            print(f"formwall / {p + ':':<12} " + ", ".join(parts))
     print()
     for n in names:
-        if results[n].get("status") != "ok":
+        if not ok(n):
             print(f"{n}: n/a ({results[n].get('reason')})")
     d = results.get("direct", {}).get("large", {}).get("sink_gbps_per_cpu_s")
     if d:
@@ -597,10 +682,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--formwall", default=os.path.join(REPO, ".build/release/formwall"),
                     help="formwall binary (default: .build/release/formwall of this checkout)")
-    ap.add_argument("--formwall-workers", type=int, default=2)
+    ap.add_argument("--formwall-workers", type=int, default=2,
+                    help="formwall's --workers, also nginx's worker_processes and HAProxy's nbthread (default: 2)")
     ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
-    ap.add_argument("--targets", default="direct,nginx,nginx-tuned,formwall",
-                    help="comma-separated subset of direct,nginx,nginx-tuned,formwall")
+    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy",
+                    help="HAProxy binary; if it is missing the haproxy target is skipped with a message")
+    ap.add_argument("--targets", default="direct,nginx,nginx-tuned,haproxy,formwall",
+                    help="comma-separated subset of direct,nginx,nginx-tuned,haproxy,formwall")
     ap.add_argument("--size-mib", type=int, default=1024, help="file part size of the large upload")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of the large upload")
     ap.add_argument("--small-kib", type=int, default=10, help="file part size of the wrk uploads")
@@ -673,6 +761,8 @@ def main():
                 target = Target("direct", uport)
             elif name in ("nginx", "nginx-tuned"):
                 target = start_nginx(args, workdir, name, uport, tuned=(name == "nginx-tuned"))
+            elif name == "haproxy":
+                target = start_haproxy(args, workdir, uport)
             elif name == "formwall":
                 target, reason = start_formwall(args, workdir, uport)
                 if target is None:
@@ -697,7 +787,8 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "loadavg_before": load, "cpu_busy_before": busy,
                  "mem_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB, 1)},
-        "tools": {"nginx": tool_version([args.nginx, "-v"]), "curl": tool_version(["curl", "--version"]),
+        "tools": {"nginx": tool_version([args.nginx, "-v"]),
+                  "haproxy": tool_version([args.haproxy, "-v"]), "curl": tool_version(["curl", "--version"]),
                   "wrk": tool_version(["wrk", "-v"]), "gcc": tool_version(["gcc", "--version"])},
         "formwall": args.formwall,
         "args": vars(args),
