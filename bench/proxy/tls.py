@@ -40,13 +40,13 @@ CIPHER = "TLS_AES_128_GCM_SHA256"
 
 def nginx_tls_conf(prefix, uport, port, cert, key, workers):
     """run.py's tuned nginx configuration (128k buffers, request buffering off) with a TLS 1.3 listener."""
-    conf = base.NGINX_CONF.format(prefix=prefix, uport=uport, port=port, extra=base.NGINX_TUNED)
+    conf = base.NGINX_CONF.format(prefix=prefix, uport=uport, port=port, extra=base.NGINX_TUNED, workers=workers)
     listen = f"listen 127.0.0.1:{port};"
-    assert listen in conf and "worker_processes 2;" in conf, "bench/proxy/run.py's NGINX_CONF changed"
+    assert listen in conf, "bench/proxy/run.py's NGINX_CONF changed"
     tls = (f"listen 127.0.0.1:{port} ssl;\n        ssl_certificate {cert};\n        ssl_certificate_key {key};\n"
            f"        ssl_protocols TLSv1.3;\n        ssl_conf_command Ciphersuites {CIPHER};\n"
            "        ssl_session_tickets off;")
-    return conf.replace("worker_processes 2;", f"worker_processes {workers};").replace(listen, tls)
+    return conf.replace(listen, tls)
 
 
 
