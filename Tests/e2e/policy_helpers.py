@@ -766,3 +766,16 @@ def start_formwall(request, tmp_path, upstream, rules, **kwargs) -> Formwall:
 
 def sha256_of(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def formwall_with_rules(tmp_path_factory, name: str, rules_text: str):
+    """Generator for a module fixture: a Formwall in front of an echo `Upstream`, with the rule file
+    `rules_text` written into a fresh directory; stops both afterwards."""
+    tmp = tmp_path_factory.mktemp(name)
+    rules = tmp / f"{name}.rules"
+    rules.write_text(rules_text)
+    up = Upstream(tmp / "upstream.jsonl")
+    fw = Formwall(tmp, up, rules)
+    yield fw
+    fw.stop()
+    up.close()

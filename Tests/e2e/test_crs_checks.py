@@ -9,7 +9,7 @@ import urllib.parse
 
 import pytest
 
-from policy_helpers import Formwall, Part, Upstream, multipart, new_id, post_form, request
+from policy_helpers import Formwall, Part, formwall_with_rules, multipart, new_id, post_form, request
 
 RULES = """
 route /crs {
@@ -34,14 +34,7 @@ route /strict {
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("crs")
-    rules = tmp / "crs.rules"
-    rules.write_text(RULES)
-    up = Upstream(tmp / "upstream.jsonl")
-    fw = Formwall(tmp, up, rules)
-    yield fw
-    fw.stop()
-    up.close()
+    yield from formwall_with_rules(tmp_path_factory, "crs", RULES)
 
 
 def refused(fw: Formwall, resp, rid: str, status: int, kind: str, detail: str | None = None):

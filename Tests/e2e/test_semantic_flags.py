@@ -6,7 +6,7 @@ received when a route strips or logs it, for multipart and urlencoded bodies ali
 
 import pytest
 
-from policy_helpers import Formwall, Part, Upstream, new_id, post_form, request
+from policy_helpers import Part, formwall_with_rules, new_id, post_form, request
 
 RULES = """
 route /strict { unknown allow; }
@@ -21,14 +21,7 @@ URLENCODED = "application/x-www-form-urlencoded"
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("semantic")
-    rules = tmp / "semantic.rules"
-    rules.write_text(RULES)
-    up = Upstream(tmp / "upstream.jsonl")
-    fw = Formwall(tmp, up, rules)
-    yield fw
-    fw.stop()
-    up.close()
+    yield from formwall_with_rules(tmp_path_factory, "semantic", RULES)
 
 
 def post_urlencoded(fw, path: str, body: bytes, rid: str):

@@ -71,26 +71,22 @@ def _argv(kind: str, port: int, keep_alive: float | None) -> list[str]:
     raise ValueError(f"unknown upstream kind {kind!r}")
 
 
-class RealUpstream:
-    """One real server in its own process group, with the JSON-lines log its app appends to."""
+class ServerProcess:
+    """A server in its own process group on a free port, with its output in `<name>.out` in the work directory,
+    ready once a direct `GET /ready` answers 200 (polled with a deadline, never a fixed sleep). Subclasses build
+    the argv and environment and call `launch`; `stop` kills the whole group."""
 
-    def __init__(self, kind: str, workdir: Path, keep_alive: float | None = None, name: str | None = None):
-        self.kind = kind
-        self.name = name or kind
-        self.port = free_port()
+    name: str
+    port: int
+    start_timeout = START_TIMEOUT
+
+    def launch(self, workdir: Path, argv: list[str], env: dict, cwd: Path) -> None:
         self.url = f"http://{HOST}:{self.port}"
-        self.log_path = Path(workdir) / f"{self.name}.jsonl"
-        self.log_path.touch()
         self.output_path = Path(workdir) / f"{self.name}.out"
         self._out = open(self.output_path, "wb")
-        env = dict(os.environ, UPSTREAM_LOG=str(self.log_path), UPSTREAM_NAME=kind,
-                   PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
-        if kind == "php-content-length":
-            env["PHP_SEND_CONTENT_LENGTH"] = "1"
-        self.argv = _argv(kind, self.port, keep_alive)
-        self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, cwd=str(HERE),
-                                     start_new_session=True)
+        self.argv = argv
+        self.proc = subprocess.Popen(argv, stdout=self._out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=env, cwd=str(cwd), start_new_session=True)
         try:
             self._wait_ready()
         except BaseException:
@@ -98,10 +94,10 @@ class RealUpstream:
             raise
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.kind} exited with {self.proc.returncode}: {self.output()[-2000:]}")
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.output()[-2000:]}")
             try:
                 conn = http.client.HTTPConnection(HOST, self.port, timeout=2)
                 conn.request("GET", "/ready", headers={"X-Request-Id": "ready"})
@@ -112,7 +108,7 @@ class RealUpstream:
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.kind} did not answer on port {self.port} within {START_TIMEOUT}s: "
+                raise TimeoutError(f"{self.name} did not answer on port {self.port} within {self.start_timeout}s: "
                                    f"{self.output()[-2000:]}")
             try:
                 self.proc.wait(timeout=0.05)  # doubles as the poll interval
@@ -125,17 +121,6 @@ class RealUpstream:
         except OSError:
             return ""
 
-    def records(self) -> list[dict]:
-        out = []
-        with open(self.log_path) as f:
-            for line in f:
-                if line.endswith("\n"):
-                    out.append(json.loads(line))
-        return out
-
-    def records_for(self, request_id: str) -> list[dict]:
-        return [r for r in self.records() if r.get("request_id") == request_id]
-
     def stop(self) -> None:
         if self.proc.poll() is None:
             try:
@@ -147,3 +132,31 @@ class RealUpstream:
         except subprocess.TimeoutExpired:
             pass
         self._out.close()
+
+
+class RealUpstream(ServerProcess):
+    """One real server in its own process group, with the JSON-lines log its app appends to."""
+
+    def __init__(self, kind: str, workdir: Path, keep_alive: float | None = None, name: str | None = None):
+        self.kind = kind
+        self.name = name or kind
+        self.port = free_port()
+        self.log_path = Path(workdir) / f"{self.name}.jsonl"
+        self.log_path.touch()
+        env = dict(os.environ, UPSTREAM_LOG=str(self.log_path), UPSTREAM_NAME=kind,
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+        if kind == "php-content-length":
+            env["PHP_SEND_CONTENT_LENGTH"] = "1"
+        self.launch(workdir, _argv(kind, self.port, keep_alive), env, HERE)
+
+    def records(self) -> list[dict]:
+        out = []
+        with open(self.log_path) as f:
+            for line in f:
+                if line.endswith("\n"):
+                    out.append(json.loads(line))
+        return out
+
+    def records_for(self, request_id: str) -> list[dict]:
+        return [r for r in self.records() if r.get("request_id") == request_id]
+

@@ -8,17 +8,15 @@ log file (`$UPSTREAM_LOG`). The Go backend is compiled first, with `go build`, i
 
 from __future__ import annotations
 
-import http.client
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # Tests/e2e: the upstreams package
+from upstreams.servers import HOST, ServerProcess, free_port  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-HOST = "127.0.0.1"
 START_TIMEOUT = 30.0
 NODE_PATH = "/usr/share/nodejs"
 
@@ -27,18 +25,12 @@ BACKENDS = {
     "werkzeug": "werkzeug dev server; request.form / request.files",
     "starlette": "uvicorn + Starlette (python-multipart); await request.form()",
     "php": "php -S; $_POST / $_FILES, flattened to bracket paths",
-    "busboy": "node http + busboy 1.6 (Debian node-busboy), default options; form[name] = value",
+    "busboy": "node http + busboy 1.6 (Debian node-busboy), defParamCharset utf8; form[name] = value",
     "undici": "node http + undici's Request.formData(); formData.get(name)",
     "django": "Django runserver; request.POST / request.FILES",
     "aiohttp": "aiohttp; await request.post()",
     "go": "Go net/http; ParseMultipartForm / ParseForm, FormValue / FormFile",
 }
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def build_go(workdir: Path) -> Path:
@@ -78,68 +70,20 @@ def _argv(name: str, port: int, workdir: Path) -> list[str]:
     raise ValueError(f"unknown backend {name!r}")
 
 
-class Backend:
+class Backend(ServerProcess):
     """One backend server in its own process group."""
+
+    start_timeout = START_TIMEOUT
 
     def __init__(self, name: str, workdir: Path):
         self.name = name
         self.port = free_port()
-        self.url = f"http://{HOST}:{self.port}"
         self.log_path = Path(workdir) / f"{name}.ids"
         self.log_path.touch()
-        self.output_path = Path(workdir) / f"{name}.out"
-        self._out = open(self.output_path, "wb")
         env = dict(os.environ, UPSTREAM_LOG=str(self.log_path), PYTHONDONTWRITEBYTECODE="1",
                    PYTHONUNBUFFERED="1", PYTHONPATH=str(HERE), NODE_PATH=NODE_PATH)
-        self.argv = _argv(name, self.port, Path(workdir))
-        self.proc = subprocess.Popen(self.argv, stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, cwd=str(HERE), start_new_session=True)
-        try:
-            self._wait_ready()
-        except BaseException:
-            self.stop()
-            raise
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.output()[-2000:]}")
-            try:
-                conn = http.client.HTTPConnection(HOST, self.port, timeout=2)
-                conn.request("GET", "/ready")
-                status = conn.getresponse().status
-                conn.close()
-                if status == 200:
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name} did not answer on port {self.port} within {START_TIMEOUT}s: "
-                                   f"{self.output()[-2000:]}")
-            try:
-                self.proc.wait(timeout=0.05)  # doubles as the poll interval
-            except subprocess.TimeoutExpired:
-                pass
-
-    def output(self) -> str:
-        try:
-            return self.output_path.read_text(errors="replace")
-        except OSError:
-            return ""
+        self.launch(workdir, _argv(name, self.port, Path(workdir)), env, HERE)
 
     def logged_ids(self) -> set[str]:
         with open(self.log_path) as f:
             return {line.rstrip("\n") for line in f if line.endswith("\n")}
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # our own process group (start_new_session)
-            except ProcessLookupError:
-                pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        self._out.close()
