@@ -24,7 +24,6 @@ struct HTTPHeadScanner {
 
     init(maxHeadBytes: Int) {
         self.maxHeadBytes = maxHeadBytes
-        self.line.reserveCapacity(256)
     }
 
     /// Consumes bytes from `offset` until a line is complete (true) or the input is exhausted (false).
@@ -67,6 +66,11 @@ struct HTTPHeadScanner {
     /// Forgets the completed line, keeping its storage.
     mutating func clearLine() {
         self.line.removeAll(keepingCapacity: true)
+    }
+
+    /// Forgets the line and gives its storage back.
+    mutating func releaseLine() {
+        self.line = []
     }
 
     /// Starts a new head.

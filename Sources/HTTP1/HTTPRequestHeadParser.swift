@@ -76,6 +76,13 @@ public struct HTTPRequestHeadParser: Sendable {
         self.version = .http1_1
     }
 
+    /// `reset()`, and gives the header and line storage back (an idle keep-alive connection holds none).
+    public mutating func releaseStorage() {
+        reset()
+        self.headers = []
+        self.scanner.releaseLine()
+    }
+
     private mutating func handleLine() throws(HTTPParseError) -> HTTPRequestHead? {
         let line = self.scanner.line
         switch self.state {

@@ -41,6 +41,8 @@ final class ClientConnection: EventHandler {
     private var queue: [Event] = []
     private var running = false
     private var closed = false
+    /// Whether the last client read filled all it asked for: the next one asks for twice as much (see `readClient`).
+    private var lastReadFilled = false
     let peer: String
 
     init(worker: Worker, socket: TCPSocket, transport: (any Transport)? = nil) {
@@ -96,10 +98,17 @@ final class ClientConnection: EventHandler {
         let input = machine.clientIn
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return }
+        // Adaptive reads: ask for what the buffer holds (at least 4 KiB), and twice that after a read that filled
+        // it, up to the cap. A request head or a small form never grows the buffer past what it needs; a body
+        // that keeps coming doubles it to the cap in a few reads.
+        var wanted = max(input.capacity - input.readableBytes, 4096)
+        if lastReadFilled { wanted = max(wanted, input.capacity * 2) }
+        wanted = min(wanted, room)
         do {
-            let result = try transport.read(into: input, maxBytes: room)
+            let result = try transport.read(into: input, maxBytes: wanted)
             if !secured { transportSecured() }
             if case .processed(let n) = result {
+                lastReadFilled = n == wanted
                 queue.append(n == 0 ? .clientEOF : .clientData)
             }
         } catch {
@@ -203,6 +212,7 @@ final class ClientConnection: EventHandler {
                 closeSocket()
             case .requestEnded(let record):
                 worker.stats.completedRequests.add(1, ordering: .relaxed)
+                worker.requestsSinceTrim += 1
                 if let record { worker.requestEnded(record) }
             case .log(let line):
                 worker.logFailure(line)

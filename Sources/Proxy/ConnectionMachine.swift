@@ -120,10 +120,11 @@ struct ConnectionMachine {
         /// Close the client connection. No event is handled after it.
         case closeClient
         /// A request ended: count it, and write its audit record when there is one (audit log configured).
-        case requestEnded(AuditRecord?)
+        /// Indirect (boxed), like `log`: the record is large, and every connection keeps an action array.
+        indirect case requestEnded(AuditRecord?)
         /// A failure the operator must hear of (upstream, spool, staging, quarantine): one line for stderr, which
         /// the driver rate-limits per `kind`. The client's answer carries only a generic detail.
-        case log(FailureLine)
+        indirect case log(FailureLine)
     }
 
     /// An error line about one request, for the driver's rate-limited stderr log (docs/operations.md).
@@ -213,7 +214,8 @@ struct ConnectionMachine {
         awaitingProxyHeader = context.config.proxyProtocol
         // Only the client's input starts with room (for a request head); the others grow when first used, so an
         // idle keep-alive connection holds one small buffer, not four.
-        clientIn = ByteBuffer(initialCapacity: 16 * 1024, maxCapacity: config.buffers.clientRead)
+        // Allocated by the first read (see ClientConnection.readClient): an idle connection holds no input buffer.
+        clientIn = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.clientRead)
         clientOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4)
         upstreamIn = ByteBuffer(initialCapacity: 0, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024))
         upstreamOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4)
@@ -1069,12 +1071,13 @@ struct ConnectionMachine {
     /// A keep-alive connection between requests holds no buffer memory: whatever is empty goes back to the
     /// allocator (the next request allocates again). Called when an exchange ends and when its answer has been
     /// flushed.
-    private func releaseIdleBuffers() {
+    private mutating func releaseIdleBuffers() {
         guard case .awaitingHead(since: nil) = state else { return }
         clientIn.releaseStorage()
         clientOut.releaseStorage()
         upstreamIn.releaseStorage()
         upstreamOut.releaseStorage()
+        if clientIn.readableBytes == 0 { headParser.releaseStorage() }
     }
 
     // MARK: - Failures and answers

@@ -34,6 +34,9 @@ final class Worker {
     private var lastClientTick: UInt64 = 0
     /// The most client connections open at once since memory was last returned (`returnMemoryAfterBurst`).
     private var peakClients = 0
+    /// Requests ended since the last `malloc_trim`, and the count at the last tick (see `returnMemoryAfterBurst`).
+    var requestsSinceTrim = 0
+    private var requestsAtLastTick = 0
     /// Accepting is paused after EMFILE/ENFILE/ENOBUFS/ENOMEM; new connections wait in the backlog.
     private var acceptPaused = false
     private var acceptBackoffMs = 0
@@ -290,14 +293,21 @@ final class Worker {
 
     /// Every `idleTimeout / 4` (50 ms to 1 s): closes pooled connections idle longer than the idle timeout;
     /// about once a second, lets every client check its deadlines.
-    /// After a burst of connections closed (the count fell to a quarter of its peak since the last trim, and by at
-    /// least 256), gives freed heap pages back to the kernel (`malloc_trim`), so RSS returns towards its baseline
-    /// instead of staying at the burst's peak. At most once a second per worker.
+    /// After a burst, gives freed heap pages back to the kernel (`malloc_trim`), so RSS returns towards its baseline
+    /// instead of staying at the burst's peak: once a burst of connections closed (the count fell to a quarter of
+    /// its peak since the last trim, and by at least 256), or once a burst of at least 256 requests on open
+    /// connections is over (no request ended since the last tick, no pooled upstream connection left: their
+    /// buffers are freed too). At most once a second per worker.
     private func returnMemoryAfterBurst() {
         peakClients = max(peakClients, clients.count)
-        guard peakClients - clients.count >= 256, clients.count * 4 <= peakClients else { return }
+        let connectionsClosed = peakClients - clients.count >= 256 && clients.count * 4 <= peakClients
+        let requestsQuiet = requestsSinceTrim >= 256 && requestsSinceTrim == requestsAtLastTick && idle.isEmpty
+        requestsAtLastTick = requestsSinceTrim
+        guard connectionsClosed || requestsQuiet else { return }
         _ = cl_malloc_trim()
         peakClients = clients.count
+        requestsSinceTrim = 0
+        requestsAtLastTick = 0
     }
 
     private func schedulePoolSweep() {

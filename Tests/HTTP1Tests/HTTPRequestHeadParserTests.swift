@@ -24,6 +24,38 @@ import Testing
         #expect(!request.expectsContinue)
     }
 
+    /// An idle keep-alive connection gives the parser's storage back between requests; the next head, fed in
+    /// pieces of any size, parses as on a fresh parser.
+    @Test func parsesTheSameAfterReleasingItsStorage() throws {
+        let first = Array("POST /a HTTP/1.1\r\nHost: a\r\nX-One: 1\r\nX-Two: 2\r\nContent-Length: 0\r\n\r\n".utf8)
+        let second = Array("GET /b?q=1 HTTP/1.1\r\nHost: b\r\nAccept: */*\r\n\r\n".utf8)
+        func feed(_ parser: inout HTTPRequestHeadParser, _ bytes: ArraySlice<UInt8>) throws
+            -> HTTPHeadParseResult<HTTPRequestHead> {
+            try Array(bytes).withUnsafeBytes { try parser.parse($0) }
+        }
+        var fresh = HTTPRequestHeadParser()
+        guard case .complete(let expected, _) = try feed(&fresh, second[...]) else {
+            Issue.record("the second head does not parse on a fresh parser")
+            return
+        }
+        for piece in 1...second.count {
+            var parser = HTTPRequestHeadParser()
+            _ = try feed(&parser, first[...])
+            parser.releaseStorage()
+            var got: HTTPRequestHead?
+            var offset = 0
+            while got == nil, offset < second.count {
+                let end = min(offset + piece, second.count)
+                switch try feed(&parser, second[offset..<end]) {
+                case .complete(let head, _): got = head
+                case .needMore: break
+                }
+                offset = end
+            }
+            #expect(got == expected, "pieces of \(piece)")
+        }
+    }
+
     @Test func incompleteHeadNeedsMore() {
         #expect(parseRequest("GET / HTTP/1.1\r\nHost: a\r\n") == .incomplete)
         #expect(parseRequest("GET / HTTP/1.1\r\nHost: a\r\n\r") == .incomplete)
