@@ -7,6 +7,17 @@
 # Exits non-zero on any crash, trap, sanitizer report or leak; the reproducer is left in fuzz/build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Compiles harness fuzz/$2.swift with Sources/Inspect (the sniffer, archive inspector and disarmers) into
+# fuzz/build/$1; run from the repository root.
+build_inspect_fuzzer() {
+    rm -f "fuzz/build/$1"
+    swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name "$2" \
+        -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
+        -I Sources/COpenSSL -I Sources/CZlib Sources/Inspect/*.swift "fuzz/$2.swift" -lcrypto -lz \
+        -o "fuzz/build/$1" 2>&1 | grep -v "warning:" || true
+    test -x "fuzz/build/$1"
+}
 SECONDS_TO_RUN="${FUZZ_SECONDS:-60}"
 mkdir -p fuzz/build fuzz/corpus-run
 # Seed the corpus with the in-repository python-multipart vectors (selector byte 1 = chunk size 1) and small
@@ -43,11 +54,7 @@ printf '\x03#!\r/bin/sh' > corpus-sniff/seed-shebang-cr
 printf '\x05GIF89a<?php system(1); ?>' > corpus-sniff/seed-polyglot
 printf '\x07PK\x03\x04' > corpus-sniff/seed-zip
 cd ..
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name SniffFuzz \
-    -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
-    -I Sources/COpenSSL -I Sources/CZlib Sources/Inspect/*.swift fuzz/SniffFuzz.swift -lcrypto -lz \
-    -o fuzz/build/sniff-fuzz 2>&1 | grep -v "warning:" || true
-test -x fuzz/build/sniff-fuzz
+build_inspect_fuzzer sniff-fuzz SniffFuzz
 cd fuzz/build
 ./sniff-fuzz -max_total_time="$SNIFF_SECONDS" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 ../corpus-sniff 2>&1 | tail -6
@@ -237,11 +244,7 @@ for name, kind, data in [("jpeg", 0, jpeg), ("png", 1, png), ("svg", 2, svg), ("
         with open(f"{out}/seed-{name}-{chunk}", "wb") as f:
             f.write(bytes([kind, chunk]) + data)
 PY
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name DisarmFuzz \
-    -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
-    -I Sources/COpenSSL -I Sources/CZlib Sources/Inspect/*.swift fuzz/DisarmFuzz.swift -lcrypto -lz \
-    -o fuzz/build/disarm-fuzz 2>&1 | grep -v "warning:" || true
-test -x fuzz/build/disarm-fuzz
+build_inspect_fuzzer disarm-fuzz DisarmFuzz
 cd fuzz/build
 ./disarm-fuzz -max_total_time="$DISARM_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 ../corpus-disarm 2>&1 | tail -6

@@ -62,9 +62,46 @@ public enum SVGMode: Sendable, Hashable {
 /// Creates a fresh disarmer for one part of the given format.
 public func makeDisarmer(for kind: DisarmKind, svgMode: SVGMode = .strip) -> Disarmer {
     switch kind {
-    case .jpeg: return JPEGDisarmer()
-    case .png: return PNGDisarmer()
-    case .svg: return SVGDisarmer(mode: svgMode)
+    case .jpeg: return StickyDisarmer(JPEGDisarmer())
+    case .png: return StickyDisarmer(PNGDisarmer())
+    case .svg: return StickyDisarmer(SVGDisarmer(mode: svgMode))
+    }
+}
+
+/// One format's rewrite. It may throw at any call; `StickyDisarmer` never calls it again after that.
+protocol DisarmFormat: AnyObject {
+    /// Consumes `bytes`, emitting output as soon as it is safe to.
+    func run(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError)
+    /// End of the part: throws if the file ended in the middle of a structure.
+    func end(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError)
+    /// What was removed (see `Disarmer.removed`).
+    var removed: [String] { get }
+}
+
+/// The `Disarmer` contract for every format: after an error the disarmer stays failed, and every later call throws
+/// that first error again.
+final class StickyDisarmer: Disarmer {
+    private let format: DisarmFormat
+    private var failure: DisarmError?
+
+    init(_ format: DisarmFormat) { self.format = format }
+
+    var removed: [String] { format.removed }
+
+    func feed(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
+        if let failure { throw failure }
+        do throws(DisarmError) { try format.run(bytes, emit: emit) } catch {
+            failure = error
+            throw error
+        }
+    }
+
+    func finish(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
+        if let failure { throw failure }
+        do throws(DisarmError) { try format.end(emit: emit) } catch {
+            failure = error
+            throw error
+        }
     }
 }
 

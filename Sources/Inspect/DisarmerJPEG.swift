@@ -14,7 +14,7 @@
 // Memory: a segment header and at most 12 identifying payload bytes; payloads stream through (copied or skipped).
 
 /// Strips metadata segments from a JPEG as it streams. See the file header for the rules.
-final class JPEGDisarmer: Disarmer {
+final class JPEGDisarmer: DisarmFormat {
     private enum State {
         /// Expecting byte `index` (0 or 1) of SOI.
         case soi(index: Int)
@@ -37,48 +37,30 @@ final class JPEGDisarmer: Disarmer {
         case scanFF
         /// After EOI: everything is dropped.
         case trailing
-        /// An error was thrown; every later call throws again.
-        case failed
     }
 
     private var state: State = .soi(index: 0)
     private var head: [UInt8] = []
     private var exif = EXIFScan()
     private var log = DisarmLog()
-    private var failure: DisarmError?
 
     var removed: [String] { log.names }
 
     init() { head.reserveCapacity(16) }
 
-    func feed(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
-        do throws(DisarmError) {
-            try run(bytes, emit: emit)
-        } catch {
-            state = .failed
-            failure = error
-            throw error
-        }
-    }
-
-    func finish(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
+    func end(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
         switch state {
         case .trailing: return
-        case .failed: throw failure ?? .malformed("jpeg: failed")
         case .soi, .marker, .markerCode, .length, .identify, .copy, .skip, .scan, .scanFF:
-            state = .failed
-            failure = .malformed("jpeg: truncated (ended before EOI)")
-            throw failure ?? .malformed("jpeg: truncated")
+            throw .malformed("jpeg: truncated (ended before EOI)")
         }
     }
 
-    private func run(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
+    func run(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
         var i = 0
         let n = bytes.count
         while i < n {
             switch state {
-            case .failed:
-                throw failure ?? .malformed("jpeg: failed")
             case .soi(let index):
                 let expected: UInt8 = index == 0 ? 0xFF : 0xD8
                 guard bytes[i] == expected else { throw .malformed("jpeg: missing SOI") }

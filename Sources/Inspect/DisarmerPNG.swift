@@ -13,7 +13,7 @@ import CZlib
 // Memory: the 8-byte chunk header and the 4-byte CRC; chunk data streams through (copied or skipped).
 
 /// Strips text and EXIF chunks from a PNG as it streams. See the file header for the rules.
-final class PNGDisarmer: Disarmer {
+final class PNGDisarmer: DisarmFormat {
     private enum State {
         /// Expecting signature byte `index`.
         case signature(index: Int)
@@ -25,8 +25,6 @@ final class PNGDisarmer: Disarmer {
         case crc(keep: Bool)
         /// After IEND: everything is dropped.
         case trailing
-        /// An error was thrown; every later call throws again.
-        case failed
     }
 
     static let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
@@ -38,41 +36,23 @@ final class PNGDisarmer: Disarmer {
     private var crc: uLong = 0
     private var chunks = 0
     private var log = DisarmLog()
-    private var failure: DisarmError?
 
     var removed: [String] { log.names }
 
     init() { head.reserveCapacity(12) }
 
-    func feed(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
-        do throws(DisarmError) {
-            try run(bytes, emit: emit)
-        } catch {
-            state = .failed
-            failure = error
-            throw error
-        }
-    }
-
-    func finish(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
+    func end(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
         switch state {
         case .trailing: return
-        case .failed: throw failure ?? .malformed("png: failed")
-        case .signature, .header, .data, .crc:
-            let error = DisarmError.malformed("png: truncated (ended before IEND)")
-            state = .failed
-            failure = error
-            throw error
+        case .signature, .header, .data, .crc: throw .malformed("png: truncated (ended before IEND)")
         }
     }
 
-    private func run(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
+    func run(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
         var i = 0
         let n = bytes.count
         while i < n {
             switch state {
-            case .failed:
-                throw failure ?? .malformed("png: failed")
             case .signature(let index):
                 guard bytes[i] == PNGDisarmer.signature[index] else { throw .malformed("png: bad signature") }
                 i += 1

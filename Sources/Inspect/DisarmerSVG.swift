@@ -38,7 +38,7 @@ import Glibc
 // comment, CDATA section or removed element.
 
 /// Removes (or rejects) script and external references from an SVG as it streams. See the file header.
-final class SVGDisarmer: Disarmer {
+final class SVGDisarmer: DisarmFormat {
     /// The longest tag (or PI, or declaration) held whole before it is judged: 64 KiB.
     static let maximumTagLength = 64 * 1024
 
@@ -51,8 +51,6 @@ final class SVGDisarmer: Disarmer {
         case comment(dashes: Int)
         /// Inside a CDATA section; `brackets` trailing ']' seen.
         case cdata(brackets: Int)
-        /// An error was thrown; every later call throws again.
-        case failed
     }
 
     /// What the buffered tag is, as far as its bytes tell.
@@ -80,7 +78,6 @@ final class SVGDisarmer: Disarmer {
     /// > 0: inside a removed element, this many levels deep; nothing is emitted.
     private var removingDepth = 0
     private var log = DisarmLog()
-    private var failure: DisarmError?
 
     var removed: [String] { log.names }
 
@@ -89,43 +86,25 @@ final class SVGDisarmer: Disarmer {
         tag.reserveCapacity(256)
     }
 
-    func feed(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
-        do throws(DisarmError) {
-            if case .failed = state { throw failure ?? .malformed("svg: failed") }
-            if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil {
-                throw .malformed("svg: NUL byte (only ASCII-compatible encodings are accepted)")
-            }
-            try run(bytes, emit: emit)
-        } catch {
-            state = .failed
-            failure = error
-            throw error
-        }
-    }
-
-    func finish(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
-        let error: DisarmError
+    func end(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
         switch state {
         case .text:
             guard removingDepth > 0 else { return }
-            error = .malformed("svg: ended inside a removed element")
-        case .tag: error = .malformed("svg: ended inside a tag")
-        case .comment: error = .malformed("svg: ended inside a comment")
-        case .cdata: error = .malformed("svg: ended inside a CDATA section")
-        case .failed: throw failure ?? .malformed("svg: failed")
+            throw .malformed("svg: ended inside a removed element")
+        case .tag: throw .malformed("svg: ended inside a tag")
+        case .comment: throw .malformed("svg: ended inside a comment")
+        case .cdata: throw .malformed("svg: ended inside a CDATA section")
         }
-        state = .failed
-        failure = error
-        throw error
     }
 
-    private func run(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
+    func run(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
+        if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil {
+            throw .malformed("svg: NUL byte (only ASCII-compatible encodings are accepted)")
+        }
         var i = 0
         let n = bytes.count
         while i < n {
             switch state {
-            case .failed:
-                throw failure ?? .malformed("svg: failed")
             case .text:
                 var j = i
                 while j < n && bytes[j] != 0x3C { j += 1 }

@@ -260,6 +260,37 @@ private let svgRewrites: [(String, String)] = [
 // MARK: - Tests
 
 @Suite struct DisarmTests {
+    /// The `Disarmer` contract: after an error the disarmer stays failed, and every later call throws that first
+    /// error again, whether it came from `feed` (bad bytes) or `finish` (a truncated file).
+    @Test(arguments: [(DisarmKind.jpeg, "GIF89a"), (.png, "GIF89a"), (.svg, "<svg>\u{0}")])
+    func anErrorSticks(kind: DisarmKind, bad: String) throws {
+        var out: [UInt8] = []
+        let broken = makeDisarmer(for: kind)
+        var fed: DisarmError?
+        do { try feed(broken, ascii(bad), into: &out) } catch { fed = error }
+        let first = try #require(fed, "\(kind): bad bytes were accepted")
+        for call in 0..<3 {
+            do {
+                if call < 2 { try feed(broken, ascii("<svg/>"), into: &out) } else { try broken.finish { _ in } }
+                Issue.record("\(kind): call \(call) after the error did not throw")
+            } catch {
+                #expect(error.description == first.description, "\(kind): call \(call)")
+            }
+        }
+        let truncated = makeDisarmer(for: kind)
+        let start = kind == .svg ? ascii("<svg") : kind == .png ? pngSignature : [0xFF, 0xD8]
+        try feed(truncated, start, into: &out)
+        var ended: DisarmError?
+        do { try truncated.finish { _ in } } catch { ended = error }
+        let endError = try #require(ended, "\(kind): a truncated file finished cleanly")
+        do {
+            try feed(truncated, [0x00], into: &out)
+            Issue.record("\(kind): feed after a failed finish did not throw")
+        } catch {
+            #expect(error.description == endError.description, "\(kind)")
+        }
+    }
+
     @Test func jpegKeepsImageSegmentsAndDropsMetadata() throws {
         let out = try disarmEverySplit(jpeg, .jpeg)
         #expect(out.output == jpegKept)
