@@ -57,18 +57,7 @@ public enum FormNameMeaning {
     /// some do not, so the name read upstream would depend on the framework.
     public static func hasPercentEscape(_ text: String) -> Bool {
         text.utf8.contains(where: { $0 == 0x22 || $0 == 0x0D || $0 == 0x0A || $0 == 0x5C })
-            || hasPercentEscapeSequence(text)
-    }
-
-    /// Whether `text` holds `%` followed by two hex digits.
-    static func hasPercentEscapeSequence(_ text: String) -> Bool {
-        var it = Array(text.utf8)[...]
-        while let percent = it.firstIndex(of: UInt8(ascii: "%")) {
-            let rest = it[(percent + 1)...]
-            if rest.count >= 2, isHex(rest[rest.startIndex]), isHex(rest[rest.startIndex + 1]) { return true }
-            it = rest
-        }
-        return false
+            || Percent.containsEscape(text.utf8)
     }
 
     /// Whether a part Content-Type names a charset other than UTF-8 and US-ASCII (case-insensitive, quoted or not).
@@ -85,39 +74,22 @@ public enum FormNameMeaning {
         return false
     }
 
-    /// The flags `name`, `filename` and `contentType` raise by themselves (not `duplicate-name`, which needs
-    /// the body's other names, nor `invalid-utf8-value`, which needs the value).
-    public static func flags(name: String?, filename: String?, contentType: String?) -> MultipartAnomalies {
-        var flags = MultipartAnomalies()
-        if let name {
-            switch shape(of: name) {
-            case .plain: break
-            case .brackets: flags.insert(.nameBrackets)
-            case .rewritten: flags.insert(.nameRewritten)
-            }
-            if hasPercentEscape(name) { flags.insert(.percentEscape) }
-            if name.lowercased() == "_charset_" { flags.insert(.charsetField) }
-            if name.isEmpty { flags.insert(.emptyName) }
-            if name.utf8.contains(where: { $0 >= 0x80 }) { flags.insert(.nonASCIIName) }
-            if path(of: name).contains(where: { prototypeKeys.contains(String($0)) }) { flags.insert(.prototypeName) }
-        }
-        if filename?.isEmpty == true { flags.insert(.emptyFilename) }
-        // In a filename, `\`, CR and LF are the filename checks' (`path-separators`, `control-characters`), which
-        // reject them or cut them out under `filename sanitize`; `%XX` and `"` stay whatever the handling.
-        if let filename, filename.utf8.contains(0x22) || hasPercentEscapeSequence(filename) {
-            flags.insert(.percentEscape)
-        }
-        if let contentType, hasForeignCharset(contentType) { flags.insert(.partCharset) }
-        return flags
+    /// A name as PHP, Rack and `qs` read it, worked out once per part.
+    public struct Reading: Sendable, Hashable {
+        /// The name as sent.
+        public let name: String
+        /// Its shape.
+        public let shape: Shape
+        /// Its variable path (see `path(of:)`); never empty.
+        public let path: [Substring]
     }
 
-    /// Keys JavaScript objects treat specially (`qs` nests on brackets, so `a[__proto__]` counts too).
-    static let prototypeKeys: Set<String> = ["__proto__", "constructor", "prototype"]
-
-    /// The variable path PHP, Rack and `qs` read from `name`: `a[b][]` is `a`, `b`, `` (an empty key appends);
-    /// any other name is itself.
-    public static func path(of name: String) -> [Substring] {
-        guard case .brackets(let base) = shape(of: name) else { return [Substring(name)] }
+    /// Reads `name`.
+    public static func read(_ name: String) -> Reading {
+        let shape = shape(of: name)
+        guard case .brackets(let base) = shape else {
+            return Reading(name: name, shape: shape, path: [Substring(name)])
+        }
         var path = [base]
         var key: Substring.Index?
         let text = Substring(name)
@@ -130,12 +102,43 @@ public enum FormNameMeaning {
             }
             i = text.index(after: i)
         }
-        return path
+        return Reading(name: name, shape: shape, path: path)
     }
 
-    private static func isHex(_ c: UInt8) -> Bool {
-        (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66)
+    /// The variable path PHP, Rack and `qs` read from `name`: `a[b][]` is `a`, `b`, `` (an empty key appends);
+    /// any other name is itself.
+    public static func path(of name: String) -> [Substring] { read(name).path }
+
+    /// The flags a part's name, filename and type raise by themselves (not `duplicate-name`, which needs the
+    /// body's other names, nor `invalid-utf8-value`, which needs the value).
+    public static func flags(name reading: Reading?, filename: String?, contentType: String?) -> MultipartAnomalies {
+        var flags = MultipartAnomalies()
+        if let reading {
+            let name = reading.name
+            switch reading.shape {
+            case .plain: break
+            case .brackets: flags.insert(.nameBrackets)
+            case .rewritten: flags.insert(.nameRewritten)
+            }
+            if hasPercentEscape(name) { flags.insert(.percentEscape) }
+            if name.lowercased() == "_charset_" { flags.insert(.charsetField) }
+            if name.isEmpty { flags.insert(.emptyName) }
+            if name.utf8.contains(where: { $0 >= 0x80 }) { flags.insert(.nonASCIIName) }
+            if reading.path.contains(where: { prototypeKeys.contains(String($0)) }) { flags.insert(.prototypeName) }
+        }
+        if filename?.isEmpty == true { flags.insert(.emptyFilename) }
+        // In a filename, `\`, CR and LF are the filename checks' (`path-separators`, `control-characters`), which
+        // reject them or cut them out under `filename sanitize`; `%XX` and `"` stay whatever the handling.
+        if let filename, filename.utf8.contains(0x22) || Percent.containsEscape(filename.utf8) {
+            flags.insert(.percentEscape)
+        }
+        if let contentType, hasForeignCharset(contentType) { flags.insert(.partCharset) }
+        return flags
     }
+
+    /// Keys JavaScript objects treat specially (`qs` nests on brackets, so `a[__proto__]` counts too).
+    static let prototypeKeys: Set<String> = ["__proto__", "constructor", "prototype"]
+
 }
 
 /// The names of a body seen so far, for `duplicate-name` and `name-collision`: the variable paths PHP, Rack and
@@ -152,39 +155,37 @@ public struct FormNameRegistry: Sendable, Hashable {
 
     public init() {}
 
-    /// What registering `name` finds: `repeated` when the same name came before as the same kind of part,
-    /// `collides` when it came as the other kind, or one name is an array the other a value (`a` and `a[b]`), or
-    /// appended and numbered keys meet under one parent.
-    public mutating func register(_ name: String, isFile: Bool) -> (repeated: Bool, collides: Bool) {
-        let path = FormNameMeaning.path(of: name)
+    /// What registering a name (its `FormNameMeaning.Reading.path`) finds: `repeated` when the same name came
+    /// before as the same kind of part, `collides` when it came as the other kind, or one name is an array the
+    /// other a value (`a` and `a[b]`), or appended and numbered keys meet under one parent.
+    public mutating func register(_ path: [Substring], isFile: Bool) -> (repeated: Bool, collides: Bool) {
         let joined = Self.join(path[...])
         var repeated = false
-        var collides = false
+        var collides = prefixes.contains(joined)
         if let firstWasFile = paths[joined] {
             if firstWasFile == isFile { repeated = true } else { collides = true }
+        } else {
+            paths[joined] = isFile
         }
-        if prefixes.contains(joined) { collides = true }
-        for end in 1..<max(path.count, 1) where paths[Self.join(path[..<end])] != nil { collides = true }
+        for end in path.indices.dropFirst() {
+            let prefix = Self.join(path[..<end])
+            if paths[prefix] != nil { collides = true }
+            prefixes.insert(prefix)
+        }
         if path.count > 1, let last = path.last {
             let parent = Self.join(path.dropLast())
             if last.isEmpty {
                 if numericParents.contains(parent) { collides = true }
                 appendParents.insert(parent)
-            } else if last.allSatisfy(\.isASCIIDigitCharacter) {
+            } else if last.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
                 if appendParents.contains(parent) { collides = true }
                 numericParents.insert(parent)
             }
         }
-        if paths[joined] == nil { paths[joined] = isFile }
-        for end in 1..<max(path.count, 1) { prefixes.insert(Self.join(path[..<end])) }
         return (repeated, collides)
     }
 
     private static func join(_ path: ArraySlice<Substring>) -> String { path.joined(separator: "\u{0}") }
-}
-
-extension Character {
-    fileprivate var isASCIIDigitCharacter: Bool { isASCII && isWholeNumber }
 }
 
 /// Whether `bytes` are well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), fed in

@@ -135,7 +135,7 @@ public struct Policy: Sendable, Hashable {
         var index = 0
         while index < bytes.count {
             if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
-               let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2]) {
+               let high = Percent.hexValue(bytes[index + 1]), let low = Percent.hexValue(bytes[index + 2]) {
                 let byte = high << 4 | low
                 if isUnreserved(byte) {
                     out.append(byte)
@@ -148,15 +148,6 @@ public struct Policy: Sendable, Hashable {
         }
         bytes = out
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
     }
 
     private static func isUnreserved(_ byte: UInt8) -> Bool {

@@ -326,13 +326,15 @@ extension PolicyEvaluator {
     /// A part no rule names that `unknown strip` drops never reaches the upstream: it raises nothing.
     private mutating func semanticFlags(of part: Part, route: Route) -> MultipartAnomalies {
         if part.rule == nil, route.unknownAction(isFile: part.isFile) == .strip { return MultipartAnomalies() }
-        var flags = FormNameMeaning.flags(name: part.name, filename: part.filename, contentType: part.declaredType)
-        guard let name = part.name, case .inPart(var body, let current) = state else { return flags }
-        let found = body.names.register(name, isFile: part.isFile)
+        let reading = part.name.map(FormNameMeaning.read)
+        var flags = FormNameMeaning.flags(name: reading, filename: part.filename, contentType: part.declaredType)
+        guard let reading, case .inPart(var body, let current) = state else { return flags }
+        let found = body.names.register(reading.path, isFile: part.isFile)
         state = .inPart(body, current)
         if found.collides { flags.insert(.nameCollision) }
         if found.repeated && part.rule == nil { flags.insert(.duplicateName) }
-        if !part.isFile, queryNames.contains(name) || queryNames.contains(String(FormNameMeaning.path(of: name)[0])) {
+        let base = reading.path.first.map(String.init) ?? reading.name
+        if !part.isFile, queryNames.contains(reading.name) || queryNames.contains(base) {
             flags.insert(.queryCollision)
         }
         return flags

@@ -167,35 +167,9 @@ public struct PolicyEvaluator {
         for pair in target.utf8[target.utf8.index(after: mark)...].split(separator: UInt8(ascii: "&")) {
             let raw = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
             guard let name = raw.first, !name.isEmpty else { continue }
-            var out: [UInt8] = []
-            var i = name.startIndex
-            while i < name.endIndex {
-                let c = name[i]
-                if c == UInt8(ascii: "+") {
-                    out.append(0x20)
-                } else if c == UInt8(ascii: "%"), name.distance(from: i, to: name.endIndex) >= 3,
-                          let hi = hexValue(name[name.index(i, offsetBy: 1)]),
-                          let lo = hexValue(name[name.index(i, offsetBy: 2)]) {
-                    out.append(hi << 4 | lo)
-                    i = name.index(i, offsetBy: 3)
-                    continue
-                } else {
-                    out.append(c)
-                }
-                i = name.index(after: i)
-            }
-            names.insert(String(decoding: out, as: UTF8.self))
+            names.insert(String(decoding: Percent.decode(name, plusIsSpace: true), as: UTF8.self))
         }
         return names
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: return c - 0x30
-        case 0x41...0x46: return c - 0x41 + 10
-        case 0x61...0x66: return c - 0x61 + 10
-        default: return nil
-        }
     }
 
     /// Counts `count` raw body bytes as received (after de-chunking); rejects once `body-max` is crossed.

@@ -1,0 +1,48 @@
+/// `%XX` escapes, as route paths, query strings and the semantic name checks read them.
+enum Percent {
+    /// The value of one hex digit, or nil.
+    static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
+    /// Whether `bytes` hold `%` followed by two hex digits.
+    static func containsEscape(_ bytes: some Collection<UInt8>) -> Bool {
+        var seen = 0   // 1: after '%', 2: after '%' and one hex digit
+        for byte in bytes {
+            if byte == UInt8(ascii: "%") {
+                seen = 1
+            } else if seen > 0, hexValue(byte) != nil {
+                if seen == 2 { return true }
+                seen = 2
+            } else {
+                seen = 0
+            }
+        }
+        return false
+    }
+
+    /// Decodes every `%XX` (and `+` as a space when `plusIsSpace`); a malformed escape stays as written.
+    static func decode(_ bytes: some Collection<UInt8>, plusIsSpace: Bool) -> [UInt8] {
+        let input = Array(bytes)
+        var out: [UInt8] = []
+        out.reserveCapacity(input.count)
+        var i = 0
+        while i < input.count {
+            let c = input[i]
+            if c == UInt8(ascii: "%"), i + 2 < input.count, let high = hexValue(input[i + 1]),
+               let low = hexValue(input[i + 2]) {
+                out.append(high << 4 | low)
+                i += 3
+                continue
+            }
+            out.append(plusIsSpace && c == UInt8(ascii: "+") ? 0x20 : c)
+            i += 1
+        }
+        return out
+    }
+}
