@@ -476,13 +476,8 @@ struct ArchiveInspectorTests {
     }
 
     @Test func garbageNeverTraps() {
-        var x: UInt64 = 0x9E37_79B9_7F4A_7C15
-        func next() -> UInt64 {
-            x ^= x << 13
-            x ^= x >> 7
-            x ^= x << 17
-            return x
-        }
+        var rng = SplitMix(seed: 0x9E37_79B9_7F4A_7C15)
+        func next() -> UInt64 { rng.next() }
         var limits = ArchiveLimits()
         limits.ratioFloor = 0
         for format in [ArchiveInspector.Format.zip, .gzip, .tar, .tarGzip] {
@@ -520,13 +515,8 @@ struct ArchiveInspectorTests {
     }
 
     @Test func mutatedFindingsDoNotDependOnTheSplit() {
-        var x: UInt64 = 0x1234_5678_9ABC_DEF1
-        func next() -> UInt64 {
-            x ^= x << 13
-            x ^= x >> 7
-            x ^= x << 17
-            return x
-        }
+        var rng = SplitMix(seed: 0x1234_5678_9ABC_DEF1)
+        func next() -> UInt64 { rng.next() }
         let samples: [([UInt8], ArchiveInspector.Format)] = [
             (makeZip([ZipMember("a.txt", text(400)), ZipMember("n.zip", makeZip([ZipMember("b", text(50))]))]), .zip),
             (makeTar([TarMember(name: "a", data: text(600)), TarMember(name: "b/c", data: text(10))]), .tar),

@@ -518,19 +518,6 @@ private let svgRewrites: [(String, String)] = [
     }
 }
 
-/// A small deterministic generator for the mutation loop.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { n <= 0 ? 0 : Int(next() % UInt64(n)) }
-}
 
 /// Opt-in cross-check with real files: set DISARM_CROSSCHECK_DIR to a folder of .jpg/.png/.svg files; each one is
 /// disarmed (whole and in 1000-byte pieces, which must agree) into `<name>.disarmed.<ext>` next to it, for an
