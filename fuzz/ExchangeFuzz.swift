@@ -70,6 +70,7 @@ func script(_ byte: UInt8) -> ExchangeRig.UpstreamScript {
     s.response = responses[Int((byte >> 4) & 7)]
     s.then = byte & 0x80 != 0 ? .close : .stayOpen
     if byte == 0xFF { s.readLimit = 100 }
+    if byte == 0xFE { s.window = 1500 }   // short upstream writes: lent part data is settled
     s.firstIsPooled = byte & 0x03 == 1
     s.firstIsStale = s.firstIsPooled && byte & 0x40 != 0
     return s

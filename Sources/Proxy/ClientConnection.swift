@@ -152,12 +152,16 @@ final class ClientConnection: EventHandler {
                 queue.append(e)
             }
             if queue.isEmpty, transport.hasBufferedInput, machine.wantsClientRead {
+                machine.upstreamOut.settle()
                 let before = machine.clientIn.readableBytes
                 readClient()
                 if queue.isEmpty && machine.clientIn.readableBytes == before { break }
             }
             if queue.isEmpty { break }
         }
+        // Every write's event is handled: part data still lent from clientIn (not accepted by the upstream's
+        // socket) is copied now, before the next read into clientIn can move or overwrite it.
+        machine.upstreamOut.settle()
         // The held part grew: the scan may send more of it.
         scan?.wake()
         reconcile()

@@ -68,7 +68,7 @@ extension ConnectionMachine {
         // kernel accepted (queued bytes of a rejected or failed request are not counted).
         let payload = ex.body?.sink.payloadBytes ?? 0
         let allSent = ex.requestComplete && !ex.bodyDiscarded && ex.body?.sink.sending == nil
-            && upstreamOut.readableBytes == 0 && ex.upstreamAccepted > 0
+            && upstreamOut.isEmpty && ex.upstreamAccepted > 0
         let sent = allSent ? payload : min(payload, ex.upstreamAccepted)
         return AuditRecord(
             timestamp: context.timestamp(), requestID: ex.requestID, client: ex.forwardedClient ?? peer,

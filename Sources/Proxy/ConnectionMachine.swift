@@ -178,8 +178,9 @@ struct ConnectionMachine {
     let clientOut: ByteBuffer
     /// Bytes from the upstream, not yet consumed.
     let upstreamIn: ByteBuffer
-    /// Bytes for the upstream, not yet accepted by the kernel.
-    let upstreamOut: ByteBuffer
+    /// Bytes for the upstream, not yet accepted by the kernel: owned bytes, and part data lent from `clientIn`
+    /// while a body slice is processed. The driver settles it after each write attempt, before reading again.
+    let upstreamOut: OutputQueue
 
     private(set) var state: State = .awaitingHead(since: nil)
     private var headParser: HTTPRequestHeadParser
@@ -218,7 +219,7 @@ struct ConnectionMachine {
         clientIn = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.clientRead)
         clientOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4)
         upstreamIn = ByteBuffer(initialCapacity: 0, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024))
-        upstreamOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4)
+        upstreamOut = OutputQueue(maxCapacity: config.buffers.outputHighWater * 4)
         headParser = HTTPRequestHeadParser(limits: config.http)
         self.now = now
         lastActivity = now
@@ -239,7 +240,7 @@ struct ConnectionMachine {
             guard !clientEOF, clientIn.readableBytes < clientIn.maxCapacity else { return false }
             // Reading ahead while a response is awaited is allowed: pipelined requests wait in clientIn.
             if ex.requestComplete || ex.spooling { return true }
-            return upstreamOut.readableBytes < config.buffers.outputHighWater
+            return upstreamOut.pendingBytes < config.buffers.outputHighWater
         }
     }
 
@@ -253,7 +254,7 @@ struct ConnectionMachine {
     /// Whether the driver should write `upstreamOut` now.
     var wantsUpstreamWrite: Bool {
         guard case .exchanging(let ex) = state, ex.upstreamConnected, !ex.upWriteFailed else { return false }
-        return upstreamOut.readableBytes > 0
+        return !upstreamOut.isEmpty
     }
 
     var isClosed: Bool { if case .closed = state { return true } else { return false } }
@@ -634,7 +635,7 @@ struct ConnectionMachine {
             var headBytes: [UInt8] = []
             headBytes.reserveCapacity(1024)
             HTTPHeadSerializer.writeRequestHead(head, framing: upstreamFraming, context: forwarding, into: &headBytes)
-            do { try upstreamOut.writeBytes(headBytes) } catch {
+            do { try upstreamOut.write(headBytes) } catch {
                 respond(status: 500, kind: "internal_buffer", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
                 return
@@ -734,13 +735,15 @@ struct ConnectionMachine {
         }
         var moved = false
         pumping: while !body.isComplete, clientIn.readableBytes > 0 || (body.isBlocked && !body.sink.isReplaying),
-              ex.spooling || upstreamOut.readableBytes < config.buffers.outputHighWater {
+              ex.spooling || upstreamOut.pendingBytes < config.buffers.outputHighWater {
             let wasBlocked = body.isBlocked
             let slice = min(clientIn.readableBytes, 64 * 1024)
             let result = clientIn.withUnsafeReadableBytes { bytes in
-                Result { () throws(RequestBodyError) in
-                    try body.process(UnsafeRawBufferPointer(rebasing: bytes[0..<slice]))
-                }
+                let input = UnsafeRawBufferPointer(rebasing: bytes[0..<slice])
+                // Part data the stage passes on from this slice is lent to upstreamOut, not copied.
+                upstreamOut.lendable = input
+                defer { upstreamOut.lendable = nil }
+                return Result { () throws(RequestBodyError) in try body.process(input) }
             }
             switch result {
             case .failure(let error):
@@ -783,7 +786,7 @@ struct ConnectionMachine {
             var headBytes: [UInt8] = []
             HTTPHeadSerializer.writeRequestHead(head, framing: .contentLength(file.size), context: forwarding,
                                                 into: &headBytes)
-            do { try upstreamOut.writeBytes(headBytes) } catch {
+            do { try upstreamOut.write(headBytes) } catch {
                 abort(status: 500, kind: "internal_buffer", into: &out)
                 return
             }
@@ -798,14 +801,14 @@ struct ConnectionMachine {
     /// Streams a held part or the spooled body from its file into `upstreamOut` while there is room.
     private func refillFromFile(_ ex: Exchange) {
         guard let sink = ex.body?.sink, let (file, offset) = sink.sending else { return }
-        guard upstreamOut.readableBytes < config.buffers.outputHighWater else { return }
-        // What fits under the buffer's hard cap (a reservation past it would fail the whole exchange).
-        let want = min(128 * 1024, upstreamOut.maxCapacity - upstreamOut.readableBytes)
+        guard upstreamOut.pendingBytes < config.buffers.outputHighWater else { return }
+        // What fits under the queue's hard cap (a reservation past it would fail the whole exchange).
+        let want = min(128 * 1024, upstreamOut.maxCapacity - upstreamOut.pendingBytes)
         guard want > 0 else { return }
         var n = 0
         do {
-            try upstreamOut.reserveWritable(want)
-            n = try upstreamOut.withUnsafeMutableWritableBytes { region in
+            try upstreamOut.reserveOwned(want)
+            n = try upstreamOut.withOwnedWritable { region in
                 try file.read(at: offset, into: UnsafeMutableRawBufferPointer(rebasing: region.prefix(want)))
             }
         } catch {
@@ -817,28 +820,27 @@ struct ConnectionMachine {
             sink.sending = nil
             return
         }
-        upstreamOut.moveWriterIndex(forwardBy: n)
+        upstreamOut.commitOwned(n)
         sink.sending = (file, offset + UInt64(n))
     }
 
     /// Consumes what the kernel accepted from `upstreamOut`, keeping a copy while the request is replayable.
     private mutating func upstreamWrote(_ n: Int) {
-        guard n > 0, n <= upstreamOut.readableBytes else { return }
+        guard n > 0, n <= upstreamOut.pendingBytes else { return }
         if case .exchanging(let ex) = state {
             ex.upstreamAccepted &+= UInt64(n)
             ex.upstreamActivity = now
             if var log = ex.replayLog {
                 ex.replayLog = nil
                 if log.count + n <= config.pool.replayLimit {
-                    upstreamOut.withUnsafeReadableBytes { log.append(contentsOf: $0.prefix(n)) }
+                    upstreamOut.copyPrefix(n, into: &log)
                     ex.replayLog = log
                 }
             }
-            upstreamOut.moveReaderIndex(forwardBy: n)
-            if upstreamOut.readableBytes == 0 { upstreamOut.clear() }
+            upstreamOut.consume(n)
             refillFromFile(ex)
         } else {
-            upstreamOut.moveReaderIndex(forwardBy: n)
+            upstreamOut.consume(n)
         }
     }
 
@@ -1004,11 +1006,12 @@ struct ConnectionMachine {
             // A pooled connection the upstream had closed: replay the request once on a fresh connection.
             ex.retried = true
             let log = ex.replayLog ?? []
-            let unsent: [UInt8] = upstreamOut.readableBytes > 0 ? upstreamOut.withUnsafeReadableBytes { Array($0) } : []
+            var unsent: [UInt8] = []
+            upstreamOut.copyPrefix(upstreamOut.pendingBytes, into: &unsent)
             upstreamOut.clear()
             do {
-                try upstreamOut.writeBytes(log)
-                try upstreamOut.writeBytes(unsent)
+                try upstreamOut.write(log)
+                try upstreamOut.write(unsent)
             } catch {
                 out.append(.log(FailureLine(kind: "upstream", msg: "upstream closed a reused connection, not replayed",
                                             requestID: ex.requestID, upstream: serverName(ex))))
@@ -1045,7 +1048,7 @@ struct ConnectionMachine {
 
     private mutating func finishExchange(_ ex: Exchange, into out: inout [Action]) {
         let fullySent = ex.requestComplete && !ex.bodyDiscarded && ex.body?.sink.sending == nil
-            && upstreamOut.readableBytes == 0
+            && upstreamOut.isEmpty
         let reuse = UpstreamReuse.allowed(
             responseKeepAlive: ex.responseKeepAlive, requestFullySent: fullySent,
             unreadResponseBytes: upstreamIn.readableBytes, readEnded: ex.upReadEnded,
@@ -1073,6 +1076,7 @@ struct ConnectionMachine {
     /// flushed.
     private mutating func releaseIdleBuffers() {
         guard case .awaitingHead(since: nil) = state else { return }
+        upstreamOut.settle()   // nothing may stay lent from the input buffer given back here
         clientIn.releaseStorage()
         clientOut.releaseStorage()
         upstreamIn.releaseStorage()

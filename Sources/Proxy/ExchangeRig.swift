@@ -27,6 +27,9 @@ final class ExchangeRig {
         var then: Then = .stayOpen
         /// Reads at most this many request bytes per connection, then its reads fail (a reset).
         var readLimit: Int?
+        /// Accepts at most this many request bytes per step (a short write, as from a full socket buffer), so
+        /// part data lent from the client's buffer waits and is settled; nil: everything queued.
+        var window: Int?
         /// The first connection comes from the pool (and may be replayed).
         var firstIsPooled = false
         /// The first connection, if pooled, was already closed by the upstream: it fails before any answer.
@@ -138,6 +141,7 @@ final class ExchangeRig {
             piece += 1
             if size <= 0 { size = bytes.count - at }
             let n = min(size, room, bytes.count - at)
+            poisonConsumedInput()
             _ = try? machine.clientIn.writeBytes(bytes[at..<(at + n)])
             at += n
             send(.clientData)
@@ -159,6 +163,18 @@ final class ExchangeRig {
             pumpIO()
         }
     }
+
+    /// Overwrites the client bytes the machine already consumed, as the driver's next read may: part data still
+    /// lent from them (not settled) would reach the upstream as 0xEE bytes.
+    private func poisonConsumedInput() {
+        let input = machine.clientIn
+        let consumed = input.discardableBytes
+        // Bytes before `poisoned` were overwritten last time, unless the buffer was compacted since.
+        let from = poisoned <= consumed ? poisoned : 0
+        if consumed > from { input.setBytes(repeatElement(0xEE, count: consumed - from), at: from) }
+        poisoned = consumed
+    }
+    private var poisoned = 0
 
     /// When the client does not read: let the upstream and the clock move; false if nothing can move.
     private func progressWithoutClient() -> Bool {
@@ -245,6 +261,8 @@ final class ExchangeRig {
                 moved = true
             }
             if let index = current, !closed { moved = upstreamStep(index) || moved }
+            // As ClientConnection.run: whatever is still lent from clientIn is copied after each write attempt.
+            machine.upstreamOut.settle()
             if !moved && queue.isEmpty { break }
         }
     }
@@ -256,10 +274,16 @@ final class ExchangeRig {
         var moved = false
         if machine.wantsUpstreamWrite && !conn.readFailed {
             let out = machine.upstreamOut
-            var n = out.readableBytes
+            var n = out.pendingBytes
             if let limit = script.readLimit { n = min(n, max(0, limit - conn.received.count)) }
+            if let window = script.window { n = min(n, max(1, window)) }
             if n > 0 {
-                out.withUnsafeReadableBytes { conn.received.append(contentsOf: $0.prefix(n)) }
+                // Appended while no other copy holds the array, so it grows in place rather than being copied.
+                var received = conn.received
+                conn.received = []
+                connections[index].received = []
+                out.copyPrefix(n, into: &received)
+                conn.received = received
                 connections[index] = conn
                 send(.upstreamWrote(n))
                 moved = true
@@ -322,7 +346,7 @@ final class ExchangeRig {
         case .afterBodyBytes(let n): return conn.received.count - (headEnd + 4) >= n
         case .atEnd:
             guard case .exchanging(let ex) = machine.state else { return false }
-            return ex.requestComplete && machine.upstreamOut.readableBytes == 0 && ex.body?.sink.sending == nil
+            return ex.requestComplete && machine.upstreamOut.isEmpty && ex.body?.sink.sending == nil
         }
     }
 

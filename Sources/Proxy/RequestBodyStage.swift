@@ -16,8 +16,8 @@ import Rules
 //
 // The stage is pure: it is handed input spans and writes into buffers it is given; the connection does I/O.
 
-/// Where transformed body bytes go: the upstream connection's output buffer (raw or chunk-framed), or a spool
-/// file. A held multipart part is spliced in as a file (`enqueue`), which the upstream connection streams
+/// Where transformed body bytes go: the upstream connection's output queue (raw or chunk-framed), or a spool
+/// file. Part data that lies in the client's input slice is lent to the queue, not copied (`OutputQueue.append`). A held multipart part is spliced in as a file (`enqueue`), which the upstream connection streams
 /// after everything already queued.
 final class UpstreamSink: FormOutput {
     enum Kind {
@@ -30,7 +30,7 @@ final class UpstreamSink: FormOutput {
     }
 
     let kind: Kind
-    let buffer: ByteBuffer
+    let buffer: OutputQueue
     /// A file being streamed into `buffer` as it drains (a held part, or the spooled body once complete), and
     /// how much of it was read. `ConnectionMachine` refills from it.
     var sending: (file: TemporaryFile, offset: UInt64)?
@@ -47,7 +47,7 @@ final class UpstreamSink: FormOutput {
     /// A chunk whose data is an enqueued file still needs its closing CRLF.
     private var pendingChunkEnd = false
 
-    init(kind: Kind, buffer: ByteBuffer) {
+    init(kind: Kind, buffer: OutputQueue) {
         self.kind = kind
         self.buffer = buffer
         header.reserveCapacity(24)
@@ -76,7 +76,7 @@ final class UpstreamSink: FormOutput {
         do {
             switch kind {
             case .raw:
-                try buffer.writeBytes(bytes)
+                try buffer.append(bytes)
             case .chunked:
                 header.removeAll(keepingCapacity: true)
                 if pendingChunkEnd {
@@ -84,9 +84,9 @@ final class UpstreamSink: FormOutput {
                     pendingChunkEnd = false
                 }
                 ChunkedEncoder.writeChunkHeader(size: bytes.count, into: &header)
-                try buffer.writeBytes(header)
-                try buffer.writeBytes(bytes)
-                try buffer.writeBytes(crlf)
+                try buffer.write(header)
+                try buffer.append(bytes)
+                try buffer.write(crlf)
             case .spool(let file):
                 try file.write(bytes)
             }
@@ -103,7 +103,7 @@ final class UpstreamSink: FormOutput {
             header.removeAll(keepingCapacity: true)
             if pendingChunkEnd { header.append(contentsOf: crlf) }
             ChunkedEncoder.writeChunkHeader(size: Int(file.size), into: &header)
-            do { try buffer.writeBytes(header) } catch { failure = error; file.close(); return false }
+            do { try buffer.write(header) } catch { failure = error; file.close(); return false }
             pendingChunkEnd = true
             sending = (file, 0)
             return true
@@ -135,7 +135,7 @@ final class UpstreamSink: FormOutput {
         } else {
             ChunkedEncoder.writeLastChunk(into: &last)
         }
-        do { try buffer.writeBytes(last) } catch { failure = error }
+        do { try buffer.write(last) } catch { failure = error }
     }
 
     enum SinkError: Error { case fileIntoRawBody }

@@ -15,6 +15,8 @@ final class UpstreamConnection: EventHandler {
     /// Plain, or TLS for an `https://` server (the handshake runs on the first reads; writes wait for it).
     let transport: any Transport
     private let tls: TLSTransport?
+    /// The socket of a plain connection, written with one gathering send per step; nil for TLS.
+    private let plain: TCPSocket?
     private(set) var phase: Phase
     private var registration: Registration?
     private var currentInterest: Interest = []
@@ -45,9 +47,11 @@ final class UpstreamConnection: EventHandler {
             let session = try context.makeTransport(socket: socket, serverName: upstream.host)
             tls = session
             transport = session
+            plain = nil
         } else {
             tls = nil
             transport = PlainTransport(socket)
+            plain = socket
         }
         phase = connected ? .attached : .connecting
     }
@@ -148,11 +152,19 @@ final class UpstreamConnection: EventHandler {
         try? worker.loop.setInterest(want, for: registration)
     }
 
-    /// Writes the first bytes of `buffer` without consuming them (the machine does, from the event).
-    func write(from buffer: ByteBuffer) -> Event? {
-        guard phase == .attached, buffer.readableBytes > 0 else { return nil }
+    /// Writes the first bytes of `output` without consuming them (the machine does, from the event): a plain
+    /// socket takes owned and lent pieces in one gathering send; TLS encrypts from the owned bytes after the
+    /// queue is settled.
+    func write(from output: OutputQueue) -> Event? {
+        guard phase == .attached, !output.isEmpty else { return nil }
         do {
-            let result = try buffer.withUnsafeReadableBytes { try transport.write($0) }
+            let result: IOResult<Int>
+            if let plain {
+                result = try output.withPieces(limit: 64) { try plain.writev($0) }
+            } else {
+                output.settle()
+                result = try output.withPieces(limit: 1) { try transport.write($0[0]) }
+            }
             if case .processed(let n) = result, n > 0 { return .upstreamWrote(n) }
             return nil
         } catch {

@@ -121,6 +121,12 @@ public final class ByteBuffer {
         writerIndex += count
     }
 
+    /// Keeps only the first `count` readable bytes (drops the rest from the end).
+    public func truncateReadable(to count: Int) {
+        precondition(count >= 0 && count <= readableBytes, "truncateReadable: \(count) > \(readableBytes) readable")
+        writerIndex = readerIndex + count
+    }
+
     // MARK: Raw access
 
     /// Calls `body` with the readable bytes; the pointer is valid only inside `body`.

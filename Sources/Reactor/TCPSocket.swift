@@ -73,6 +73,11 @@ public final class TCPSocket {
 
     /// Gathers several buffers into one send; returns the total bytes accepted (possibly short).
     public func writev(_ buffers: [UnsafeRawBufferPointer]) throws -> IOResult<Int> {
+        try buffers.withUnsafeBufferPointer { try writev($0) }
+    }
+
+    /// Gathers several buffers into one send (at most `UIO_MAXIOV`); returns the total bytes accepted.
+    public func writev(_ buffers: UnsafeBufferPointer<UnsafeRawBufferPointer>) throws -> IOResult<Int> {
         let count = min(buffers.count, Int(UIO_MAXIOV))
         return try withUnsafeTemporaryAllocation(of: iovec.self, capacity: max(count, 1)) { iovecs in
             for index in 0..<count {

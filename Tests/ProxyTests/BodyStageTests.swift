@@ -306,7 +306,7 @@ let emptyFiles = b("--B\r\nContent-Disposition: form-data; name=\"photo\"; filen
             let stage = FormStage(boundary: b("B"), limits: MultipartLimits(), anomalies: MultipartAnomalies(),
                                   reencodeBoundary: b("fresh-boundary-0123456789abcdefghij"), evaluator: nil,
                                   quarantine: nil)
-            let buffer = ByteBuffer(initialCapacity: 4096, maxCapacity: 1 << 20)
+            let buffer = OutputQueue(maxCapacity: 1 << 20)
             let body = RequestBodyStage(framing: .chunked, limits: HTTPLimits(), transform: .form(stage),
                                         sink: UpstreamSink(kind: .chunked, buffer: buffer))
             var consumed = 0
@@ -323,7 +323,9 @@ let emptyFiles = b("--B\r\nContent-Disposition: form-data; name=\"photo\"; filen
                 }
             }
             guard body.isComplete, consumed == wire.count else { return nil }
-            return buffer.readBytes(length: buffer.readableBytes)
+            var out: [UInt8] = []
+            buffer.copyPrefix(buffer.pendingBytes, into: &out)
+            return out
         }
         let reference = upstreamBytes(chunked(sample, size: sample.count), split: 0)
         #expect(reference != nil)

@@ -82,7 +82,7 @@ private func bodyStage(_ wire: [UInt8], framing: BodyFraming, cuts: [Int], polic
                         contentLength: nil)
     let stage = FormStage(boundary: b("B"), limits: MultipartLimits(), anomalies: MultipartAnomalies(),
                           reencodeBoundary: b("fresh"), evaluator: evaluator, quarantine: nil)
-    let buffer = ByteBuffer(initialCapacity: 4096, maxCapacity: 1 << 20)
+    let buffer = OutputQueue(maxCapacity: 1 << 20)
     let body = RequestBodyStage(framing: framing, limits: HTTPLimits(), transform: .form(stage),
                                 sink: UpstreamSink(kind: .chunked, buffer: buffer))
     let bounds = [0] + cuts + [wire.count]
@@ -103,7 +103,9 @@ private func bodyStage(_ wire: [UInt8], framing: BodyFraming, cuts: [Int], polic
         }
     }
     if failure == nil && !body.isComplete { failure = "incomplete" }
-    let upstream = dechunk(buffer.readBytes(length: buffer.readableBytes)) ?? []
+    var queued: [UInt8] = []
+    buffer.copyPrefix(buffer.pendingBytes, into: &queued)
+    let upstream = dechunk(queued) ?? []
     return Run(out: failure == nil ? upstream : [], error: failure,
                findings: stage.evaluator?.findings.map(\.violation.kind.name) ?? [])
 }

@@ -159,8 +159,8 @@ private func group(_ weights: [Int], balance: ProxyConfiguration.UpstreamGroup.B
         r.run(client: Array("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello".utf8), clientEOF: false)
         #expect(String(decoding: r.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         #expect(!r.closed)
-        let buffers = [r.machine.clientIn, r.machine.clientOut, r.machine.upstreamIn, r.machine.upstreamOut]
-        #expect(buffers.map(\.capacity) == [1, 1, 1, 1])
+        let buffers = [r.machine.clientIn, r.machine.clientOut, r.machine.upstreamIn]
+        #expect(buffers.map(\.capacity) + [r.machine.upstreamOut.capacity] == [1, 1, 1, 1])
         // And the next request on the connection still works.
         r.run(client: Array("GET /y HTTP/1.1\r\nHost: a\r\n\r\n".utf8), clientEOF: false)
         #expect(ExchangeRig.finalStatusLines(in: r.clientReceived) == 2)
