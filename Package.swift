@@ -63,6 +63,19 @@ let package = Package(
         .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect"]),
         .testTarget(name: "ReactorTests", dependencies: ["Reactor", "CLinux"]),
         .testTarget(name: "TLSTests", dependencies: ["TLS", "Reactor", "COpenSSL"]),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect"]),
+        // Counts heap allocations per thread by replacing malloc in the test executable (test-only: never a
+        // dependency of a product). The linker exports an executable's symbol only if a shared library it
+        // links refers to it; that covers malloc, free, realloc and posix_memalign but not calloc or the
+        // memalign family, which these flags export so that libc's lookups find them too.
+        .target(
+            name: "CAllocCount",
+            path: "Tests/CAllocCount",
+            linkerSettings: [.unsafeFlags(["calloc", "memalign", "aligned_alloc", "valloc", "pvalloc"]
+                .flatMap { ["-Xlinker", "--export-dynamic-symbol=\($0)"] })]
+        ),
+        .testTarget(
+            name: "ProxyTests",
+            dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect", "CAllocCount"]
+        ),
     ]
 )

@@ -98,6 +98,10 @@ final class ExchangeRig {
     /// An action came after `.closeClient` (an invariant violation).
     private(set) var actionAfterClose = false
     private var current: Int?
+    /// A counter read just before and just after each `machine.handle` (a test's allocation counter); what it
+    /// rose by inside the machine adds up in `metered`, so a test can tell the machine's share from the rig's.
+    var meter: (() -> UInt64)?
+    private(set) var metered: UInt64 = 0
     private var queue: [Event] = []
     private var batch: [Action] = []
 
@@ -154,6 +158,21 @@ final class ExchangeRig {
         if advanceTime { runClock() }
     }
 
+    /// Forgets what the run recorded so far (actions, bytes each side saw, records, logs, finished upstream
+    /// connections), keeping the storage. A long keep-alive run that calls it between requests measures the
+    /// machine, not the rig's growing history (Tests/ProxyTests/AllocationCountTests.swift).
+    func forgetHistory() {
+        actions.removeAll(keepingCapacity: true)
+        clientReceived.removeAll(keepingCapacity: true)
+        records.removeAll(keepingCapacity: true)
+        logs.removeAll(keepingCapacity: true)
+        released.removeAll(keepingCapacity: true)
+        health.removeAll(keepingCapacity: true)
+        scans = 0
+        // The connection in use (if any) keeps its state; released ones are gone.
+        if current == nil { connections.removeAll(keepingCapacity: true) }
+    }
+
     /// Advances the clock a second at a time (at most `limit` seconds) until the machine is closed or idle.
     func runClock(limit: Int = 400) {
         for _ in 0..<limit where !closed {
@@ -193,7 +212,13 @@ final class ExchangeRig {
     func send(_ event: Event) {
         guard !closed else { return }
         batch.removeAll(keepingCapacity: true)
-        machine.handle(event, now: now, into: &batch)
+        if let meter {
+            let start = meter()
+            machine.handle(event, now: now, into: &batch)
+            metered += meter() - start
+        } else {
+            machine.handle(event, now: now, into: &batch)
+        }
         for action in batch { apply(action) }
     }
 
