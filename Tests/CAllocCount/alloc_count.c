@@ -1,7 +1,7 @@
 // Counts heap allocations per thread by defining the allocator's symbols in the test executable. The dynamic
 // linker binds every malloc call in the process (libc's own, libswiftCore's, Foundation's) to the first
-// definition it finds, and the executable comes first once it exports them (Package.swift links ProxyTests
-// with --export-dynamic). Each function forwards to glibc's real allocator through its __libc_* aliases and
+// definition it finds, and the executable comes first once it exports them (the linker exports those a linked
+// shared library refers to; Package.swift exports the rest by name). Each function forwards to glibc's real allocator through its __libc_* aliases and
 // bumps a thread-local counter. No locks, no I/O and no allocation here: this code runs inside every malloc.
 #include <errno.h>
 #include <malloc.h>
