@@ -68,6 +68,14 @@ final class ClientConnection: EventHandler {
         guard !closed else { return }
         if machine.wantsClientRead { readClient() }
         run()
+        // A read that filled what it asked for (a body streaming in) most likely left more in the socket: read
+        // again now rather than after another epoll_wait, a few times at most so other connections get their turn.
+        var again = 0
+        while again < 3, lastReadFilled, !closed, machine.wantsClientRead {
+            again += 1
+            readClient()
+            run()
+        }
     }
 
     func writable(loop: EventLoop) {

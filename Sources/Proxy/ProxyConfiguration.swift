@@ -284,8 +284,9 @@ public struct ProxyConfiguration: Sendable {
 
     /// Per-connection buffer sizes; together they bound a connection's memory.
     public struct Buffers: Sendable {
-        /// Bytes read from a client at a time (the client input buffer). Default 128 KiB.
-        public var clientRead: Int = 128 * 1024
+        /// Most bytes read from a client at a time (the client input buffer's cap). Default 512 KiB; reads start
+        /// at 16 KiB and double only while each read fills what it asked for (a body streaming in fast).
+        public var clientRead: Int = 512 * 1024
         /// Bytes read from an upstream at a time. Default 128 KiB.
         public var upstreamRead: Int = 128 * 1024
         /// Queued output above which Formwall stops producing more (backpressure). Default 256 KiB.
