@@ -119,6 +119,19 @@ def proc_status(pid, key):
     return 0
 
 
+def proc_pss(pid):
+    """Proportional set size in KiB (/proc/PID/smaps_rollup): each shared page counted once over the processes
+    that map it, so a sum over processes that share libraries counts those libraries once. None if gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return None
+    return 0
+
+
 def cpu_ticks(pid):
     """utime + stime of a process in clock ticks, or 0 if it is gone."""
     try:
@@ -167,14 +180,16 @@ def descendants(root):
 
 
 class RssSampler:
-    """Samples VmRSS of a fixed set of PIDs every `interval` seconds in a thread.
-    Keeps the maximum of the sum over the set and the maximum of any single PID."""
+    """Samples VmRSS and PSS of a fixed set of PIDs every `interval` seconds in a thread.
+    Keeps the maximum of the RSS sum over the set, the maximum of any single PID, and the maximum of the
+    PSS sum (the set's memory with shared library pages counted once)."""
 
     def __init__(self, pids, interval=0.05):
         self.pids = list(pids)
         self.interval = interval
         self.max_total_kib = 0
         self.max_single_kib = 0
+        self.max_pss_kib = 0
         self.samples = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -186,6 +201,7 @@ class RssSampler:
             total += v
             self.max_single_kib = max(self.max_single_kib, v)
         self.max_total_kib = max(self.max_total_kib, total)
+        self.max_pss_kib = max(self.max_pss_kib, sum(proc_pss(pid) or 0 for pid in self.pids))
         self.samples += 1
 
     def _run(self):
@@ -485,6 +501,7 @@ def large_upload(args, target, body_path, body_len, boundary, sink_pid, workdir)
                proxy_cpu_s=proxy_cpu if proxy_pids else None,
                peak_rss_mib=rss.max_total_kib / 1024 if proxy_pids else None,
                peak_rss_single_mib=rss.max_single_kib / 1024 if proxy_pids else None,
+               peak_pss_mib=rss.max_pss_kib / 1024 if proxy_pids else None,
                rss_samples=rss.samples)
     if res["http_code"] != 200:
         res["error"] = f"HTTP {res['http_code']}"
@@ -543,6 +560,7 @@ def measure(args, target, files, sink_pid, workdir):
         if any(r["peak_rss_mib"] is not None for r in good):
             large["peak_rss_mib"] = max(r["peak_rss_mib"] for r in good)
             large["peak_rss_single_process_mib"] = max(r["peak_rss_single_mib"] for r in good)
+            large["peak_pss_mib"] = max(r["peak_pss_mib"] for r in good)
         large["upstream_bytes"] = [r.get("upstream_bytes") for r in good]
     else:
         large["error"] = reps[-1].get("error") if reps else "no repetitions"
@@ -588,6 +606,7 @@ def vs(key, peer):
 COMPARED = {"large": ("large", "median_gbps", "GB/s"),
             "cpu_per_gib": ("large", "proxy_cpu_s_per_gib", "CPU s/GiB"),
             "peak_rss": ("large", "peak_rss_mib", "peak RSS"),
+            "peak_pss": ("large", "peak_pss_mib", "peak PSS"),
             "small_rps": ("small", "rps", "10 KiB req/s"),
             "small_p99": ("small", "p99_us", "p99")}
 
@@ -623,15 +642,16 @@ def report(results, args):
     print()
     print(f"{size_label(args)} multipart upload, curl, median of {args.reps} (GB = 10^9 bytes)")
     print(row([("target", "<12"), ("GB/s", ">6")] + [(PEERS[p], ">9") for p in peers]
-              + [("peak RSS", ">9"), ("VmHWM", ">8"), ("proxy CPU", ">10")]))
+              + [("peak RSS", ">9"), ("peak PSS", ">9"), ("VmHWM", ">8"), ("proxy CPU", ">10")]))
     print(row([("", "<12"), ("", ">6")] + [("", ">9") for _ in peers]
-              + [("MiB", ">9"), ("MiB", ">8"), ("s/GiB", ">10")]))
+              + [("MiB", ">9"), ("MiB", ">9"), ("MiB", ">8"), ("s/GiB", ">10")]))
     for n in names:
         r = results[n]["ratios"]
         na = "-" if n == "direct" else "n/a"
         print(row([(n, "<12"), (fmt(large(n, "median_gbps"), "6.2f"), ">6")]
                   + [(fmt(r[vs("large", p)], "8.2f"), ">9") for p in peers]
-                  + [(fmt(large(n, "peak_rss_mib"), "9.1f", na), ">9"), (fmt(large(n, "vmhwm_mib"), "8.1f", na), ">8"),
+                  + [(fmt(large(n, "peak_rss_mib"), "9.1f", na), ">9"), (fmt(large(n, "peak_pss_mib"), "9.1f", na), ">9"),
+                     (fmt(large(n, "vmhwm_mib"), "8.1f", na), ">8"),
                      (fmt(large(n, "proxy_cpu_s_per_gib"), "10.2f", na), ">10")]))
     if args.wrk_duration > 0:
         print()
