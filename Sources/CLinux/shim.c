@@ -152,3 +152,66 @@ int cl_unix_connect(const char *path, int *in_progress) {
     errno = saved;
     return -1;
 }
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+// Muła's "generic SIMD" substring search: a position can start the needle only if its byte equals the needle's
+// first byte and the byte n-1 further equals its last; both compares run on a whole vector of positions, and
+// only the positions passing both are checked with memcmp. On data that rarely holds the delimiter's first and
+// last bytes n-1 apart (file contents), that check almost never runs.
+__attribute__((target("avx2")))
+static const unsigned char *find_avx2(const unsigned char *h, size_t len, const unsigned char *n, size_t m,
+                                      size_t *resume) {
+    const __m256i first = _mm256_set1_epi8((char)n[0]);
+    const __m256i last = _mm256_set1_epi8((char)n[m - 1]);
+    size_t i = 0;
+    for (; i + m + 31 <= len; i += 32) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(h + i));
+        __m256i b = _mm256_loadu_si256((const __m256i *)(h + i + m - 1));
+        unsigned mask = (unsigned)_mm256_movemask_epi8(_mm256_and_si256(_mm256_cmpeq_epi8(a, first),
+                                                                        _mm256_cmpeq_epi8(b, last)));
+        while (mask != 0) {
+            unsigned bit = (unsigned)__builtin_ctz(mask);
+            if (memcmp(h + i + bit + 1, n + 1, m - 2) == 0) return h + i + bit;
+            mask &= mask - 1;
+        }
+    }
+    *resume = i;
+    return NULL;
+}
+
+static const unsigned char *find_sse2(const unsigned char *h, size_t len, const unsigned char *n, size_t m,
+                                      size_t *resume) {
+    const __m128i first = _mm_set1_epi8((char)n[0]);
+    const __m128i last = _mm_set1_epi8((char)n[m - 1]);
+    size_t i = 0;
+    for (; i + m + 15 <= len; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(h + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(h + i + m - 1));
+        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, first), _mm_cmpeq_epi8(b, last)));
+        while (mask != 0) {
+            unsigned bit = (unsigned)__builtin_ctz(mask);
+            if (memcmp(h + i + bit + 1, n + 1, m - 2) == 0) return h + i + bit;
+            mask &= mask - 1;
+        }
+    }
+    *resume = i;
+    return NULL;
+}
+#endif
+
+void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len) {
+    const unsigned char *h = haystack;
+    size_t start = 0;
+#if defined(__x86_64__)
+    if (needle_len >= 2 && haystack_len >= needle_len + 31) {
+        const unsigned char *found = __builtin_cpu_supports("avx2")
+            ? find_avx2(h, haystack_len, needle, needle_len, &start)
+            : find_sse2(h, haystack_len, needle, needle_len, &start);
+        if (found != NULL) return (void *)found;
+    }
+#endif
+    // Every position before `start` was ruled out; the first occurrence, if any, starts at or after it.
+    return memmem(h + start, haystack_len - start, needle, needle_len);
+}

@@ -5,13 +5,14 @@ import Glibc
 //
 //   bytes ──► start ──(no "--boundary" at offset 0)──► scanning (preamble, discarded)
 //               │                                        │
-//               └──────────► delimiterTail ◄─────────────┘   "\n--boundary" found by memmem
+//               └──────────► delimiterTail ◄─────────────┘   "\n--boundary" found by cl_find_delimiter
 //                              │    │    └──(not "--", padding+CRLF)──► replay ──► scanning (as data)
 //                        "--"  │    └── CRLF ──► headers ──(empty line)──► scanning (part data) ─┐
 //                              ▼                                                                  │
 //                          epilogue ◄────────────────────────────────── delimiterTail ◄──────────┘
 //
-// Part data is found with one memmem per chunk for the LF form of the delimiter ("\n--" + boundary);
+// Part data is found with one search per chunk for the LF form of the delimiter ("\n--" + boundary): memmem's
+// answer, from a SIMD filter on the delimiter's first and last bytes (CLinux's `cl_find_delimiter`);
 // a CR just before it makes it a CRLF delimiter. The only bytes the parser keeps across calls are the
 // current part's header block (bounded by `maxPartHeaderBytes`), a held-back delimiter prefix at a
 // chunk end (shorter than the delimiter, kept as pattern offsets, not copied), and at most
@@ -167,7 +168,7 @@ public final class MultipartParser {
                     pos += m
                     tailCount = 0
                     if heldFrom == 1 && !lfDelimitersAllowed {
-                        // Completed across chunks: the same bare-LF look-alike the memmem path flags below.
+                        // Completed across chunks: the same bare-LF look-alike the search path flags below.
                         anomalies.insert(.delimiterLookalike)
                         state = .replay(from: 1)
                     } else {
@@ -191,7 +192,7 @@ public final class MultipartParser {
                 if avail == 0 { return nil }
                 let base = input.baseAddress! + pos
                 let needleCount = lfPattern.count
-                if let found = cl_memmem(base, avail, lfPattern.baseAddress!, needleCount) {
+                if let found = cl_find_delimiter(base, avail, lfPattern.baseAddress!, needleCount) {
                     let i = UnsafeRawPointer(found) - base
                     let crlf = i > 0 && base.load(fromByteOffset: i - 1, as: UInt8.self) == ASCII.cr
                     if !crlf && !lfDelimitersAllowed {
