@@ -35,10 +35,13 @@ for f in "$SEEDS"/*.http; do
 done
 printf '\x00multipart/form-data; boundary="a b"; x=y' > fuzz/corpus-run/seed-ct
 printf '\x00Content-Disposition: form-data; name="a"; filename*=UTF-8'"''"'%%E2%%82%%AC\r\n' > fuzz/corpus-run/seed-cd
+# The parser's delimiter search (cl_find_delimiter) is C, in the CLinux shim.
+clang -O1 -g -fsanitize=fuzzer-no-link,address -I Sources/CLinux/include -c Sources/CLinux/shim.c \
+    -o fuzz/build/multipart-shim.o
 swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
     -module-name MultipartFuzz \
     -I Sources/CLinux/include \
-    Sources/Multipart/*.swift fuzz/MultipartFuzz.swift \
+    Sources/Multipart/*.swift fuzz/MultipartFuzz.swift fuzz/build/multipart-shim.o \
     -o fuzz/build/multipart-fuzz 2>&1 | grep -v "warning:" || true
 test -x fuzz/build/multipart-fuzz
 cd fuzz/build
