@@ -93,8 +93,9 @@ def multipart(boundary, data):
             f"Content-Type: application/octet-stream\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
 
 
-def burst(port, n, request, timeout):
-    """n concurrent connections, one request each, every answer read, then all closed. Returns status counts."""
+def burst(port, n, request, timeout, limit):
+    """n concurrent connections, one request each, every answer read, then all closed; `limit` seconds at most
+    for the reads (answers still missing then count as TimeoutError). Returns status counts."""
     socks = []
     counts = {}
     try:
@@ -102,7 +103,9 @@ def burst(port, n, request, timeout):
             s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
             s.sendall(request)
             socks.append(s)
+        end = time.monotonic() + limit
         for s in socks:
+            s.settimeout(min(timeout, max(0.01, end - time.monotonic())))
             try:
                 st = read_status(s)
             except (OSError, ValueError, IndexError) as e:
@@ -160,7 +163,7 @@ def soak(args, target, boundary, deadline):
     body = multipart(boundary, os.urandom(args.body_bytes))
     request = (f"POST /upload HTTP/1.1\r\nHost: soak\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n"
                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-    one = burst(target.port, 1, request, args.socket_timeout)
+    one = burst(target.port, 1, request, args.socket_timeout, args.burst_limit)
     if one != {200: 1}:
         raise RuntimeError(f"the first request got {one}")
     base_rss, base_pss, waited, _, _ = settle(pids_fn, args.settle_min, args.settle_max)
@@ -172,7 +175,7 @@ def soak(args, target, boundary, deadline):
         for i in range(args.rounds):
             deadline.check(f"round {i + 1}")
             t0 = time.monotonic()
-            counts = burst(target.port, args.connections, request, args.socket_timeout)
+            counts = burst(target.port, args.connections, request, args.socket_timeout, args.burst_limit)
             took = time.monotonic() - t0
             rss, pss, waited, low, trace = settle(pids_fn, args.settle_min, args.settle_max)
             r = {"answers": {str(k): v for k, v in counts.items()}, "burst_s": took, "rss_mib": rss / 1024,
@@ -236,7 +239,8 @@ def main():
     ap.add_argument("--settle-max", type=float, default=6.0)
     ap.add_argument("--long-wait", type=float, default=20.0,
                     help="seconds after the aborts' settling to read RSS once more (shown, not judged; 0 = skip)")
-    ap.add_argument("--socket-timeout", type=float, default=30.0)
+    ap.add_argument("--socket-timeout", type=float, default=10.0)
+    ap.add_argument("--burst-limit", type=float, default=60.0, help="seconds at most to read a round's answers")
     ap.add_argument("--time-limit", type=float, default=900.0, help="seconds for the whole run")
     ap.add_argument("--ready-timeout", type=float, default=10.0)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/soak.json"))
@@ -258,6 +262,9 @@ def main():
         except (ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if nofile[0] < need:
+        print(f"note: RLIMIT_NOFILE is {nofile[0]} (hard limit, could not raise it), below the {need} wanted: a proxy "
+              f"holding {args.connections} client and as many upstream connections can run out of descriptors")
     cap = 2 * args.connections + 64
     assert "worker_connections 4096;" in base.NGINX_CONF and "maxconn 4096" in base.HAPROXY_CONF, \
         "bench/proxy/run.py's peer configurations changed"
@@ -297,7 +304,11 @@ def main():
             results[name] = soak(args, target, boundary, deadline)
         except (RuntimeError, OSError, TimeoutError) as e:
             print(f"  {name}: FAILED: {e!r}", flush=True)
-            results[name] = {"pass": False, "error": repr(e)}
+            results[name] = {"pass": False, "error": repr(e),
+                             "log_tail": base.tail(os.path.join(d, "formwall.log"), 3000) if name == "formwall" else None,
+                             "exit_status": target.proc.poll() if target is not None else None}
+            if results[name]["log_tail"]:
+                print("  formwall's output ends with:\n    " + results[name]["log_tail"].replace("\n", "\n    "))
         finally:
             if target is not None:
                 base.PROCS.stop(target.proc, signal.SIGTERM)
