@@ -13,9 +13,10 @@ summed over formwall and all its descendants (as run.py does), PSS (smaps_rollup
             settling ("baseline", the figure the ratio uses; both are reported);
   rounds    --rounds times: open --connections concurrent connections, send one small multipart POST on each
             (all are open together before the first answer is read), read every answer (each must be 200),
-            close them all; then poll RSS every 0.2 s until it stops falling (no new low for 1 s, at least
-            2 s after the close: pooled upstream connections time out after 1.5 s and workers call malloc_trim
-            a second after a burst), at most --settle-max seconds, and record it. A sampler thread keeps the
+            close them all; then poll RSS every 0.2 s until it stops falling (no new low for 1.5 s, at least
+            --settle-min 3 s after the close: pooled upstream connections time out after 1.5 s and workers call
+            malloc_trim a second after a burst; RSS can sit on a plateau for a second before the trim), at most
+            --settle-max 6 s, and record it. A sampler thread keeps the
             peak RSS over all rounds (every 0.1 s);
   aborts    --aborts connections, all open together, each sending a request head with a Content-Length of
             --abort-length bytes and --abort-sent-kib KiB of the multipart body, then closing: half with a
@@ -139,7 +140,7 @@ def aborted_uploads(port, n, head, partial, timeout):
 
 
 def settle(pids_fn, settle_min, settle_max):
-    """Polls RSS every 0.2 s until it has not reached a new low for 1 s (and at least settle_min s have passed),
+    """Polls RSS every 0.2 s until it has not reached a new low for 1.5 s (and at least settle_min s have passed),
     at most settle_max s. Returns (rss, pss, seconds waited, min rss seen, every sample in MiB)."""
     t0 = time.monotonic()
     low, low_t = None, t0
@@ -150,7 +151,7 @@ def settle(pids_fn, settle_min, settle_max):
         trace.append(round(rss / 1024, 1))
         if low is None or rss < low:
             low, low_t = rss, now
-        if now - t0 >= settle_max or (now - t0 >= settle_min and now - low_t >= 1.0):
+        if now - t0 >= settle_max or (now - t0 >= settle_min and now - low_t >= 1.5):
             return rss, pss, now - t0, low, trace
         time.sleep(0.2)
 
@@ -235,7 +236,7 @@ def main():
     ap.add_argument("--aborts", type=int, default=2000)
     ap.add_argument("--abort-length", type=int, default=100 * 1024 * 1024, help="Content-Length they announce")
     ap.add_argument("--abort-sent-kib", type=int, default=256, help="body KiB each sends before closing")
-    ap.add_argument("--settle-min", type=float, default=2.0)
+    ap.add_argument("--settle-min", type=float, default=3.0)
     ap.add_argument("--settle-max", type=float, default=6.0)
     ap.add_argument("--long-wait", type=float, default=20.0,
                     help="seconds after the aborts' settling to read RSS once more (shown, not judged; 0 = skip)")
