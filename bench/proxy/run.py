@@ -433,15 +433,15 @@ def start_haproxy(args, workdir, uport):
     return Target("haproxy", port, p, proxy_pids_fn=lambda: [p.pid])
 
 
-def start_formwall(args, workdir, uport):
-    """Returns (target, None) or (None, reason)."""
+def start_formwall(args, workdir, uport, extra=()):
+    """Returns (target, None) or (None, reason). `extra`: more `serve` options (--rules, --audit-log, ...)."""
     exe = args.formwall
     if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
         return None, f"binary not found: {exe}"
     port = free_port()
     log = os.path.join(workdir, "formwall.log")
     argv = [exe, "serve", "--listen", f"127.0.0.1:{port}", "--upstream", f"http://127.0.0.1:{uport}",
-            "--workers", str(args.formwall_workers)]
+            "--workers", str(args.formwall_workers)] + list(extra)
     out = open(log, "wb")
     p = PROCS.start(argv, stdout=out, stderr=subprocess.STDOUT)
     why = wait_port(port, p, args.ready_timeout)
@@ -516,8 +516,9 @@ def large_upload(args, target, body_path, body_len, boundary, sink_pid, workdir)
     return res
 
 
-def run_wrk(args, target, lua_path):
-    argv = ["wrk", f"-t{args.wrk_threads}", f"-c{args.wrk_connections}", f"-d{args.wrk_duration}s",
+def run_wrk(args, target, lua_path, prefix=()):
+    """`prefix`: a command wrk runs under (e.g. taskset -c 1)."""
+    argv = list(prefix) + ["wrk", f"-t{args.wrk_threads}", f"-c{args.wrk_connections}", f"-d{args.wrk_duration}s",
             "--latency", "-s", lua_path, target.url()]
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=args.wrk_duration + 30)
