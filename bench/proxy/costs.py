@@ -22,16 +22,13 @@ process and temp file started or written here is removed on exit (run.py's PROCS
 """
 
 import argparse
-import atexit
 import datetime
 import json
 import os
-import secrets
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -71,13 +68,8 @@ def main():
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ",".join(CONFIGS))
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--small-kib", type=int, default=10)
-    ap.add_argument("--wrk-duration", type=int, default=10)
-    ap.add_argument("--wrk-connections", type=int, default=64)
-    ap.add_argument("--wrk-threads", type=int, default=2)
-    ap.add_argument("--sink-threads", type=int, default=2)
+    base.add_small_upload_args(ap)
     ap.add_argument("--rss-interval", type=float, default=0.05)
-    ap.add_argument("--ready-timeout", type=float, default=10.0)
     ap.add_argument("--curl-timeout", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/costs.json"))
     args = ap.parse_args()
@@ -93,19 +85,9 @@ def main():
     if not os.access(args.formwall, os.X_OK):
         sys.exit(f"formwall binary not found: {args.formwall}")
 
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, base.on_signal)
-    atexit.register(base.PROCS.cleanup)
-    workdir = tempfile.mkdtemp(prefix="formwall-costs-")
-    os.chmod(workdir, 0o755)
-    base.PROCS.paths.append(workdir)
-    shm = "/dev/shm" if os.path.isdir("/dev/shm") else workdir
-    boundary = "formwallbench" + secrets.token_hex(14)
-    files = {"boundary": boundary,
-             "large_path": os.path.join(shm, f"formwall-costs-{os.getpid()}-large.body"),
-             "small_path": os.path.join(shm, f"formwall-costs-{os.getpid()}-small.body"),
-             "lua_path": os.path.join(workdir, "upload.lua")}
-    base.PROCS.paths += [files["large_path"], files["small_path"]]
+    workdir = base.start_session("formwall-costs-")
+    files = base.body_files(workdir, "costs")
+    boundary = files["boundary"]
 
     rules_path = os.path.join(workdir, "typical.rules")
     with open(rules_path, "w") as f:

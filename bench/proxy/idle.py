@@ -36,23 +36,27 @@ def rss_kib(pids):
 
 
 def read_answer(sock):
+    """Reads one HTTP/1.1 answer (Content-Length framed, as the sink and the proxies send) and returns its status;
+    ConnectionError if the peer closes first. soak.py uses it too."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         chunk = sock.recv(65536)
         if not chunk:
-            raise RuntimeError("connection closed before the answer")
+            raise ConnectionError("connection closed before the answer")
         buf += chunk
     head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
     length = 0
-    for line in head.split(b"\r\n")[1:]:
+    for line in lines[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length":
             length = int(value)
     while len(rest) < length:
         chunk = sock.recv(65536)
         if not chunk:
-            raise RuntimeError("connection closed inside the answer")
+            raise ConnectionError("connection closed inside the answer")
         rest += chunk
+    return int(lines[0].split()[1])
 
 
 def phase(target, n, served, settle):

@@ -699,6 +699,40 @@ def tool_version(argv):
         return None
 
 
+def add_small_upload_args(ap):
+    """The wrk workload's options, shared with costs.py and scaling.py."""
+    ap.add_argument("--small-kib", type=int, default=10, help="file part size of the wrk uploads")
+    ap.add_argument("--wrk-duration", type=int, default=10, help="seconds per wrk run (0 = skip)")
+    ap.add_argument("--wrk-connections", type=int, default=64)
+    ap.add_argument("--wrk-threads", type=int, default=2)
+    ap.add_argument("--sink-threads", type=int, default=2)
+    ap.add_argument("--ready-timeout", type=float, default=10.0)
+
+
+def body_files(workdir, label):
+    """A fresh boundary and the paths of the large and small bodies (in /dev/shm when there is one; removed on
+    exit) and of wrk's Lua script."""
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else workdir
+    files = {"boundary": "formwallbench" + secrets.token_hex(14),
+             "large_path": os.path.join(shm, f"formwall-{label}-{os.getpid()}-large.body"),
+             "small_path": os.path.join(shm, f"formwall-{label}-{os.getpid()}-small.body"),
+             "lua_path": os.path.join(workdir, "upload.lua")}
+    PROCS.paths += [files["large_path"], files["small_path"]]
+    return files
+
+
+def start_session(prefix):
+    """Every process started through PROCS is stopped on exit and on SIGINT/SIGTERM/SIGHUP; returns a fresh
+    work directory (readable by nginx's unprivileged workers), removed on exit."""
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, on_signal)
+    atexit.register(PROCS.cleanup)
+    workdir = tempfile.mkdtemp(prefix=prefix)
+    os.chmod(workdir, 0o755)
+    PROCS.paths.append(workdir)
+    return workdir
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--formwall", default=os.path.join(REPO, ".build/release/formwall"),
@@ -712,15 +746,10 @@ def main():
                     help="comma-separated subset of direct,nginx,nginx-tuned,haproxy,formwall")
     ap.add_argument("--size-mib", type=int, default=1024, help="file part size of the large upload")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of the large upload")
-    ap.add_argument("--small-kib", type=int, default=10, help="file part size of the wrk uploads")
-    ap.add_argument("--wrk-duration", type=int, default=10, help="seconds per wrk run (0 = skip)")
-    ap.add_argument("--wrk-connections", type=int, default=64)
-    ap.add_argument("--wrk-threads", type=int, default=2)
-    ap.add_argument("--sink-threads", type=int, default=2)
+    add_small_upload_args(ap)
     ap.add_argument("--rss-interval", type=float, default=0.05)
     ap.add_argument("--wait-idle", type=float, default=60,
                     help="seconds to wait for other CPU load to stop before measuring (0 = don't)")
-    ap.add_argument("--ready-timeout", type=float, default=10.0)
     ap.add_argument("--curl-timeout", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(REPO, "bench/out/results.json"))
     args = ap.parse_args()
@@ -732,20 +761,9 @@ def main():
     if ("nginx" in targets or "nginx-tuned" in targets) and not os.access(args.nginx, os.X_OK):
         sys.exit(f"nginx not found at {args.nginx}")
 
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, on_signal)
-    atexit.register(PROCS.cleanup)
-
-    workdir = tempfile.mkdtemp(prefix="formwall-bench-")
-    os.chmod(workdir, 0o755)
-    PROCS.paths.append(workdir)
-    shm = "/dev/shm" if os.path.isdir("/dev/shm") else workdir
-    boundary = "formwallbench" + secrets.token_hex(14)
-    files = {"boundary": boundary,
-             "large_path": os.path.join(shm, f"formwall-bench-{os.getpid()}-large.body"),
-             "small_path": os.path.join(shm, f"formwall-bench-{os.getpid()}-small.body"),
-             "lua_path": os.path.join(workdir, "upload.lua")}
-    PROCS.paths += [files["large_path"], files["small_path"]]
+    workdir = start_session("formwall-bench-")
+    files = body_files(workdir, "bench")
+    boundary = files["boundary"]
 
     print("building sink ...", flush=True)
     sink_exe = build_sink(workdir)

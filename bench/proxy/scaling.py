@@ -21,7 +21,6 @@ Stdlib only; reuses run.py's process handling, and every process and temp file i
 """
 
 import argparse
-import atexit
 import datetime
 import json
 import os
@@ -91,12 +90,7 @@ def main():
     ap.add_argument("--proxies", default=",".join(PROXIES))
     ap.add_argument("--placements", default=",".join(PLACEMENTS))
     ap.add_argument("--reps", type=int, default=1, help="wrk runs per proxy, worker count and placement")
-    ap.add_argument("--small-kib", type=int, default=10)
-    ap.add_argument("--wrk-duration", type=int, default=10)
-    ap.add_argument("--wrk-connections", type=int, default=64)
-    ap.add_argument("--wrk-threads", type=int, default=2)
-    ap.add_argument("--sink-threads", type=int, default=2)
-    ap.add_argument("--ready-timeout", type=float, default=10.0)
+    base.add_small_upload_args(ap)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/scaling.json"))
     args = ap.parse_args()
     proxies = [p for p in args.proxies.split(",") if p]
@@ -107,12 +101,7 @@ def main():
     if os.cpu_count() < 2:
         sys.exit("needs at least 2 CPUs")
 
-    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, base.on_signal)
-    atexit.register(base.PROCS.cleanup)
-    workdir = tempfile.mkdtemp(prefix="formwall-scaling-")
-    os.chmod(workdir, 0o755)
-    base.PROCS.paths.append(workdir)
+    workdir = base.start_session("formwall-scaling-")
     boundary = "formwallbench" + secrets.token_hex(14)
     small_path = os.path.join(workdir, "small.body")
     base.write_body(small_path, boundary, args.small_kib * 1024)

@@ -48,6 +48,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, sink, starters, /proc helpers)
+from idle import read_answer  # noqa: E402  (bench/proxy/idle.py: one HTTP/1.1 answer, its status)
 
 
 def mem_kib(pids):
@@ -63,30 +64,6 @@ class Deadline:
     def check(self, what):
         if time.monotonic() > self.end:
             raise TimeoutError(f"time limit reached during {what}")
-
-
-def read_status(sock):
-    """Reads one HTTP/1.1 answer (Content-Length framed, as the sink and the proxies send) and returns its status."""
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed before the answer")
-        buf += chunk
-    head, _, rest = buf.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    status = int(lines[0].split()[1])
-    length = 0
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(rest) < length:
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("closed inside the answer")
-        rest += chunk
-    return status
 
 
 def multipart(boundary, data):
@@ -108,7 +85,7 @@ def burst(port, n, request, timeout, limit):
         for s in socks:
             s.settimeout(min(timeout, max(0.01, end - time.monotonic())))
             try:
-                st = read_status(s)
+                st = read_answer(s)
             except (OSError, ValueError, IndexError) as e:
                 st = type(e).__name__
             counts[st] = counts.get(st, 0) + 1
