@@ -54,14 +54,16 @@ let package = Package(
             dependencies: ["Multipart", "Inspect"],
             path: "bench/codec"
         ),
+        // The seeded generator the random and property tests share (test-only).
+        .target(name: "TestRandom", path: "Tests/TestRandom"),
         .testTarget(name: "ShimTests", dependencies: ["CLinux", "COpenSSL", "CZlib"]),
-        .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect", "COpenSSL"], exclude: ["Fixtures"]),
-        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1"]),
-        .testTarget(name: "InspectTests", dependencies: ["Inspect", "CZlib"]),
+        .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect", "COpenSSL", "TestRandom"], exclude: ["Fixtures"]),
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestRandom"]),
+        .testTarget(name: "InspectTests", dependencies: ["Inspect", "CZlib", "TestRandom"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "Multipart"]),
-        .testTarget(name: "AuditTests", dependencies: ["Audit"]),
-        .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect"]),
-        .testTarget(name: "ReactorTests", dependencies: ["Reactor", "CLinux"]),
+        .testTarget(name: "AuditTests", dependencies: ["Audit", "TestRandom"]),
+        .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect", "TestRandom"]),
+        .testTarget(name: "ReactorTests", dependencies: ["Reactor", "CLinux", "TestRandom"]),
         .testTarget(name: "TLSTests", dependencies: ["TLS", "Reactor", "COpenSSL"]),
         // Counts heap allocations per thread by replacing malloc in the test executable (test-only: never a
         // dependency of a product). The linker exports an executable's symbol only if a shared library it
@@ -75,7 +77,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ProxyTests",
-            dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect", "CAllocCount"]
+            dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect", "CAllocCount", "TestRandom"]
         ),
     ]
 )

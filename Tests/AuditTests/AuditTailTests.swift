@@ -3,6 +3,7 @@ import Glibc
 import Testing
 
 @testable import Audit
+import TestRandom
 
 @Suite struct AuditTailTests {
     private let now = AuditTimestamp(millisecondsSinceEpoch: 1_795_953_662_345)  // 2026-11-29T12:01:02.345Z

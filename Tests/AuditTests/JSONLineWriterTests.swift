@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Audit
+import TestRandom
 
 @Suite struct JSONLineWriterTests {
     private func encoded(_ bytes: [UInt8]) -> String {

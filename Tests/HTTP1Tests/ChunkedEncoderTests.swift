@@ -1,6 +1,7 @@
 import Testing
 
 @testable import HTTP1
+import TestRandom
 
 @Suite struct ChunkedEncoderTests {
     @Test(arguments: [(1, "1"), (15, "f"), (16, "10"), (255, "ff"), (4096, "1000"), (Int.max, "7fffffffffffffff")])

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import HTTP1
+import TestRandom
 
 /// Seeded random mutations of valid inputs: whatever the verdict, it must not depend on the chunking,
 /// and no input may over-read (every chunk sits against a guard page).

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import HTTP1
+import TestRandom
 
 /// The serializers as first written (Set-based), kept as the specification the allocation-free ones must match.
 enum ReferenceSerializer {

@@ -213,22 +213,6 @@ func expectAllEqual<T: Equatable>(_ values: [T], sourceLocation: SourceLocation)
     )
 }
 
-/// SplitMix64: a small deterministic PRNG so random tests replay identically.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) {
-        self.state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        self.state &+= 0x9E37_79B9_7F4A_7C15
-        var z = self.state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The helper itself must notice a parser that depends on chunk boundaries.
 @Test func chunkingsCoverWholeBytewiseAndEveryCut() {

@@ -1,6 +1,7 @@
 import CZlib
 import Testing
 @testable import Inspect
+import TestRandom
 
 // Disarm: JPEG, PNG and SVG samples built here, fed whole, byte by byte and split at every offset (identical
 // output required); every attack stripped in .strip mode and thrown in .reject mode; truncated and mutated

@@ -1,6 +1,7 @@
 import Inspect
 import Multipart
 import Testing
+import TestRandom
 
 @Suite struct MultipartEncoderTests {
     /// Random parts: names and filenames with quotes, semicolons, backslashes, UTF-8, CR and LF; data with

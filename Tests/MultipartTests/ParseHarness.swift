@@ -83,18 +83,6 @@ func parseAllWays(_ body: [UInt8], boundary: [UInt8], limits: MultipartLimits = 
 /// Bytes of a string.
 func b(_ s: String) -> [UInt8] { Array(s.utf8) }
 
-/// A small deterministic PRNG (SplitMix64) so failures reproduce.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// The conformance vectors kept in the repository, next to these tests (provenance in its README.md).
 let corpusRoot: URL = URL(fileURLWithPath: #filePath).deletingLastPathComponent()

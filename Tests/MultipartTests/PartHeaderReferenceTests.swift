@@ -1,6 +1,7 @@
 import Testing
 
 @testable import Multipart
+import TestRandom
 
 /// `MultipartPart.parse(headerBlock:)` as first written (line arrays, copies), kept as the specification
 /// the in-place parser must match.

@@ -3,6 +3,7 @@ import Foundation
 import Rules
 import Testing
 @testable import Proxy
+import TestRandom
 
 // The whole request path driven without sockets: ConnectionMachine through ExchangeRig, a fake clock and a
 // scripted upstream. Each bug the machine replaced has a regression test here; every run also checks the
@@ -493,15 +494,3 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
     }
 }
 
-/// A small deterministic generator for the property test.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

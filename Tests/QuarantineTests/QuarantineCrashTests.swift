@@ -4,6 +4,7 @@ import Inspect
 import Testing
 
 @testable import Quarantine
+import TestRandom
 
 /// Crash safety and fail-closed behaviour.
 ///

@@ -5,6 +5,7 @@ import Synchronization
 import Testing
 
 @testable import Quarantine
+import TestRandom
 
 @Suite struct QuarantineStoreTests {
     @Test func commitStoresBytesDigestSidecarAndPermissions() throws {

@@ -1,5 +1,6 @@
 import Testing
 @testable import Reactor
+import TestRandom
 
 /// OutputQueue against a model: the pending bytes are a flat array; every operation must keep the queue's pieces,
 /// in order, equal to it, whatever mix of owned writes, lent spans, short sends and settles happens.
@@ -139,15 +140,3 @@ import Testing
     }
 }
 
-/// A small deterministic generator for the property test.
-struct SplitMix64 {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1330_11EB
-        return z ^ (z >> 31)
-    }
-}
