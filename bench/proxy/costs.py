@@ -214,13 +214,7 @@ def main():
             "args": vars(args), "rules": open(rules_path).read(),
             "large_body_bytes": files["large_len"], "small_body_bytes": files["small_len"],
             "failures": failures}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=2)
-    print(f"\nwrote {args.out}")
-    if failures:
-        print("FAILED:\n  " + "\n  ".join(failures))
-        sys.exit(1)
+    base.finish_session(args.out, {"meta": meta, "results": results}, failures)
 
 
 if __name__ == "__main__":

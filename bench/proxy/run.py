@@ -721,6 +721,17 @@ def body_files(workdir, label):
     return files
 
 
+def finish_session(path, document, failures):
+    """Writes `document` as JSON to `path`, says so, and exits 1 after listing `failures` if there are any."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(document, f, indent=2)
+    print(f"\nwrote {path}")
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)
+
+
 def start_session(prefix):
     """Every process started through PROCS is stopped on exit and on SIGINT/SIGTERM/SIGHUP; returns a fresh
     work directory (readable by nginx's unprivileged workers), removed on exit."""

@@ -22,7 +22,6 @@ Stdlib only; reuses run.py's process handling, and every process and temp file i
 
 import argparse
 import datetime
-import json
 import os
 import resource
 import secrets
@@ -172,13 +171,7 @@ def main():
             "pinning": {"pinned": "wrk under taskset -c 1; sink threads sched_setaffinity {1}; proxy unpinned",
                         "unpinned": "no affinity set"},
             "failures": failures}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump({"meta": meta, "summary": summary, "runs": runs}, f, indent=2)
-    print(f"\nwrote {args.out}")
-    if failures:
-        print("FAILED:\n  " + "\n  ".join(failures))
-        sys.exit(1)
+    base.finish_session(args.out, {"meta": meta, "summary": summary, "runs": runs}, failures)
 
 
 if __name__ == "__main__":
