@@ -121,10 +121,10 @@ public final class ByteBuffer {
         writerIndex += count
     }
 
-    /// Keeps only the first `count` readable bytes (drops the rest from the end).
+    /// Keeps only the first `count` readable bytes (drops the rest from the end); `count` is clamped to
+    /// `0...readableBytes`, so no value stops the process.
     public func truncateReadable(to count: Int) {
-        precondition(count >= 0 && count <= readableBytes, "truncateReadable: \(count) > \(readableBytes) readable")
-        writerIndex = readerIndex + count
+        writerIndex = readerIndex + min(max(count, 0), readableBytes)
     }
 
     // MARK: Raw access
