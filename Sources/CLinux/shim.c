@@ -180,35 +180,14 @@ static const unsigned char *find_avx2(const unsigned char *h, size_t len, const 
     *resume = i;
     return NULL;
 }
-
-static const unsigned char *find_sse2(const unsigned char *h, size_t len, const unsigned char *n, size_t m,
-                                      size_t *resume) {
-    const __m128i first = _mm_set1_epi8((char)n[0]);
-    const __m128i last = _mm_set1_epi8((char)n[m - 1]);
-    size_t i = 0;
-    for (; i + m + 15 <= len; i += 16) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(h + i));
-        __m128i b = _mm_loadu_si128((const __m128i *)(h + i + m - 1));
-        unsigned mask = (unsigned)_mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, first), _mm_cmpeq_epi8(b, last)));
-        while (mask != 0) {
-            unsigned bit = (unsigned)__builtin_ctz(mask);
-            if (memcmp(h + i + bit + 1, n + 1, m - 2) == 0) return h + i + bit;
-            mask &= mask - 1;
-        }
-    }
-    *resume = i;
-    return NULL;
-}
 #endif
 
 void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len) {
     const unsigned char *h = haystack;
     size_t start = 0;
 #if defined(__x86_64__)
-    if (needle_len >= 2 && haystack_len >= needle_len + 31) {
-        const unsigned char *found = __builtin_cpu_supports("avx2")
-            ? find_avx2(h, haystack_len, needle, needle_len, &start)
-            : find_sse2(h, haystack_len, needle, needle_len, &start);
+    if (needle_len >= 2 && haystack_len >= needle_len + 31 && __builtin_cpu_supports("avx2")) {
+        const unsigned char *found = find_avx2(h, haystack_len, needle, needle_len, &start);
         if (found != NULL) return (void *)found;
     }
 #endif

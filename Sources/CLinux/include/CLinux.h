@@ -47,9 +47,9 @@ static inline void *cl_memmem(const void *haystack, size_t haystack_len, const v
     return memmem(haystack, haystack_len, needle, needle_len);
 }
 
-/// The first occurrence of `needle` in `haystack`, like memmem, for the multipart delimiter: a SIMD filter on the
-/// needle's first and last bytes (32 positions per step with AVX2, 16 with SSE2) and a memcmp of the middle only
-/// where both match. glibc's memmem for the rest (short inputs, the tail, needles under 2 bytes, other CPUs).
+/// The first occurrence of `needle` in `haystack`, like memmem, for the multipart delimiter: an AVX2 filter on the
+/// needle's first and last bytes (32 positions per step) and a memcmp of the middle only where both match.
+/// glibc's memmem for the rest (short inputs, the tail, needles under 2 bytes, CPUs without AVX2).
 void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len);
 
 // Constants exposed as functions so Swift sees them as plain values.
