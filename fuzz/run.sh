@@ -38,7 +38,8 @@ printf '\x00Content-Disposition: form-data; name="a"; filename*=UTF-8'"''"'%%E2%
 # The parser's delimiter search (cl_find_delimiter) is C, in the CLinux shim.
 clang -O1 -g -fsanitize=fuzzer-no-link,address -I Sources/CLinux/include -c Sources/CLinux/shim.c \
     -o fuzz/build/multipart-shim.o
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
+rm -f fuzz/build/multipart-fuzz   # a stale binary must not pass the check below
+swiftc -sanitize=fuzzer,address -parse-as-library -O -g -package-name formwall \
     -module-name MultipartFuzz \
     -I Sources/CLinux/include \
     Sources/Multipart/*.swift fuzz/MultipartFuzz.swift fuzz/build/multipart-shim.o \
@@ -69,16 +70,18 @@ cd ../..
 REQUEST_SECONDS="${REQUEST_FUZZ_SECONDS:-30}"
 B=fuzz/build/request
 mkdir -p "$B" fuzz/corpus-request
-FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g)
+FLAGS=(-sanitize=fuzzer,address -parse-as-library -O -g -package-name formwall)   # one package: `package` symbols cross modules
 INCLUDES=(-I Sources/CLinux/include -I Sources/COpenSSL -I Sources/CZlib -I "$B"
           -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap)
 for module in Multipart HTTP1 Inspect Rules Quarantine Reactor; do
+    rm -f "$B/lib$module.a"   # a failed compile must not leave an old library to link
     swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -emit-library -static -emit-module -module-name "$module" \
         -emit-module-path "$B/$module.swiftmodule" -o "$B/lib$module.a" "Sources/$module"/*.swift 2>&1 \
         | grep -v "warning:" || true
     test -f "$B/lib$module.a"
 done
 clang -O1 -g -fsanitize=address -I Sources/CLinux/include -c Sources/CLinux/shim.c -o "$B/shim.o"
+rm -f fuzz/build/request-fuzz
 swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name RequestPathFuzz \
     fuzz/RequestPathFuzz.swift Sources/Proxy/FormStage.swift Sources/Proxy/UrlencodedStage.swift \
     -L "$B" -lRules -lQuarantine -lInspect -lMultipart -lHTTP1 -lReactor "$B/shim.o" -lcrypto -lz \

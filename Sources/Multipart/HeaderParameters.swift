@@ -129,8 +129,8 @@ public struct HeaderParameters: Sendable, Equatable {
     }
 }
 
-/// ASCII constants and helpers shared by the header parsers.
-enum ASCII {
+/// ASCII constants and helpers shared by the header parsers (and, within the package, by Rules' `%XX` reading).
+package enum ASCII {
     static let tab: UInt8 = 0x09
     static let lf: UInt8 = 0x0A
     static let cr: UInt8 = 0x0D
@@ -175,7 +175,8 @@ enum ASCII {
         return true
     }
 
-    static func hexValue(_ c: UInt8) -> UInt8? {
+    /// The value of one hex digit, or nil.
+    package static func hexValue(_ c: UInt8) -> UInt8? {
         switch c {
         case 0x30...0x39: return c - 0x30
         case 0x41...0x46: return c - 0x41 + 10

@@ -1,22 +1,14 @@
+import Multipart
+
 /// `%XX` escapes, as route paths, query strings and the semantic name checks read them.
 enum Percent {
-    /// The value of one hex digit, or nil.
-    static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
-
     /// Whether `bytes` hold `%` followed by two hex digits.
     static func containsEscape(_ bytes: some Collection<UInt8>) -> Bool {
         var seen = 0   // 1: after '%', 2: after '%' and one hex digit
         for byte in bytes {
             if byte == UInt8(ascii: "%") {
                 seen = 1
-            } else if seen > 0, hexValue(byte) != nil {
+            } else if seen > 0, ASCII.hexValue(byte) != nil {
                 if seen == 2 { return true }
                 seen = 2
             } else {
@@ -34,8 +26,8 @@ enum Percent {
         var i = 0
         while i < input.count {
             let c = input[i]
-            if c == UInt8(ascii: "%"), i + 2 < input.count, let high = hexValue(input[i + 1]),
-               let low = hexValue(input[i + 2]) {
+            if c == UInt8(ascii: "%"), i + 2 < input.count, let high = ASCII.hexValue(input[i + 1]),
+               let low = ASCII.hexValue(input[i + 2]) {
                 out.append(high << 4 | low)
                 i += 3
                 continue

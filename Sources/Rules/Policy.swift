@@ -1,3 +1,5 @@
+import Multipart
+
 /// A compiled rule set: the mode, the global anomaly actions and the routes.
 ///
 /// A plain value, safe to share between event loops. Build one with `Policy.load(paths:)` or
@@ -135,7 +137,7 @@ public struct Policy: Sendable, Hashable {
         var index = 0
         while index < bytes.count {
             if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
-               let high = Percent.hexValue(bytes[index + 1]), let low = Percent.hexValue(bytes[index + 2]) {
+               let high = ASCII.hexValue(bytes[index + 1]), let low = ASCII.hexValue(bytes[index + 2]) {
                 let byte = high << 4 | low
                 if isUnreserved(byte) {
                     out.append(byte)
