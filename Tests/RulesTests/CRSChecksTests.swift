@@ -2,29 +2,6 @@ import Multipart
 import Testing
 @testable import Rules
 
-/// Drives one request through an evaluator: begin, then whole parts (no I/O).
-private struct Request {
-    var evaluator: PolicyEvaluator
-    var index = 0
-
-    init(_ source: String, path: String = "/up", type: String = "multipart/form-data; boundary=x") throws {
-        evaluator = PolicyEvaluator(policy: try policy(source))
-        _ = evaluator.begin(method: "POST", path: path, contentType: type, contentLength: nil)
-    }
-
-    /// Begins and ends one part; returns the begin decision.
-    mutating func part(_ name: String?, filename: String? = nil) -> PolicyEvaluator.PartDecision {
-        let decision = evaluator.partBegin(index: index, name: name, filename: filename, declaredType: nil,
-                                           anomalies: MultipartAnomalies())
-        index += 1
-        if case .reject = decision.action { return decision }
-        _ = evaluator.partEnd()
-        return decision
-    }
-
-    var kinds: [String] { evaluator.findings.map(\.violation.kind.name) }
-}
-
 private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
     if case .reject(let violation) = decision.action { return violation }
     return nil
@@ -43,32 +20,32 @@ private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
     @Test(arguments: ["shell.php.jpg", "photo. php", "a.php.", "a.php ", "a.php . jpg", "a.asp;.jpg", "shell.pHp",
                       "a.php::$DATA", "a.jsp.png"])
     func refused(filename: String) throws {
-        var request = try Request(Self.rules)
-        let violation = rejection(request.part("doc", filename: filename))
+        var request = try PolicyRequest(Self.rules)
+        let violation = rejection(request.decision("doc", filename: filename))
         #expect(violation?.kind == .filename(.dangerousExtension), "\(filename)")
         #expect(violation?.status == 415)
     }
 
     @Test func detailNamesTheFirstDangerousExtension() throws {
-        var request = try Request(Self.rules)
-        #expect(rejection(request.part("doc", filename: "a.php5.jpg"))?.detail == "dangerous extension .php5")
+        var request = try PolicyRequest(Self.rules)
+        #expect(rejection(request.decision("doc", filename: "a.php5.jpg"))?.detail == "dangerous extension .php5")
     }
 
     @Test func theStemIsNotAnExtension() throws {
-        var request = try Request(Self.rules)
-        #expect(request.part("doc", filename: "php.jpg").action == .forward)
+        var request = try PolicyRequest(Self.rules)
+        #expect(request.decision("doc", filename: "php.jpg").action == .forward)
     }
 
     @Test func anExplicitExtensionsListStillExempts() throws {
-        var request = try Request(Self.rules)
-        #expect(request.part("logo", filename: "a.php.jpg").action == .forward)
-        var other = try Request(Self.rules)
-        #expect(rejection(other.part("logo", filename: "a.exe.jpg"))?.kind == .filename(.dangerousExtension))
+        var request = try PolicyRequest(Self.rules)
+        #expect(request.decision("logo", filename: "a.php.jpg").action == .forward)
+        var other = try PolicyRequest(Self.rules)
+        #expect(rejection(other.decision("logo", filename: "a.exe.jpg"))?.kind == .filename(.dangerousExtension))
     }
 
     @Test func sanitizeDoesNotFixADangerousExtension() throws {
-        var request = try Request("route /up { filename sanitize; file doc; }")
-        let violation = rejection(request.part("doc", filename: "dir/shell.php.jpg"))
+        var request = try PolicyRequest("route /up { filename sanitize; file doc; }")
+        let violation = rejection(request.decision("doc", filename: "dir/shell.php.jpg"))
         #expect(violation?.kind == .filename(.dangerousExtension))
         #expect(request.kinds == ["filename_path_separators", "filename_dangerous_extension"])
     }
@@ -79,10 +56,10 @@ private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
     @Test(arguments: [".htaccess", ".user.ini", "sess_abc", "WEB.CONFIG.", "web.config::$DATA", "PHP.INI",
                       "uploads/.env", "wp-config.php", "id_rsa"])
     func builtInNamesAreRefused(filename: String) throws {
-        var request = try Request("""
+        var request = try PolicyRequest("""
             route /up { allow-filename dangerous-extension path-separators trailing-dots-spaces; file doc; }
             """)
-        let violation = rejection(request.part("doc", filename: filename))
+        let violation = rejection(request.decision("doc", filename: filename))
         #expect(violation?.kind == .filename(.restrictedName), "\(filename)")
         #expect(violation?.status == 403)
         #expect(violation?.kind.name == "filename_restricted_name")
@@ -113,12 +90,12 @@ private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
             ("doc", "secret-001.txt", false), ("doc", "backup.bak.txt", false), ("other", "x.bak", true),
             ("other", "secret-01.txt", false),
         ] {
-            var request = try Request(rules)
-            let violation = rejection(request.part(part, filename: filename))
+            var request = try PolicyRequest(rules)
+            let violation = rejection(request.decision(part, filename: filename))
             #expect((violation?.kind == .filename(.restrictedName)) == refused, "\(part) \(filename)")
         }
-        var request = try Request(rules)
-        #expect(rejection(request.part("doc", filename: "db.bak"))?.detail
+        var request = try PolicyRequest(rules)
+        #expect(rejection(request.decision("doc", filename: "db.bak"))?.detail
             == "restricted filename 'db.bak' matches \"*.bak\"")
     }
 
@@ -134,19 +111,19 @@ private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
     }
 
     @Test func allowFilenameToleratesIt() throws {
-        var request = try Request("route /up { file doc { allow-filename restricted-name dangerous-extension; } }")
-        #expect(request.part("doc", filename: ".htaccess").action == .forward)
+        var request = try PolicyRequest("route /up { file doc { allow-filename restricted-name dangerous-extension; } }")
+        #expect(request.decision("doc", filename: ".htaccess").action == .forward)
     }
 
     @Test func sanitizeCannotFixOrHideARestrictedName() throws {
-        var request = try Request("route /up { filename sanitize; file doc; }")
-        #expect(rejection(request.part("doc", filename: "WEB.CONFIG."))?.kind == .filename(.restrictedName))
+        var request = try PolicyRequest("route /up { filename sanitize; file doc; }")
+        #expect(rejection(request.decision("doc", filename: "WEB.CONFIG."))?.kind == .filename(.restrictedName))
         #expect(request.kinds == ["filename_trailing_dots_spaces", "filename_restricted_name"])
-        var strict = try Request("route /up { file doc; }")
-        #expect(rejection(strict.part("doc", filename: "WEB.CONFIG."))?.kind == .filename(.trailingDotsSpaces))
+        var strict = try PolicyRequest("route /up { file doc; }")
+        #expect(rejection(strict.decision("doc", filename: "WEB.CONFIG."))?.kind == .filename(.trailingDotsSpaces))
         #expect(strict.kinds == ["filename_trailing_dots_spaces"])
-        var uncovered = try Request("route /up { filename sanitize; file doc; }")
-        let violation = rejection(uncovered.part("doc", filename: "web\u{0}.config"))
+        var uncovered = try PolicyRequest("route /up { filename sanitize; file doc; }")
+        let violation = rejection(uncovered.decision("doc", filename: "web\u{0}.config"))
         #expect(violation?.kind == .filename(.restrictedName))
         #expect(uncovered.kinds == ["filename_control_characters", "filename_restricted_name"])
     }
@@ -156,49 +133,49 @@ private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
 @Suite struct CharacterRuleTests {
     @Test(arguments: ["a\"b", "a'b", "a;b", "a=b", "a\\b", "a\u{1}b", "a\u{7F}", "a\u{202E}b"])
     func defaultNameCharactersAreRefused(name: String) throws {
-        var request = try Request("route /up { field *; }")
-        let violation = rejection(request.part(name))
+        var request = try PolicyRequest("route /up { field *; }")
+        let violation = rejection(request.decision(name))
         #expect(violation?.kind == .nameCharacter, "\(name)")
         #expect(violation?.status == 400)
     }
 
     @Test func detailNamesTheCharacterAndPosition() throws {
-        var request = try Request("route /up { field *; }")
-        #expect(rejection(request.part("user;id"))?.detail == "name character U+003B ';' at position 5 is denied")
-        var control = try Request("route /up { field *; }")
-        #expect(rejection(control.part("ab\u{1}"))?.detail == "name character U+0001 at position 3 is denied")
+        var request = try PolicyRequest("route /up { field *; }")
+        #expect(rejection(request.decision("user;id"))?.detail == "name character U+003B ';' at position 5 is denied")
+        var control = try PolicyRequest("route /up { field *; }")
+        #expect(rejection(control.decision("ab\u{1}"))?.detail == "name character U+0001 at position 3 is denied")
     }
 
     @Test func ordinaryNamesPass() throws {
-        var request = try Request("route /up { field *; }")
+        var request = try PolicyRequest("route /up { field *; }")
         for name in ["user_id", "items[]", "a-b_c", "first-name", "data[0][name]"] {
-            #expect(request.part(name).action == .forward, "\(name)")
+            #expect(request.decision(name).action == .forward, "\(name)")
         }
     }
 
     @Test func urlencodedFieldNamesAreJudgedToo() throws {
-        var request = try Request("route /up { field *; }", type: "application/x-www-form-urlencoded")
-        #expect(rejection(request.part("a'b"))?.kind == .nameCharacter)
+        var request = try PolicyRequest("route /up { field *; }", type: "application/x-www-form-urlencoded")
+        #expect(rejection(request.decision("a'b"))?.kind == .nameCharacter)
     }
 
     @Test(arguments: [("a\"b.txt", true), ("a;b.txt", true), ("a=b.txt", true), ("John's CV.pdf", false),
                       ("résumé.pdf", false)])
     func defaultFilenameCharacters(filename: String, refused: Bool) throws {
-        var request = try Request("route /up { file doc; }")
-        let violation = rejection(request.part("doc", filename: filename))
+        var request = try PolicyRequest("route /up { file doc; }")
+        let violation = rejection(request.decision("doc", filename: filename))
         #expect((violation?.kind == .filenameCharacter) == refused, "\(filename)")
         if refused { #expect(violation?.status == 400) }
     }
 
     @Test func aCharacterIsReportedOnceByTheBuiltInProblem() throws {
-        var request = try Request("route /up { file doc; }")
-        _ = request.part("doc", filename: "a\u{0}b.txt")
+        var request = try PolicyRequest("route /up { file doc; }")
+        _ = request.decision("doc", filename: "a\u{0}b.txt")
         #expect(request.kinds == ["filename_control_characters"])
-        var bidi = try Request("route /up { file doc { filename-allow-chars \"a-z.\"; } }")
-        _ = bidi.part("doc", filename: "a\u{202E}b.txt")
+        var bidi = try PolicyRequest("route /up { file doc { filename-allow-chars \"a-z.\"; } }")
+        _ = bidi.decision("doc", filename: "a\u{202E}b.txt")
         #expect(bidi.kinds == ["filename_bidi_controls"])
-        var tolerated = try Request("route /up { file doc { allow-filename control-characters; } }")
-        #expect(tolerated.part("doc", filename: "a\u{1}.txt").action == .forward)
+        var tolerated = try PolicyRequest("route /up { file doc { allow-filename control-characters; } }")
+        #expect(tolerated.decision("doc", filename: "a\u{1}.txt").action == .forward)
     }
 
     @Test func routeListReplacesMainAndRuleListReplacesRoute() throws {
@@ -212,16 +189,16 @@ private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
             }
             route /other { field *; }
             """
-        var up = try Request(rules)
-        #expect(up.part("keep_it").action == .forward)
-        #expect(up.part("Any-Name").action == .forward)
-        #expect(up.part("mixed'x").action == .forward)
-        #expect(rejection(up.part("bang!"))?.kind == .nameCharacter)
-        var other = try Request(rules, path: "/other")
-        #expect(other.part("a'b").action == .forward)
-        #expect(rejection(other.part("box"))?.detail == "name character U+0078 'x' at position 3 is denied")
-        var allow = try Request("route /up { name-allow-chars \"a-z_\"; field *; }")
-        #expect(rejection(allow.part("Upper"))?.detail
+        var up = try PolicyRequest(rules)
+        #expect(up.decision("keep_it").action == .forward)
+        #expect(up.decision("Any-Name").action == .forward)
+        #expect(up.decision("mixed'x").action == .forward)
+        #expect(rejection(up.decision("bang!"))?.kind == .nameCharacter)
+        var other = try PolicyRequest(rules, path: "/other")
+        #expect(other.decision("a'b").action == .forward)
+        #expect(rejection(other.decision("box"))?.detail == "name character U+0078 'x' at position 3 is denied")
+        var allow = try PolicyRequest("route /up { name-allow-chars \"a-z_\"; field *; }")
+        #expect(rejection(allow.decision("Upper"))?.detail
             == "name character U+0055 'U' at position 1 is not in the allowed characters")
     }
 
@@ -233,35 +210,35 @@ private func rejection(_ decision: PolicyEvaluator.PartDecision) -> Violation? {
                 file loose { filename-deny-chars none; }
             }
             """
-        var request = try Request(rules)
-        #expect(request.part("strict", filename: "photo_1.png").action == .forward)
-        var space = try Request(rules)
-        #expect(rejection(space.part("strict", filename: "my photo.png"))?.kind == .filenameCharacter)
-        var loose = try Request(rules)
-        #expect(loose.part("loose", filename: "a;b=c.png").action == .forward)
+        var request = try PolicyRequest(rules)
+        #expect(request.decision("strict", filename: "photo_1.png").action == .forward)
+        var space = try PolicyRequest(rules)
+        #expect(rejection(space.decision("strict", filename: "my photo.png"))?.kind == .filenameCharacter)
+        var loose = try PolicyRequest(rules)
+        #expect(loose.decision("loose", filename: "a;b=c.png").action == .forward)
     }
 
     @Test func actionAndStatusOfTheRuleApply() throws {
-        var request = try Request("route /up { field * { action strip; } file doc { status 422; } }")
-        #expect(request.part("a'b").action == .strip(Violation(kind: .nameCharacter, part: "a'b", partIndex: 0,
+        var request = try PolicyRequest("route /up { field * { action strip; } file doc { status 422; } }")
+        #expect(request.decision("a'b").action == .strip(Violation(kind: .nameCharacter, part: "a'b", partIndex: 0,
             rule: SourceLocation(file: "t.rules", line: 1, column: 13),
             detail: "name character U+0027 ''' at position 2 is denied")))
-        #expect(rejection(request.part("doc", filename: "a;b.txt"))?.status == 422)
+        #expect(rejection(request.decision("doc", filename: "a;b.txt"))?.status == 422)
     }
 
     @Test func unknownAllowedPartsUseTheRouteLists() throws {
-        var request = try Request("route /up { unknown allow; }")
-        #expect(rejection(request.part("a=b"))?.kind == .nameCharacter)
-        var stripped = try Request("route /up { unknown strip; }")
-        _ = stripped.part("a=b")
+        var request = try PolicyRequest("route /up { unknown allow; }")
+        #expect(rejection(request.decision("a=b"))?.kind == .nameCharacter)
+        var stripped = try PolicyRequest("route /up { unknown strip; }")
+        _ = stripped.decision("a=b")
         #expect(stripped.kinds == ["unknown_part"])
-        var file = try Request("route /up { unknown allow; }")
-        #expect(rejection(file.part("f", filename: "a;b.txt"))?.kind == .filenameCharacter)
+        var file = try PolicyRequest("route /up { unknown allow; }")
+        #expect(rejection(file.decision("f", filename: "a;b.txt"))?.kind == .filenameCharacter)
     }
 
     @Test func filenameAllowSkipsTheCharacterCheck() throws {
-        var request = try Request("route /up { filename allow; file doc; }")
-        #expect(request.part("doc", filename: "a;b=.txt").action == .forward)
+        var request = try PolicyRequest("route /up { filename allow; file doc; }")
+        #expect(request.decision("doc", filename: "a;b=.txt").action == .forward)
     }
 
     @Test func parseRanges() {

@@ -2,33 +2,6 @@ import Multipart
 import Testing
 @testable import Rules
 
-/// Drives an evaluator the way the proxy does (begin, parts, end), without any I/O.
-private struct Request {
-    var evaluator: PolicyEvaluator
-    var index = 0
-
-    init(_ source: String, path: String = "/up", method: String = "POST") throws {
-        evaluator = PolicyEvaluator(policy: try policy(source))
-        _ = evaluator.begin(method: method, path: path, contentType: "multipart/form-data; boundary=x",
-                            contentLength: nil)
-    }
-
-    /// One whole part; returns its final action.
-    @discardableResult
-    mutating func part(_ name: String, filename: String? = nil, type: String? = nil, bytes: Int = 0,
-                       sniffed: String? = nil) -> PolicyEvaluator.Action {
-        let decision = evaluator.partBegin(index: index, name: name, filename: filename, declaredType: type,
-                                           anomalies: MultipartAnomalies())
-        index += 1
-        if case .reject = decision.action { return decision.action }
-        if bytes > 0 { _ = evaluator.partData(count: bytes) }
-        if let sniffed { _ = evaluator.partSniffed(type: sniffed) }
-        return evaluator.partEnd()
-    }
-
-    var kinds: [String] { evaluator.findings.map(\.violation.kind.name) }
-}
-
 private func rejection(_ action: PolicyEvaluator.Action) -> (kind: String, status: Int)? {
     if case .reject(let violation) = action { return (violation.kind.name, violation.status) }
     return nil
@@ -95,39 +68,39 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
         """
 
     @Test func aFileBelowItsMinIsFileTooSmall() throws {
-        var request = try Request(Self.rules)
+        var request = try PolicyRequest(Self.rules)
         let verdict = rejection(request.part("doc", filename: "a.txt", bytes: 1023))
         #expect(verdict?.kind == "file_too_small" && verdict?.status == 422)
         #expect(request.evaluator.findings.first?.violation.limit == 1024)
-        var enough = try Request(Self.rules)
+        var enough = try PolicyRequest(Self.rules)
         #expect(isForward(enough.part("doc", filename: "a.txt", bytes: 1024)))
     }
 
     @Test func aFieldBelowItsMinIsFieldTooSmall() throws {
-        var request = try Request(Self.rules)
+        var request = try PolicyRequest(Self.rules)
         #expect(rejection(request.part("note", bytes: 2))?.kind == "field_too_small")
-        var enough = try Request(Self.rules)
+        var enough = try PolicyRequest(Self.rules)
         #expect(isForward(enough.part("note", bytes: 3)))
     }
 
     @Test func notEmptyRefusesAnEmptyFileButNotNoFileChosen() throws {
-        var empty = try Request(Self.rules)
+        var empty = try PolicyRequest(Self.rules)
         #expect(rejection(empty.part("photo", filename: "leer.png", bytes: 0))?.kind == "file_too_small")
         // filename="" with no data is a file input left empty: not a file, so no floor applies to it.
-        var none = try Request(Self.rules)
+        var none = try PolicyRequest(Self.rules)
         #expect(isForward(none.part("photo", filename: "", bytes: 0)))
         #expect(isForward(none.part("doc", filename: "", bytes: 0)))
-        var data = try Request(Self.rules)
+        var data = try PolicyRequest(Self.rules)
         #expect(isForward(data.part("photo", filename: "a.png", bytes: 1)))
     }
 
     @Test func notEmptyOnAField() throws {
-        var request = try Request(Self.rules)
+        var request = try PolicyRequest(Self.rules)
         #expect(rejection(request.part("title", bytes: 0))?.kind == "field_too_small")
     }
 
     @Test func floorsFollowTheRuleAction() throws {
-        var request = try Request("route /up { file doc { min 10; action strip; } }")
+        var request = try PolicyRequest("route /up { file doc { min 10; action strip; } }")
         let decision = request.evaluator.partBegin(index: 0, name: "doc", filename: "a.txt", declaredType: nil,
                                                    anomalies: MultipartAnomalies())
         #expect(decision.mustHold)
@@ -157,16 +130,16 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
 @Suite struct UnknownKindTests {
     @Test func fieldsAndFilesAreHandledSeparately() throws {
         let rules = "route /up { unknown-fields allow; unknown-files reject; }"
-        var field = try Request(rules)
+        var field = try PolicyRequest(rules)
         #expect(isForward(field.part("comment", bytes: 3)))
         #expect(field.kinds.isEmpty)
-        var file = try Request(rules)
+        var file = try PolicyRequest(rules)
         #expect(rejection(file.part("x", filename: "x.txt", bytes: 3))?.kind == "unknown_part")
     }
 
     @Test func theSpecificSettingBeatsUnknown() throws {
         let rules = "route /up { unknown reject; unknown-files strip; }"
-        var file = try Request(rules)
+        var file = try PolicyRequest(rules)
         if case .strip(let violation) = file.part("x", filename: "x.txt", bytes: 3) {
             #expect(violation.kind.name == "unknown_part")
         } else {
@@ -177,9 +150,9 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
 
     @Test func aRoutesUnknownBeatsTheMainContextsSpecificSetting() throws {
         let source = "unknown-fields allow;\nroute /up { unknown reject; }\nroute /other { }"
-        var up = try Request(source)
+        var up = try PolicyRequest(source)
         #expect(rejection(up.part("f", bytes: 1))?.kind == "unknown_part")
-        var other = try Request(source, path: "/other")
+        var other = try PolicyRequest(source, path: "/other")
         #expect(isForward(other.part("f", bytes: 1)))
         #expect(rejection(other.part("g", filename: "g.txt", bytes: 1))?.kind == "unknown_part")
         let compiled = try policy(source)
@@ -187,7 +160,7 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
         #expect(compiled.route(for: "/other")?.unknownAction(isFile: false) == .allow)
         #expect(compiled.fallback.unknownAction(isFile: false) == .reject)
         // The implicit fallback never forwards a form part unfiltered.
-        var fallback = try Request(source, path: "/nowhere")
+        var fallback = try PolicyRequest(source, path: "/nowhere")
         #expect(rejection(fallback.part("f", bytes: 1))?.kind == "unknown_part")
     }
 
@@ -208,19 +181,19 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
         """
 
     @Test func aRoutesModeBeatsTheMainOne() throws {
-        var monitored = try Request(Self.rules)
+        var monitored = try PolicyRequest(Self.rules)
         #expect(isForward(monitored.part("a", bytes: 5)))
         #expect(monitored.evaluator.mode == .monitor)
         #expect(monitored.evaluator.wouldReject?.kind.name == "field_too_large")
-        var enforced = try Request(Self.rules, path: "/strict")
+        var enforced = try PolicyRequest(Self.rules, path: "/strict")
         #expect(rejection(enforced.part("a", bytes: 5))?.kind == "field_too_large")
     }
 
     @Test func anEnforcingRouteUnderAMonitoringPolicy() throws {
         let rules = "mode monitor;\nroute /up { mode enforce; field a { max 1; } }\nroute /x { field a { max 1; } }"
-        var enforced = try Request(rules)
+        var enforced = try PolicyRequest(rules)
         #expect(rejection(enforced.part("a", bytes: 5))?.kind == "field_too_large")
-        var monitored = try Request(rules, path: "/x")
+        var monitored = try PolicyRequest(rules, path: "/x")
         #expect(isForward(monitored.part("a", bytes: 5)))
     }
 }
@@ -236,20 +209,20 @@ private func isForward(_ action: PolicyEvaluator.Action) -> Bool { action == .fo
                 field b { max 1; }
             }
             """
-        var large = try Request(rules)
+        var large = try PolicyRequest(rules)
         let tooLarge = rejection(large.part("doc", filename: "a.pdf", bytes: 11))
         #expect(tooLarge?.kind == "file_too_large" && tooLarge?.status == 400)
-        var typed = try Request(rules)
+        var typed = try PolicyRequest(rules)
         #expect(rejection(typed.part("doc", filename: "a.pdf", bytes: 5, sniffed: "image/png"))?.status == 400)
-        var missing = try Request(rules)
+        var missing = try PolicyRequest(rules)
         let missed = rejection(missing.evaluator.end())
         #expect(missed?.kind == "missing_required" && missed?.status == 409)
-        var other = try Request(rules)
+        var other = try PolicyRequest(rules)
         #expect(rejection(other.part("b", bytes: 2))?.status == 413)
     }
 
     @Test func routeLevelViolationsKeepTheirStatus() throws {
-        var request = try Request("route /up { files-max 0; file doc { status 400; } }")
+        var request = try PolicyRequest("route /up { files-max 0; file doc { status 400; } }")
         let verdict = rejection(request.part("doc", filename: "a.pdf", bytes: 1))
         #expect(verdict?.kind == "too_many_files" && verdict?.status == 413)
     }
