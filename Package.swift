@@ -14,6 +14,13 @@
 //   formwall                  thin executable: CLI, configuration, signals
 import PackageDescription
 
+// Release builds of the proxy's own modules leave exclusivity to the compiler's static checks and drop the
+// run-time ones (`swift_beginAccess` on every access to a class's stored property): they were 18% of a
+// worker's user time on small uploads (docs/performance.md, "Exclusivity checks"). The Swift standard library
+// is built the same way. Debug builds keep the run-time checks, and the unit tests, the exchange and codec
+// fuzzers (fuzz/run.sh compiles its own modules) run with them.
+let proxySettings: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "Formwall",
     products: [
@@ -31,23 +38,25 @@ let package = Package(
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
-        .target(name: "Multipart", dependencies: ["CLinux"]),
-        .target(name: "HTTP1"),
-        .target(name: "Inspect", dependencies: ["COpenSSL", "CZlib"]),
-        .target(name: "Rules", dependencies: ["Multipart"]),
-        .target(name: "Audit", dependencies: ["CZlib"]),
-        .target(name: "Quarantine", dependencies: ["Inspect", "COpenSSL"]),
-        .target(name: "Reactor", dependencies: ["CLinux"]),
-        .target(name: "TLS", dependencies: ["COpenSSL", "Reactor"]),
+        .target(name: "Multipart", dependencies: ["CLinux"], swiftSettings: proxySettings),
+        .target(name: "HTTP1", swiftSettings: proxySettings),
+        .target(name: "Inspect", dependencies: ["COpenSSL", "CZlib"], swiftSettings: proxySettings),
+        .target(name: "Rules", dependencies: ["Multipart"], swiftSettings: proxySettings),
+        .target(name: "Audit", dependencies: ["CZlib"], swiftSettings: proxySettings),
+        .target(name: "Quarantine", dependencies: ["Inspect", "COpenSSL"], swiftSettings: proxySettings),
+        .target(name: "Reactor", dependencies: ["CLinux"], swiftSettings: proxySettings),
+        .target(name: "TLS", dependencies: ["COpenSSL", "Reactor"], swiftSettings: proxySettings),
         .target(
             name: "Proxy",
-            dependencies: ["CLinux", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine", "TLS"]
+            dependencies: ["CLinux", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine", "TLS"],
+            swiftSettings: proxySettings
         ),
         .executableTarget(
             name: "formwall",
             dependencies: [
                 "CLinux", "Proxy", "Reactor", "HTTP1", "Multipart", "Rules", "Inspect", "Audit", "Quarantine", "TLS",
-            ]
+            ],
+            swiftSettings: proxySettings
         ),
         .executableTarget(
             name: "formwall-bench",
