@@ -2,18 +2,34 @@
 ///
 /// A body of chunks `a`, `b` is written as `header(a.count) a trailer() header(b.count) b trailer() last()`.
 public enum ChunkedEncoder {
+    /// The longest chunk header `writeChunkHeader` writes: 16 hex digits and CRLF.
+    public static let maxChunkHeaderLength = 18
+
     /// Appends `<hex size>\r\n`. `size` must be positive: a zero-size chunk is the last chunk.
     public static func writeChunkHeader(size: Int, into buffer: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(byteCount: maxChunkHeaderLength, alignment: 1) { scratch in
+            let count = writeChunkHeader(size: size, to: scratch)
+            buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+        }
+    }
+
+    /// Writes `<hex size>\r\n` at the start of `out` (at least `maxChunkHeaderLength` bytes) and returns its
+    /// length. `size` must be positive.
+    public static func writeChunkHeader(size: Int, to out: UnsafeMutableRawBufferPointer) -> Int {
         // Unreachable from input: callers never frame an empty write (UpstreamSink skips it; held files are non-empty).
         precondition(size > 0, "a zero-size chunk would end the body; use writeLastChunk")
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        precondition(out.count >= maxChunkHeaderLength, "chunk header scratch too small")
         var shift = (Int.bitWidth - size.leadingZeroBitCount - 1) / 4 * 4
+        var n = 0
         while shift >= 0 {
-            buffer.append(digits[(size >> shift) & 0xF])
+            let v = UInt8(truncatingIfNeeded: (size >> shift) & 0xF)
+            out[n] = v < 10 ? 0x30 + v : 0x57 + v
+            n += 1
             shift -= 4
         }
-        buffer.append(HTTPSyntax.cr)
-        buffer.append(HTTPSyntax.lf)
+        out[n] = HTTPSyntax.cr
+        out[n + 1] = HTTPSyntax.lf
+        return n + 2
     }
 
     /// Appends the CRLF that follows a chunk's data.

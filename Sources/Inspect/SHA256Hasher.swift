@@ -58,13 +58,20 @@ public final class SHA256Hasher {
 public enum Hex {
     /// Encodes `bytes` as lowercase hex.
     public static func encode(_ bytes: [UInt8]) -> String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        bytes.withUnsafeBytes { encode(raw: $0) }
     }
+
+    /// Encodes `bytes` as lowercase hex, allocating only the string.
+    public static func encode(raw bytes: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (i, b) in bytes.enumerated() {
+                out[2 * i] = digit(b >> 4)
+                out[2 * i + 1] = digit(b & 0x0F)
+            }
+            return bytes.count * 2
+        }
+    }
+
+    /// The lowercase hex digit of a value below 16.
+    @inline(__always) static func digit(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x57 + v }
 }

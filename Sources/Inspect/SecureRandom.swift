@@ -14,16 +14,23 @@ public enum SecureRandom {
 
     /// A fresh multipart boundary: `formwall-` followed by 32 random characters from `[0-9A-Za-z]`
     /// (about 190 bits), well inside RFC 2046's 70-character limit.
-    public static func boundary() -> [UInt8] { boundary(from: bytes) }
+    public static func boundary() -> [UInt8] {
+        boundary { count, body in bytes(count).withUnsafeBytes(body) }
+    }
 
-    /// The same, drawing random bytes from `source`.
-    static func boundary(from source: (Int) -> [UInt8]) -> [UInt8] {
-        let alphabet: [UInt8] = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
-        var out: [UInt8] = Array("formwall-".utf8)
+    /// The same, drawing random bytes from `source` (which lends `count` bytes to the closure it is given).
+    static func boundary(from source: (Int, (UnsafeRawBufferPointer) -> Void) -> Void) -> [UInt8] {
+        let alphabet: StaticString = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+        let prefix: StaticString = "formwall-"
+        var out: [UInt8] = []
+        out.reserveCapacity(prefix.utf8CodeUnitCount + 32)
+        out.append(contentsOf: UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
         // Rejection sampling keeps the distribution uniform over 62 symbols.
         while out.count < 9 + 32 {
-            for b in source(48) where b < 248 && out.count < 9 + 32 {
-                out.append(alphabet[Int(b % 62)])
+            source(48) { random in
+                for b in random where b < 248 && out.count < 9 + 32 {
+                    out.append(alphabet.utf8Start[Int(b % 62)])
+                }
             }
         }
         return out
@@ -45,21 +52,28 @@ public final class SecureRandomPool {
 
     /// Takes `count` random bytes.
     public func bytes(_ count: Int) -> [UInt8] {
+        withBytes(count) { Array($0) }
+    }
+
+    /// Lends the next `count` bytes of the pool to `body`, then wipes them, so a later memory disclosure cannot
+    /// reveal past ids or boundaries.
+    public func withBytes<R>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         if next + count > buffer.count {
             buffer = SecureRandom.bytes(max(refill, count))
             next = 0
         }
-        defer {
-            // Consumed bytes are wiped so a later memory disclosure cannot reveal past ids or boundaries.
-            for i in next..<(next + count) { buffer[i] = 0 }
-            next += count
+        let start = next
+        next += count
+        return buffer.withUnsafeMutableBytes { pool in
+            let slice = UnsafeMutableRawBufferPointer(rebasing: pool[start..<(start + count)])
+            defer { slice.initializeMemory(as: UInt8.self, repeating: 0) }
+            return body(UnsafeRawBufferPointer(slice))
         }
-        return Array(buffer[next..<(next + count)])
     }
 
     /// A fresh multipart boundary (see `SecureRandom.boundary()`), from the pool.
-    public func boundary() -> [UInt8] { SecureRandom.boundary(from: bytes) }
+    public func boundary() -> [UInt8] { SecureRandom.boundary { count, body in withBytes(count, body) } }
 
     /// A random identifier of `count` bytes as lowercase hex.
-    public func hexID(bytes count: Int = 16) -> String { Hex.encode(bytes(count)) }
+    public func hexID(bytes count: Int = 16) -> String { withBytes(count) { Hex.encode(raw: $0) } }
 }

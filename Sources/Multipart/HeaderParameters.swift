@@ -30,15 +30,13 @@ public struct HeaderParameters: Sendable, Equatable {
     public var anomalies: MultipartAnomalies
 
     /// The first parameter called `name` (lowercase ASCII).
-    public func first(_ name: String) -> Parameter? {
-        let key = Array(name.utf8)
-        return parameters.first { $0.name == key }
+    public func first(_ name: StaticString) -> Parameter? {
+        parameters.first { ASCII.equals($0.name, name) }
     }
 
     /// How many parameters are called `name` (lowercase ASCII).
-    public func count(_ name: String) -> Int {
-        let key = Array(name.utf8)
-        return parameters.reduce(0) { $0 + ($1.name == key ? 1 : 0) }
+    public func count(_ name: StaticString) -> Int {
+        parameters.reduce(0) { $0 + (ASCII.equals($1.name, name) ? 1 : 0) }
     }
 
     /// Parses a header field value.
@@ -93,6 +91,10 @@ public struct HeaderParameters: Sendable, Equatable {
             if i < n, b[i] == ASCII.quote {
                 quoted = true
                 i += 1
+                // One allocation for the value: it is at most as long as the rest of the field.
+                var end = i
+                while end < n, b[end] != ASCII.quote { end += b[end] == ASCII.backslash ? 2 : 1 }
+                val.reserveCapacity(min(end, n) - i)
                 var closed = false
                 while i < n {
                     let c = b[i]
@@ -123,6 +125,7 @@ public struct HeaderParameters: Sendable, Equatable {
                     anomalies.insert(.invalidQuoting)
                 }
             }
+            if params.isEmpty { params.reserveCapacity(4) }
             params.append(Parameter(name: name, value: val, quoted: quoted, spaceAroundEquals: spaced))
         }
         return HeaderParameters(value: value, parameters: params, anomalies: anomalies)

@@ -18,7 +18,7 @@ public enum MultipartBoundary {
     {
         guard contentType.count <= limits.maxContentTypeBytes else { throw MultipartError(.contentTypeTooLong) }
         let header = HeaderParameters.parse(contentType)
-        guard header.value == Array("multipart/form-data".utf8) else { throw MultipartError(.notMultipart) }
+        guard ASCII.equals(header.value, "multipart/form-data") else { throw MultipartError(.notMultipart) }
         let count = header.count("boundary")
         guard count > 0 else { throw MultipartError(.missingBoundary) }
         guard count == 1 else { throw MultipartError(.duplicateBoundary) }

@@ -52,6 +52,15 @@ protocol ExchangeContext: AnyObject {
     func newBoundary() -> [UInt8]
     /// The wall-clock time for an audit record.
     func timestamp() -> AuditTimestamp
+    /// An empty array for a replay log, with the capacity of an earlier request's log when the worker kept one.
+    func takeReplayBuffer() -> [UInt8]
+    /// Gives a finished exchange's replay log back for a later request.
+    func recycleReplayBuffer(_ buffer: [UInt8])
+}
+
+extension ExchangeContext {
+    func takeReplayBuffer() -> [UInt8] { [] }
+    func recycleReplayBuffer(_ buffer: [UInt8]) {}
 }
 
 /// One client connection's protocol state. See the diagram above.
@@ -314,7 +323,7 @@ struct ConnectionMachine {
             ex.upstream = .connected
             ex.server = server
             ex.reused = reused
-            ex.replayLog = reused ? [] : nil
+            ex.replayLog = reused ? context.takeReplayBuffer() : nil
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
         case .upstreamTLSFailed(let why):
             guard case .exchanging(let ex) = state, ex.upstream == .connected, !ex.responseStarted else { break }
@@ -1055,6 +1064,10 @@ struct ConnectionMachine {
             writeFailed: ex.upWriteFailed, draining: context.draining)
         out.append(.releaseUpstream(reuse: reuse))
         ex.upstream = .none
+        if let log = ex.replayLog {
+            ex.replayLog = nil
+            context.recycleReplayBuffer(log)
+        }
         upstreamIn.clear()
         upstreamOut.clear()
         let unread = !ex.requestComplete || ex.bodyDiscarded

@@ -424,7 +424,33 @@ public final class FormStage {
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         // The parser emits data only between partBegin and partEnd; a stage bug must still not trap.
-        guard var cur = current else { throw .internalError("part data outside a part") }
+        guard current != nil else { throw .internalError("part data outside a part") }
+        // The part is updated in place: a copy of `current` would cost a retain and a release per field, and
+        // appending to a copied `value` would copy the whole value. Cannot fail: checked just above.
+        let action = observe(span, &current!)
+        try apply(action, out: out)
+        if current?.archiveProbe != nil || current?.archive != nil {
+            // Cannot fail: the condition above found the part.
+            let finding = archiveStep(&current!, span)
+            if let finding { try judgeArchive(finding, out: out) }
+        }
+        guard let mode = current?.mode else { return }
+        switch mode {
+        case .stream: out.write(span)
+        case .drop: break
+        case .hold(let file):
+            do { try file.write(span) } catch { throw .holdFailed("\(error)") }
+        case .quarantine(let writer):
+            do { try writer.write(span) } catch {
+                writer.abort()
+                throw .quarantineFailed("\(error)")
+            }
+        }
+    }
+
+    /// Feeds a span of part data to the part's record, hasher, text check, sniffer, held value and the policy;
+    /// returns the policy's action. Touches no stored property but `evaluator` besides the part it is given.
+    private func observe(_ span: UnsafeRawBufferPointer, _ cur: inout Current) -> PolicyEvaluator.Action {
         if !cur.record.part.isFile && cur.record.size < 256
             && (previewFields.map { set in cur.record.part.nameString.map(set.contains) ?? false } ?? true) {
             let take = min(span.count, 256 - Int(cur.record.size))
@@ -438,42 +464,23 @@ public final class FormStage {
             action = ev.partData(count: span.count)
             // The sniffer sees the part's first bytes whatever its action so far (a stripped or quarantined
             // part too), so the type recorded and judged is the content's, never an unfed sniffer's.
-            if var sniffer = cur.sniffer, !sniffer.isDecided {
-                sniffer.feed(span)
-                if let result = sniffer.result {
+            // Fed in place, so its buffer is not copied on every span.
+            if cur.sniffer?.isDecided == false {
+                cur.sniffer?.feed(span)
+                if let result = cur.sniffer?.result {
                     cur.record.sniffedType = result.mimeType
                     if case .reject = action {} else { action = ev.partSniffed(result.ruleFacts) }
                 }
-                cur.sniffer = sniffer
             }
             evaluator = ev
-        } else if var sniffer = cur.sniffer, !sniffer.isDecided {
-            sniffer.feed(span)
-            cur.record.sniffedType = sniffer.result?.mimeType
-            cur.sniffer = sniffer
+        } else if cur.sniffer?.isDecided == false {
+            cur.sniffer?.feed(span)
+            cur.record.sniffedType = cur.sniffer?.result?.mimeType
         }
         if let held = cur.value?.count {
             if span.count <= cur.valueLimit - held { cur.value?.append(contentsOf: span) } else { cur.value = nil }
         }
-        current = cur
-        try apply(action, out: out)
-        if var inspected = current, inspected.archiveProbe != nil || inspected.archive != nil {
-            let finding = archiveStep(&inspected, span)
-            current = inspected
-            if let finding { try judgeArchive(finding, out: out) }
-        }
-        guard let cur = current else { return }
-        switch cur.mode {
-        case .stream: out.write(span)
-        case .drop: break
-        case .hold(let file):
-            do { try file.write(span) } catch { throw .holdFailed("\(error)") }
-        case .quarantine(let writer):
-            do { try writer.write(span) } catch {
-                writer.abort()
-                throw .quarantineFailed("\(error)")
-            }
-        }
+        return action
     }
 
     /// The current part after `apply`, which keeps it (or throws).
@@ -484,12 +491,18 @@ public final class FormStage {
 
     /// Carries out a mid-part action.
     private func apply(_ action: PolicyEvaluator.Action, out: FormOutput) throws(FormStageError) {
-        guard var cur = current else { return }
         switch action {
         case .forward:
             return
         case .reject(let v):
             throw .rejected(v)
+        case .strip, .quarantine:
+            break
+        }
+        guard var cur = current else { return }
+        switch action {
+        case .forward, .reject:
+            return
         case .strip(let v):
             switch cur.mode {
             case .stream:
@@ -617,9 +630,11 @@ public final class FormStage {
             evaluator = ev
         }
         cur.record.sha256 = cur.hasher?.finalizeHex()
-        current = cur
-        if final != .forward { try apply(final, out: out) }
-        cur = try stillCurrent()
+        if final != .forward {
+            current = cur
+            try apply(final, out: out)
+            cur = try stillCurrent()
+        }
         current = nil
         switch cur.mode {
         case .stream:

@@ -40,7 +40,6 @@ final class UpstreamSink: FormOutput {
     private(set) var payloadBytes: UInt64 = 0
     /// A failure while writing (buffer over its hard cap, spool write error); checked after each step.
     private(set) var failure: Error?
-    private var header: [UInt8] = []
     /// Trailer fields for the last chunk (`Name: value\r\n` each), asked for when the body ends; nil or empty:
     /// none. Set for re-encoded chunked bodies whose route names a `modified-header`.
     var trailer: (() -> [UInt8]?)?
@@ -50,7 +49,6 @@ final class UpstreamSink: FormOutput {
     init(kind: Kind, buffer: OutputQueue) {
         self.kind = kind
         self.buffer = buffer
-        header.reserveCapacity(24)
     }
 
     var isReplaying: Bool { sending != nil }
@@ -78,15 +76,9 @@ final class UpstreamSink: FormOutput {
             case .raw:
                 try buffer.append(bytes)
             case .chunked:
-                header.removeAll(keepingCapacity: true)
-                if pendingChunkEnd {
-                    header.append(contentsOf: crlf)
-                    pendingChunkEnd = false
-                }
-                ChunkedEncoder.writeChunkHeader(size: bytes.count, into: &header)
-                try buffer.write(header)
+                try writeChunkHeader(size: bytes.count)
                 try buffer.append(bytes)
-                try buffer.write(crlf)
+                try buffer.write(Self.crlf)
             case .spool(let file):
                 try file.write(bytes)
             }
@@ -100,10 +92,7 @@ final class UpstreamSink: FormOutput {
         payloadBytes += file.size
         switch kind {
         case .chunked:
-            header.removeAll(keepingCapacity: true)
-            if pendingChunkEnd { header.append(contentsOf: crlf) }
-            ChunkedEncoder.writeChunkHeader(size: Int(file.size), into: &header)
-            do { try buffer.write(header) } catch { failure = error; file.close(); return false }
+            do { try writeChunkHeader(size: Int(file.size)) } catch { failure = error; file.close(); return false }
             pendingChunkEnd = true
             sending = (file, 0)
             return true
@@ -123,24 +112,51 @@ final class UpstreamSink: FormOutput {
     /// Ends the body (the last chunk for chunked framing).
     func finish() {
         guard failure == nil, case .chunked = kind else { return }
-        var last: [UInt8] = []
-        if pendingChunkEnd {
-            last.append(contentsOf: crlf)
-            pendingChunkEnd = false
+        do {
+            if pendingChunkEnd {
+                try buffer.write(Self.crlf)
+                pendingChunkEnd = false
+            }
+            if let fields = trailer?(), !fields.isEmpty {
+                var last: [UInt8] = [0x30, 0x0D, 0x0A]   // "0\r\n", then the fields, then the empty line
+                last.append(contentsOf: fields)
+                last.append(0x0D)
+                last.append(0x0A)
+                try buffer.write(last)
+            } else {
+                try buffer.write(Self.lastChunk)
+            }
+        } catch {
+            failure = error
         }
-        if let fields = trailer?(), !fields.isEmpty {
-            last.append(contentsOf: [0x30, 0x0D, 0x0A])   // "0\r\n", then the fields, then the empty line
-            last.append(contentsOf: fields)
-            last.append(contentsOf: crlf)
-        } else {
-            ChunkedEncoder.writeLastChunk(into: &last)
+    }
+
+    /// Queues `[CRLF ending the previous file chunk] <hex size> CRLF`, written in place in the queue.
+    private func writeChunkHeader(size: Int) throws(ByteBuffer.CapacityExceeded) {
+        let closing = pendingChunkEnd ? 2 : 0
+        try buffer.reserveOwned(closing + ChunkedEncoder.maxChunkHeaderLength)
+        let count = buffer.withOwnedWritable { out in
+            if closing > 0 {
+                out[0] = 0x0D
+                out[1] = 0x0A
+            }
+            return closing + ChunkedEncoder.writeChunkHeader(size: size, to: UnsafeMutableRawBufferPointer(rebasing: out[closing...]))
         }
-        do { try buffer.write(last) } catch { failure = error }
+        buffer.commitOwned(count)
+        pendingChunkEnd = false
     }
 
     enum SinkError: Error { case fileIntoRawBody }
 
-    private let crlf: [UInt8] = [0x0D, 0x0A]
+    private static var crlf: UnsafeRawBufferPointer { UnsafeRawBufferPointer(staticString: "\r\n") }
+    private static var lastChunk: UnsafeRawBufferPointer { UnsafeRawBufferPointer(staticString: "0\r\n\r\n") }
+}
+
+extension UnsafeRawBufferPointer {
+    /// The bytes of a string literal (static storage, valid for the life of the process).
+    init(staticString s: StaticString) {
+        self.init(start: s.utf8Start, count: s.utf8CodeUnitCount)
+    }
 }
 
 /// Why a request body failed.

@@ -88,7 +88,7 @@ public struct TrustedProxies: Sendable, Hashable {
 
     /// Whether `address` (text) is in a trusted range.
     public func trusts(_ address: String) -> Bool {
-        guard let bytes = AddressRange.bytes(of: address) else { return false }
+        guard !ranges.isEmpty, let bytes = AddressRange.bytes(of: address) else { return false }
         return ranges.contains { $0.contains(bytes) }
     }
 

@@ -52,6 +52,10 @@ final class Worker {
     private var balancers: [UpstreamBalancer]
     /// Request ids and boundaries come from here (one RAND_bytes call per ~100 requests).
     let random = SecureRandomPool()
+    /// Replay-log storage between requests on reused upstream connections (`takeReplayBuffer`): at most
+    /// `replayBufferCount` arrays, each of at most `pool.replayLimit` bytes of capacity.
+    private var replayBuffers: [[UInt8]] = []
+    static let replayBufferCount = 8
     /// This worker's share of /metrics: plain counters, touched only on this loop's thread (a scrape copies them
     /// here, inside `execute`). Counted only with `--admin`.
     private(set) var metrics = RequestMetrics()
@@ -402,4 +406,13 @@ extension Worker: ExchangeContext {
     func newRequestID() -> String { random.hexID(bytes: 12) }
     func newBoundary() -> [UInt8] { random.boundary() }
     func timestamp() -> AuditTimestamp { .now() }
+
+    func takeReplayBuffer() -> [UInt8] { replayBuffers.popLast() ?? [] }
+
+    func recycleReplayBuffer(_ buffer: [UInt8]) {
+        guard replayBuffers.count < Self.replayBufferCount, buffer.capacity <= config.pool.replayLimit else { return }
+        var kept = buffer
+        kept.removeAll(keepingCapacity: true)
+        replayBuffers.append(kept)
+    }
 }
