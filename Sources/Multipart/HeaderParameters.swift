@@ -59,7 +59,7 @@ public struct HeaderParameters: Sendable, Equatable {
         while i < n, b[i] != ASCII.semicolon { i += 1 }
         var valueEnd = i
         while valueEnd > valueStart, b[valueEnd - 1] == ASCII.space || b[valueEnd - 1] == ASCII.tab { valueEnd -= 1 }
-        let value = ASCII.lowercased(b[valueStart..<valueEnd])
+        let value = ASCII.lowercasedShared(b[valueStart..<valueEnd])
 
         var params: [Parameter] = []
         while i < n {
@@ -74,7 +74,7 @@ public struct HeaderParameters: Sendable, Equatable {
             while i < n, b[i] != ASCII.equals, b[i] != ASCII.semicolon, b[i] != ASCII.space, b[i] != ASCII.tab {
                 i += 1
             }
-            let name = ASCII.lowercased(b[nameStart..<i])
+            let name = ASCII.lowercasedShared(b[nameStart..<i])
             var spaced = false
             if i < n, b[i] == ASCII.space || b[i] == ASCII.tab { spaced = true; skipOWS() }
             guard i < n, b[i] == ASCII.equals else {
@@ -159,6 +159,29 @@ package enum ASCII {
     /// ASCII-lowercases a byte sequence.
     static func lowercased(_ s: some Collection<UInt8>) -> [UInt8] {
         s.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+    }
+
+    /// `lowercased(s)`, but the usual parameter names and media types come from one shared array each instead
+    /// of a new allocation (part headers are parsed for every part of every request).
+    static func lowercasedShared(_ s: Slice<UnsafeRawBufferPointer>) -> [UInt8] {
+        for known in sharedLowercase where known.count == s.count && equalsLower(s, known) { return known }
+        return lowercased(s)
+    }
+
+    private static let sharedLowercase: [[UInt8]] = [
+        "name", "filename", "filename*", "boundary", "charset", "form-data", "multipart/form-data", "text/plain",
+        "application/octet-stream",
+    ].map { Array($0.utf8) }
+
+    /// Case-insensitive comparison against lowercase ASCII bytes.
+    static func equalsLower(_ s: Slice<UnsafeRawBufferPointer>, _ lower: [UInt8]) -> Bool {
+        guard s.count == lower.count else { return false }
+        var index = 0
+        for byte in s {
+            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == lower[index] else { return false }
+            index += 1
+        }
+        return true
     }
 
     /// Byte equality with an ASCII literal.

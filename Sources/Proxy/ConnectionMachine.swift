@@ -54,11 +54,14 @@ protocol ExchangeContext: AnyObject {
     func timestamp() -> AuditTimestamp
     /// An empty array for a replay log, with the capacity of an earlier request's log when the worker kept one.
     func takeReplayBuffer() -> [UInt8]
-    /// Gives a finished exchange's replay log back for a later request.
+    /// Gives a finished exchange's replay log, emptied, back for a later request.
     func recycleReplayBuffer(_ buffer: [UInt8])
+    /// The worker's buffer storage pool, shared by its connections' buffers; nil: the allocator.
+    var storagePool: StoragePool? { get }
 }
 
 extension ExchangeContext {
+    var storagePool: StoragePool? { nil }
     func takeReplayBuffer() -> [UInt8] { [] }
     func recycleReplayBuffer(_ buffer: [UInt8]) {}
 }
@@ -225,10 +228,11 @@ struct ConnectionMachine {
         // Only the client's input starts with room (for a request head); the others grow when first used, so an
         // idle keep-alive connection holds one small buffer, not four.
         // Allocated by the first read (see ClientConnection.readClient): an idle connection holds no input buffer.
-        clientIn = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.clientRead)
-        clientOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4)
-        upstreamIn = ByteBuffer(initialCapacity: 0, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024))
-        upstreamOut = OutputQueue(maxCapacity: config.buffers.outputHighWater * 4)
+        let pool = context.storagePool
+        clientIn = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.clientRead, pool: pool)
+        clientOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4, pool: pool)
+        upstreamIn = ByteBuffer(initialCapacity: 0, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024), pool: pool)
+        upstreamOut = OutputQueue(maxCapacity: config.buffers.outputHighWater * 4, pool: pool)
         headParser = HTTPRequestHeadParser(limits: config.http)
         self.now = now
         lastActivity = now
@@ -1064,8 +1068,9 @@ struct ConnectionMachine {
             writeFailed: ex.upWriteFailed, draining: context.draining)
         out.append(.releaseUpstream(reuse: reuse))
         ex.upstream = .none
-        if let log = ex.replayLog {
+        if var log = ex.replayLog {
             ex.replayLog = nil
+            log.removeAll(keepingCapacity: true)   // in place: `log` is the only reference now
             context.recycleReplayBuffer(log)
         }
         upstreamIn.clear()

@@ -56,6 +56,8 @@ final class Worker {
     /// `replayBufferCount` arrays, each of at most `pool.replayLimit` bytes of capacity.
     private var replayBuffers: [[UInt8]] = []
     static let replayBufferCount = 8
+    /// Storage for the buffers of this worker's connections, kept between requests (Reactor's `StoragePool`).
+    let storagePool: StoragePool? = StoragePool()
     /// This worker's share of /metrics: plain counters, touched only on this loop's thread (a scrape copies them
     /// here, inside `execute`). Counted only with `--admin`.
     private(set) var metrics = RequestMetrics()
@@ -411,8 +413,6 @@ extension Worker: ExchangeContext {
 
     func recycleReplayBuffer(_ buffer: [UInt8]) {
         guard replayBuffers.count < Self.replayBufferCount, buffer.capacity <= config.pool.replayLimit else { return }
-        var kept = buffer
-        kept.removeAll(keepingCapacity: true)
-        replayBuffers.append(kept)
+        replayBuffers.append(buffer)
     }
 }

@@ -36,17 +36,30 @@ public final class ByteBuffer {
     public private(set) var readerIndex = 0
     /// Index one past the last readable byte; the next write lands here.
     public private(set) var writerIndex = 0
+    /// Where storage comes from and goes back to, when not the allocator.
+    private let pool: StoragePool?
 
     /// Allocates `initialCapacity` bytes (clamped to `maxCapacity`); the buffer never grows past `maxCapacity`.
-    public init(initialCapacity: Int = 4096, maxCapacity: Int = 1 << 20) {
+    /// With a `pool`, storage is taken from it and given back to it when it has a block of the size needed.
+    public init(initialCapacity: Int = 4096, maxCapacity: Int = 1 << 20, pool: StoragePool? = nil) {
         precondition(initialCapacity >= 0 && maxCapacity >= 1, "ByteBuffer: invalid capacities")
         self.maxCapacity = maxCapacity
-        self.capacity = max(1, min(initialCapacity, maxCapacity))
-        self.base = .allocate(byteCount: capacity, alignment: 16)
+        self.pool = pool
+        let capacity = max(1, min(initialCapacity, maxCapacity))
+        self.capacity = capacity
+        self.base = pool?.take(capacity) ?? .allocate(byteCount: capacity, alignment: 16)
     }
 
     deinit {
-        base.deallocate()
+        release(base, capacity)
+    }
+
+    private func obtain(_ byteCount: Int) -> UnsafeMutableRawPointer {
+        pool?.take(byteCount) ?? .allocate(byteCount: byteCount, alignment: 16)
+    }
+
+    private func release(_ block: UnsafeMutableRawPointer, _ byteCount: Int) {
+        if pool?.give(block, byteCount: byteCount) != true { block.deallocate() }
     }
 
     /// `writerIndex - readerIndex`.
@@ -72,9 +85,9 @@ public final class ByteBuffer {
         while newCapacity < required {
             newCapacity = newCapacity > maxCapacity / 2 ? maxCapacity : newCapacity * 2
         }
-        let newBase = UnsafeMutableRawPointer.allocate(byteCount: newCapacity, alignment: 16)
+        let newBase = obtain(newCapacity)
         newBase.copyMemory(from: base, byteCount: writerIndex)
-        base.deallocate()
+        release(base, capacity)
         base = newBase
         capacity = newCapacity
     }
@@ -96,13 +109,14 @@ public final class ByteBuffer {
         writerIndex = 0
     }
 
-    /// Gives the storage back to the allocator when nothing is readable (an idle connection's buffers), keeping a
-    /// minimal one; the next write allocates again. No-op while bytes are readable.
+    /// Gives the storage back (to the pool, or else to the allocator) when nothing is readable (an idle
+    /// connection's buffers), keeping a minimal one; the next write allocates again. No-op while bytes are
+    /// readable.
     public func releaseStorage() {
         guard readableBytes == 0, capacity > 1 else { return }
-        base.deallocate()
+        release(base, capacity)
         capacity = 1
-        base = .allocate(byteCount: 1, alignment: 16)
+        base = obtain(1)
         readerIndex = 0
         writerIndex = 0
     }

@@ -43,8 +43,8 @@ public final class OutputQueue {
     public private(set) var settledBytes: UInt64 = 0
     private var scratch: [UInt8] = []
 
-    public init(maxCapacity: Int, minimumLend: Int = 2048, maximumSpans: Int = 32) {
-        owned = ByteBuffer(initialCapacity: 0, maxCapacity: maxCapacity)
+    public init(maxCapacity: Int, minimumLend: Int = 2048, maximumSpans: Int = 32, pool: StoragePool? = nil) {
+        owned = ByteBuffer(initialCapacity: 0, maxCapacity: maxCapacity, pool: pool)
         self.minimumLend = max(1, minimumLend)
         self.maximumSpans = max(1, maximumSpans)
     }

@@ -102,9 +102,9 @@ enum AllocationCase: String, CaseIterable, Sendable {
 
     var budget: (all: Double, machine: Double) {
         switch self {
-        case .get: (180, 160)
-        case .upload: (2190, 2170)
-        case .uploadWithPolicy: (2600, 2570)
+        case .get: (173, 151)
+        case .upload: (2180, 2155)
+        case .uploadWithPolicy: (2585, 2560)
         }
     }
 }
