@@ -31,7 +31,11 @@ final class Exchange {
     let startedAt: UInt64
     var body: RequestBodyStage?
     /// The policy evaluator as it was after `begin` (nil without rules); the stage holds the live one.
-    var evaluator: PolicyEvaluator?
+    var evaluator: PolicyEvaluator? {
+        get { evaluatorSlot.value }
+        set { evaluatorSlot.value = newValue }
+    }
+    private var evaluatorSlot = EvaluatorSlot(nil)
     var form: FormStage?
     var urlencoded: UrlencodedStage?
     /// The spooled body's request head, written once the body is complete.

@@ -96,7 +96,11 @@ public final class FormStage {
     public let parser: MultipartParser
     public private(set) var encoder: MultipartEncoder?
     public private(set) var records: [PartRecord] = []
-    public private(set) var evaluator: PolicyEvaluator?
+    public private(set) var evaluator: PolicyEvaluator? {
+        get { evaluatorSlot.value }
+        set { evaluatorSlot.value = newValue }
+    }
+    private var evaluatorSlot = EvaluatorSlot(nil)
     private let quarantine: QuarantineContext?
     private let spoolDirectory: String
     /// Whether to hash and sniff every part (needed by a policy, the audit log and `inspect`).
@@ -179,7 +183,7 @@ public final class FormStage {
         self.previewFields = previewFields
         parser = MultipartParser(boundary: boundary, limits: limits, anomalies: anomalies)
         encoder = reencodeBoundary.map { MultipartEncoder(boundary: $0) }
-        self.evaluator = evaluator
+        evaluatorSlot = EvaluatorSlot(evaluator)
         self.quarantine = quarantine
         self.spoolDirectory = spoolDirectory
         scratch.reserveCapacity(512)

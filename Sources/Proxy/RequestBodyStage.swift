@@ -189,7 +189,11 @@ final class RequestBodyStage {
     private(set) var framing: Framing
     let transform: Transform
     /// The policy for a passthrough body (a form stage owns its own).
-    var evaluator: PolicyEvaluator?
+    var evaluator: PolicyEvaluator? {
+        get { evaluatorSlot.value }
+        set { evaluatorSlot.value = newValue }
+    }
+    private var evaluatorSlot = EvaluatorSlot(nil)
     private var inputDone = false
     let sink: UpstreamSink
     /// Body payload bytes received from the client (after de-chunking).
