@@ -173,17 +173,6 @@ package enum ASCII {
         "application/octet-stream",
     ].map { Array($0.utf8) }
 
-    /// Case-insensitive comparison against lowercase ASCII bytes.
-    static func equalsLower(_ s: Slice<UnsafeRawBufferPointer>, _ lower: [UInt8]) -> Bool {
-        guard s.count == lower.count else { return false }
-        var index = 0
-        for byte in s {
-            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == lower[index] else { return false }
-            index += 1
-        }
-        return true
-    }
-
     /// Byte equality with an ASCII literal.
     static func equals(_ s: [UInt8], _ literal: StaticString) -> Bool {
         s.elementsEqual(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
@@ -191,12 +180,16 @@ package enum ASCII {
 
     /// Case-insensitive comparison against a lowercase ASCII literal.
     static func equalsLower(_ s: some Collection<UInt8>, _ lower: StaticString) -> Bool {
-        let literal = UnsafeBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount)
-        guard s.count == literal.count else { return false }
-        var index = 0
+        equalsLower(s, UnsafeBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount))
+    }
+
+    /// Case-insensitive comparison against lowercase ASCII bytes.
+    static func equalsLower(_ s: some Collection<UInt8>, _ lower: some RandomAccessCollection<UInt8>) -> Bool {
+        guard s.count == lower.count else { return false }
+        var index = lower.startIndex
         for byte in s {
-            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == literal[index] else { return false }
-            index += 1
+            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == lower[index] else { return false }
+            lower.formIndex(after: &index)
         }
         return true
     }
