@@ -73,6 +73,11 @@ public final class AuditLog {
     var lockFD: Int32 = -1
     private var writesSinceCheck = 0
     private var scratch = JSONLineWriter(capacity: 2048)
+    /// Lines rendered by `append` and not yet written by `flush`.
+    private var pending: [UInt8] = []
+    /// The most a batch holds (about a hundred typical lines): the line that would take it past is held for the
+    /// next batch, which is written first.
+    public static let batchBytes = 64 * 1024
 
     /// Whether this sink writes to standard output.
     public var isStandardOutput: Bool { configuration.path == "-" }
@@ -90,11 +95,35 @@ public final class AuditLog {
 
     deinit { close() }
 
-    /// Renders `record` and appends it as one line with one `write(2)`.
+    /// Renders `record` and appends it as one line with one `write(2)` (after any batched lines).
     public func write(_ record: AuditRecord) throws {
+        try append(record)
+        try flush()
+    }
+
+    /// Renders `record` into the batch that `flush()` writes with one `write(2)`; a batch that would grow past
+    /// `batchBytes` is written first. The proxy's workers flush at the end of every event-loop iteration.
+    /// On standard output a batch stays within `PIPE_BUF` (4096 bytes), the most a pipe takes atomically, so
+    /// several processes writing one pipe interleave no more than single lines would.
+    public func append(_ record: AuditRecord) throws {
         scratch.reset()
         record.render(into: &scratch)
-        try scratch.bytes.withUnsafeBytes { try write(line: $0) }
+        let limit = isStandardOutput ? Int(PIPE_BUF) : Self.batchBytes
+        if !pending.isEmpty && pending.count + scratch.bytes.count > limit { try flush() }
+        pending.append(contentsOf: scratch.bytes)
+        if pending.count >= limit { try flush() }
+    }
+
+    /// Whether lines are waiting for `flush()`.
+    public var hasPending: Bool { !pending.isEmpty }
+
+    /// Writes the batched lines, whole, with one `write(2)`. If the write fails the batch is dropped, as a single
+    /// line was before batching: a retry could repeat lines a partial write had already put in the file, and an
+    /// unwritable log must not make the proxy's memory grow.
+    public func flush() throws {
+        guard !pending.isEmpty else { return }
+        defer { pending.removeAll(keepingCapacity: pending.capacity <= 2 * Self.batchBytes) }
+        try pending.withUnsafeBytes { try write(line: $0) }
     }
 
     /// Appends pre-rendered bytes (one or more complete lines ending in `\n`) with one `write(2)`.
@@ -146,8 +175,9 @@ public final class AuditLog {
         try open()
     }
 
-    /// Closes the file (and the rotation lock file). Later writes reopen it.
+    /// Writes any batched lines, then closes the file (and the rotation lock file). Later writes reopen it.
     public func close() {
+        try? flush()
         if fd >= 0 && !isStandardOutput { Glibc.close(fd) }
         fd = -1
         if lockFD >= 0 { Glibc.close(lockFD) }

@@ -104,8 +104,20 @@ final class Worker {
             return
         }
         guard let audit else { return }
+        auditWrite { try audit.append(record) }
+    }
+
+    /// Writes the audit lines batched during this event-loop iteration (the loop's `afterEvents`).
+    func flushAudit() {
+        guard let audit, audit.hasPending else { return }
+        auditWrite { try audit.flush() }
+    }
+
+    /// Runs an audit-log write; a failing log is reported once on stderr until a write succeeds again.
+    private func auditWrite(_ body: () throws -> Void) {
+        guard let audit else { return }
         do {
-            try audit.write(record)
+            try body()
             auditFailed = false
         } catch {
             if !auditFailed {
@@ -143,6 +155,7 @@ final class Worker {
 
     /// Reopens the audit log (SIGUSR1/SIGHUP, for logrotate).
     func reopenAudit() {
+        flushAudit()   // lines of requests that ended before the signal go to the file they were logged under
         try? audit?.reopen()
     }
 
@@ -157,6 +170,7 @@ final class Worker {
             let registration = try loop.register(fd: socket.fd, interest: .readable, handler: AcceptHandler(self, i))
             listeners.append((socket, registration))
         }
+        if audit != nil { loop.afterEvents = { [weak self] in self?.flushAudit() } }
         schedulePoolSweep()
     }
 

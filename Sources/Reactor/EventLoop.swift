@@ -116,8 +116,14 @@ public final class EventLoop {
         } else {
             milliseconds = -1
         }
-        return try selector.waitAndDispatch(timeoutMilliseconds: milliseconds, loop: self)
+        let handled = try selector.waitAndDispatch(timeoutMilliseconds: milliseconds, loop: self)
+        afterEvents?()
+        return handled
     }
+
+    /// Called at the end of every iteration, after the ready events were handled (the proxy writes its batched
+    /// audit lines there: one `write(2)` per iteration instead of one per request).
+    public var afterEvents: (() -> Void)?
 
     /// Makes `run()` return after the current iteration. Use `handle.stop()` from other threads.
     public func stop() {

@@ -20,6 +20,51 @@ import Testing
         #expect(lines.compactMap { parseObject($0)?["request_id"] as? String } == ["r1", "r2"])
     }
 
+    /// `append` batches: nothing reaches the file until `flush` (or a full batch, or `close`), and then every line
+    /// arrives whole and in order.
+    @Test func appendedLinesWaitForFlushAndArriveInOrder() throws {
+        let dir = ScratchDirectory()
+        defer { dir.remove() }
+        let path = dir.file("audit.log")
+        let log = try AuditLog(path: path)
+        for i in 0..<5 { try log.append(sampleRecord(id: "b\(i)")) }
+        #expect(log.hasPending)
+        #expect(try readLines(path).isEmpty, "appended lines were written before the flush")
+        try log.flush()
+        #expect(!log.hasPending)
+        #expect(requestIDs(try readLines(path)) == (0..<5).map { "b\($0)" })
+        // `write` is append-then-flush: a batched line goes out before it, in order.
+        try log.append(sampleRecord(id: "b5"))
+        try log.write(sampleRecord(id: "b6"))
+        #expect(requestIDs(try readLines(path)) == (0...6).map { "b\($0)" })
+        // Closing writes what is pending.
+        try log.append(sampleRecord(id: "b7"))
+        log.close()
+        #expect(requestIDs(try readLines(path)).last == "b7")
+    }
+
+    @Test func aFullBatchIsWrittenWithoutAFlush() throws {
+        let dir = ScratchDirectory()
+        defer { dir.remove() }
+        let path = dir.file("audit.log")
+        let log = try AuditLog(path: path)
+        var appended = 0
+        while try readLines(path).isEmpty {
+            try log.append(sampleRecord(id: "f\(appended)"))
+            appended += 1
+            try #require(appended < 10_000, "the batch was never written")
+        }
+        // The batch went out when the next line would have taken it past `batchBytes`; that line waits.
+        let lines = try readLines(path)
+        let written = lines.reduce(0) { $0 + $1.utf8.count + 1 }
+        #expect(written <= AuditLog.batchBytes)
+        #expect(written > AuditLog.batchBytes - 2048, "written before the batch was full (a line is under 2 KiB)")
+        #expect(requestIDs(lines) == (0..<(appended - 1)).map { "f\($0)" })
+        #expect(log.hasPending)
+        try log.flush()
+        #expect(requestIDs(try readLines(path)) == (0..<appended).map { "f\($0)" })
+    }
+
     @Test func concurrentWritersNeverInterleave() throws {
         let dir = ScratchDirectory()
         defer { dir.remove() }

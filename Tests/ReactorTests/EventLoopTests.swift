@@ -61,6 +61,23 @@ import Testing
         #expect(chain == [1, 2])
     }
 
+    /// `afterEvents` runs once per iteration, after that iteration's callbacks (the audit log's batch is written
+    /// there, so it must see everything the iteration did).
+    @Test func afterEventsRunsOncePerIterationAfterItsCallbacks() throws {
+        let loop = try EventLoop()
+        var log: [String] = []
+        loop.afterEvents = { log.append("after") }
+        loop.schedule(after: .zero) { _ in log.append("timer 1") }
+        try loop.runOnce(timeout: .seconds(5))
+        #expect(log == ["timer 1", "after"])
+        loop.schedule(after: .zero) { _ in log.append("timer 2") }
+        loop.schedule(after: .zero) { _ in log.append("timer 3") }
+        try loop.runOnce(timeout: .seconds(5))
+        #expect(log == ["timer 1", "after", "timer 2", "timer 3", "after"])
+        try loop.runOnce(timeout: .zero)
+        #expect(log.last == "after" && log.count == 6, "an iteration with nothing ready still ends with it")
+    }
+
     @Test func executeFromAnotherThreadWakesABlockedLoop() throws {
         let loop = try EventLoop()
         let handle = loop.handle
