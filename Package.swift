@@ -69,7 +69,7 @@ let package = Package(
         .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect", "COpenSSL", "TestRandom"], exclude: ["Fixtures"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "TestRandom"]),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "CZlib", "TestRandom"]),
-        .testTarget(name: "RulesTests", dependencies: ["Rules", "Multipart"]),
+        .testTarget(name: "RulesTests", dependencies: ["Rules", "Multipart", "TestRandom"]),
         .testTarget(name: "AuditTests", dependencies: ["Audit", "TestRandom"]),
         .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect", "TestRandom"]),
         .testTarget(name: "ReactorTests", dependencies: ["Reactor", "CLinux", "TestRandom"]),

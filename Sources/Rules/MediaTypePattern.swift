@@ -32,12 +32,30 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The lowercased `type/subtype` of a Content-Type value without parameters; nil when malformed.
+    ///
+    /// Read byte by byte: what precedes the first `;`, spaces and tabs trimmed, must be two RFC 9110 tokens
+    /// around one `/`. Only ASCII letters are lowercased, so no Unicode case mapping can turn a non-ASCII
+    /// character into a token character (the Kelvin sign is not `k` here).
     public static func essence(of mediaType: String) -> (type: String, subtype: String)? {
-        let head = mediaType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-        let trimmed = head.trimmingASCIISpaces().lowercased()
-        let parts = trimmed.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 2, isToken(String(parts[0])), isToken(String(parts[1])) else { return nil }
-        return (String(parts[0]), String(parts[1]))
+        var text = mediaType
+        return text.withUTF8 { essence(bytes: $0) }
+    }
+
+    static func essence(bytes b: UnsafeBufferPointer<UInt8>) -> (type: String, subtype: String)? {
+        var end = b.firstIndex(of: UInt8(ascii: ";")) ?? b.count
+        var start = 0
+        while start < end, b[start] == 0x20 || b[start] == 0x09 { start += 1 }
+        while end > start, b[end - 1] == 0x20 || b[end - 1] == 0x09 { end -= 1 }
+        guard let slash = b[start..<end].firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        let type = b[start..<slash], subtype = b[(slash + 1)..<end]
+        guard isToken(type), isToken(subtype) else { return nil }
+        func lowercased(_ part: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+            String(unsafeUninitializedCapacity: part.count) { out in
+                for (i, byte) in part.enumerated() { out[i] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+                return part.count
+            }
+        }
+        return (lowercased(type), lowercased(subtype))
     }
 
     /// Whether any of `patterns` matches `mediaType`.
@@ -47,14 +65,20 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// RFC 9110 `token`.
-    static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
+    static func isToken(_ text: String) -> Bool { isToken(text.utf8) }
+
+    static func isToken(_ bytes: some Collection<UInt8>) -> Bool {
+        !bytes.isEmpty && bytes.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
                  UInt8(ascii: "0")...UInt8(ascii: "9"):
                 return true
+            case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+                 UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+                 UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+                return true
             default:
-                return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+                return false
             }
         }
     }
