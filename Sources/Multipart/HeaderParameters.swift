@@ -147,8 +147,8 @@ package enum ASCII {
     static let equals: UInt8 = 0x3D
     static let backslash: UInt8 = 0x5C
 
-    /// RFC 9110 tchar.
-    static func isTChar(_ c: UInt8) -> Bool {
+    /// RFC 9110 tchar (also Rules' media-type tokens).
+    package static func isTChar(_ c: UInt8) -> Bool {
         switch c {
         case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
         case 0x21, 0x23, 0x24, 0x25, 0x26, 0x27, 0x2A, 0x2B, 0x2D, 0x2E, 0x5E, 0x5F, 0x60, 0x7C, 0x7E: return true
@@ -164,7 +164,14 @@ package enum ASCII {
     /// `lowercased(s)`, but the usual parameter names and media types come from one shared array each instead
     /// of a new allocation (part headers are parsed for every part of every request).
     static func lowercasedShared(_ s: Slice<UnsafeRawBufferPointer>) -> [UInt8] {
-        for known in sharedLowercase where known.count == s.count && equalsLower(s, known) { return known }
+        let bytes = UnsafeRawBufferPointer(rebasing: s)
+        for known in sharedLowercase where known.count == bytes.count {
+            // Concrete types and a plain loop: a generic comparison costs allocations in debug builds, which the
+            // allocation-count test measures.
+            var i = 0
+            while i < bytes.count, (bytes[i] >= 0x41 && bytes[i] <= 0x5A ? bytes[i] | 0x20 : bytes[i]) == known[i] { i += 1 }
+            if i == bytes.count { return known }
+        }
         return lowercased(s)
     }
 
@@ -180,16 +187,12 @@ package enum ASCII {
 
     /// Case-insensitive comparison against a lowercase ASCII literal.
     static func equalsLower(_ s: some Collection<UInt8>, _ lower: StaticString) -> Bool {
-        equalsLower(s, UnsafeBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount))
-    }
-
-    /// Case-insensitive comparison against lowercase ASCII bytes.
-    static func equalsLower(_ s: some Collection<UInt8>, _ lower: some RandomAccessCollection<UInt8>) -> Bool {
-        guard s.count == lower.count else { return false }
-        var index = lower.startIndex
+        let literal = UnsafeBufferPointer(start: lower.utf8Start, count: lower.utf8CodeUnitCount)
+        guard s.count == literal.count else { return false }
+        var index = 0
         for byte in s {
-            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == lower[index] else { return false }
-            lower.formIndex(after: &index)
+            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == literal[index] else { return false }
+            index += 1
         }
         return true
     }

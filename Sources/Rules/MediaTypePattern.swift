@@ -1,3 +1,5 @@
+import Multipart
+
 /// A media type or a wildcard pattern over media types: `image/png`, `image/*`, `*/*`.
 ///
 /// Matching is case-insensitive and ignores parameters (`image/PNG; charset=x` matches `image/png`).
@@ -42,20 +44,39 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func essence(bytes b: UnsafeBufferPointer<UInt8>) -> (type: String, subtype: String)? {
-        var end = b.firstIndex(of: UInt8(ascii: ";")) ?? b.count
+        var end = 0
+        while end < b.count, b[end] != UInt8(ascii: ";") { end += 1 }
         var start = 0
         while start < end, b[start] == 0x20 || b[start] == 0x09 { start += 1 }
         while end > start, b[end - 1] == 0x20 || b[end - 1] == 0x09 { end -= 1 }
-        guard let slash = b[start..<end].firstIndex(of: UInt8(ascii: "/")) else { return nil }
-        let type = b[start..<slash], subtype = b[(slash + 1)..<end]
-        guard isToken(type), isToken(subtype) else { return nil }
-        func lowercased(_ part: Slice<UnsafeBufferPointer<UInt8>>) -> String {
-            String(unsafeUninitializedCapacity: part.count) { out in
-                for (i, byte) in part.enumerated() { out[i] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
-                return part.count
-            }
+        var slash = start
+        while slash < end, b[slash] != UInt8(ascii: "/") { slash += 1 }
+        guard slash < end, isToken(b, start, slash), isToken(b, slash + 1, end) else { return nil }
+        return (lowercased(b, start, slash), lowercased(b, slash + 1, end))
+    }
+
+    /// Whether `b[from..<to]` is a token (plain loops: this runs for every part a policy judges).
+    private static func isToken(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int) -> Bool {
+        guard from < to else { return false }
+        var i = from
+        while i < to {
+            guard ASCII.isTChar(b[i]) else { return false }
+            i += 1
         }
-        return (lowercased(type), lowercased(subtype))
+        return true
+    }
+
+    /// `b[from..<to]` with ASCII letters lowercased, as a String.
+    private static func lowercased(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int) -> String {
+        String(unsafeUninitializedCapacity: to - from) { out in
+            var i = 0
+            while i < to - from {
+                let byte = b[from + i]
+                out[i] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+                i += 1
+            }
+            return to - from
+        }
     }
 
     /// Whether any of `patterns` matches `mediaType`.
@@ -65,23 +86,7 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// RFC 9110 `token`.
-    static func isToken(_ text: String) -> Bool { isToken(text.utf8) }
-
-    static func isToken(_ bytes: some Collection<UInt8>) -> Bool {
-        !bytes.isEmpty && bytes.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"):
-                return true
-            case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-                 UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                 UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-                return true
-            default:
-                return false
-            }
-        }
-    }
+    static func isToken(_ text: String) -> Bool { !text.isEmpty && text.utf8.allSatisfy(ASCII.isTChar) }
 }
 
 extension Substring {

@@ -103,8 +103,8 @@ enum AllocationCase: String, CaseIterable, Sendable {
     var budget: (all: Double, machine: Double) {
         switch self {
         case .get: (173, 151)
-        case .upload: (2180, 2155)
-        case .uploadWithPolicy: (2585, 2560)
+        case .upload: (1930, 1905)
+        case .uploadWithPolicy: (2315, 2285)
         }
     }
 }
