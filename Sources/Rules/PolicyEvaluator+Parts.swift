@@ -182,6 +182,7 @@ extension PolicyEvaluator {
             if case .reject = closing { return closing }
             if case .inPart(_, let updated) = state { part = updated }
             var body = body
+            state = .idle   // `satisfied` is updated in place (the state held the same set)
             if let rule = part.rule, rule.required, let name = rule.name, part.action == .forward,
                !(part.isFile && part.filename?.isEmpty == true) {
                 body.satisfied.insert(Self.key(rule.kind, name))
@@ -250,6 +251,7 @@ extension PolicyEvaluator {
         let outcome = Finding.Outcome(rule.action)
         let key = Self.key(rule.kind, part.name ?? "")
         if case .inPart(var body, let current) = state {
+            state = .idle   // `body` is then the only reference to its collections: updated in place, not copied
             body.repeats[key, default: 0] += 1
             let seen = body.repeats[key] ?? 0
             state = .inPart(body, current)
@@ -329,6 +331,7 @@ extension PolicyEvaluator {
         let reading = part.name.map(FormNameMeaning.read)
         var flags = FormNameMeaning.flags(name: reading, filename: part.filename, contentType: part.declaredType)
         guard let reading, case .inPart(var body, let current) = state else { return flags }
+        state = .idle   // as above: the registry grows in place instead of being copied for every part
         let found = body.names.register(reading.path, isFile: part.isFile)
         state = .inPart(body, current)
         if found.collides { flags.insert(.nameCollision) }
