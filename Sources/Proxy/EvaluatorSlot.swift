@@ -6,7 +6,7 @@ import Rules
 /// and one with rules one box per holder, reused when the evaluator is stored back.
 struct EvaluatorSlot {
     private final class Box {
-        var value: PolicyEvaluator
+        var value: PolicyEvaluator?
         init(_ value: PolicyEvaluator) { self.value = value }
     }
 
@@ -19,16 +19,23 @@ struct EvaluatorSlot {
     var value: PolicyEvaluator? {
         get { box?.value }
         set {
-            guard let newValue else {
-                box = nil
-                return
-            }
             // A slot is never shared, but if it were, a store must not change the other holder's evaluator.
             if isKnownUniquelyReferenced(&box), let box {
                 box.value = newValue
-            } else {
+            } else if let newValue {
                 box = Box(newValue)
             }
         }
+    }
+
+    /// Moves the evaluator out, leaving the slot empty until it is stored back (`value = ...`). The copy is then
+    /// the only holder of the evaluator's collections (the names seen, the repeat counts), so updating it does
+    /// not copy them; a copy read with `value` would share them, and its first update would copy them all, for
+    /// every part of a request.
+    mutating func take() -> PolicyEvaluator? {
+        guard let box else { return nil }
+        let taken = box.value
+        box.value = nil
+        return taken
     }
 }

@@ -101,6 +101,9 @@ public final class FormStage {
         set { evaluatorSlot.value = newValue }
     }
     private var evaluatorSlot = EvaluatorSlot(nil)
+
+    /// The evaluator, moved out of its slot to be updated and stored back (`EvaluatorSlot.take`).
+    private func takeEvaluator() -> PolicyEvaluator? { evaluatorSlot.take() }
     private let quarantine: QuarantineContext?
     private let spoolDirectory: String
     /// Whether to hash and sniff every part (needed by a policy, the audit log and `inspect`).
@@ -201,7 +204,7 @@ public final class FormStage {
 
     /// Counts raw body bytes against the route's body-max.
     public func bodyData(count: Int) throws(FormStageError) {
-        guard var ev = evaluator else { return }
+        guard var ev = takeEvaluator() else { return }
         let action = ev.bodyData(count: count)
         evaluator = ev
         if case .reject(let v) = action { throw .rejected(v) }
@@ -274,7 +277,7 @@ public final class FormStage {
     private func complete(out: FormOutput) throws(FormStageError) {
         guard !ended else { throw .internalError("body completed twice") }
         do { try parser.finish() } catch {
-            if var ev = evaluator {
+            if var ev = takeEvaluator() {
                 _ = ev.malformed(detail: error.description)
                 evaluator = ev
             }
@@ -282,7 +285,7 @@ public final class FormStage {
         }
         guard current == nil else { throw .internalError("input ended inside a part") }
         try checkRequestAnomalies()
-        if var ev = evaluator {
+        if var ev = takeEvaluator() {
             let action = ev.end()
             evaluator = ev
             if case .reject(let v) = action { throw .rejected(v) }
@@ -303,7 +306,7 @@ public final class FormStage {
             let event: MultipartEvent?
             do { event = try parser.next(chunk, consumed: &consumed) } catch {
                 try checkRequestAnomalies()
-                if var ev = evaluator {
+                if var ev = takeEvaluator() {
                     _ = ev.malformed(detail: error.description)
                     evaluator = ev
                 }
@@ -347,7 +350,7 @@ public final class FormStage {
         guard now.bits != reportedAnomalies.bits else { return }
         let fresh = now.subtracting(reportedAnomalies)
         reportedAnomalies = now
-        guard var ev = evaluator else { return }
+        guard var ev = takeEvaluator() else { return }
         let action = ev.anomalies(fresh)
         evaluator = ev
         if case .reject(let v) = action { throw .rejected(v) }
@@ -359,7 +362,7 @@ public final class FormStage {
         var pending: PolicyEvaluator.PendingChecks = []
         var head = part
         var valueLimit = 0
-        if var ev = evaluator {
+        if var ev = takeEvaluator() {
             let decision = ev.partBegin(index: record.index, name: part.nameString, filename: part.filenameString,
                                         declaredType: part.contentTypeString, anomalies: part.anomalies)
             let rule = ev.route?.rule(forPart: part.nameString, isFile: part.isFile)
@@ -464,7 +467,7 @@ public final class FormStage {
         cur.hasher?.update(span)
         cur.text?.feed(span)
         var action = PolicyEvaluator.Action.forward
-        if var ev = evaluator {
+        if var ev = takeEvaluator() {
             action = ev.partData(count: span.count)
             // The sniffer sees the part's first bytes whatever its action so far (a stripped or quarantined
             // part too), so the type recorded and judged is the content's, never an unfed sniffer's.
@@ -559,7 +562,7 @@ public final class FormStage {
             case .infected(let signature):
                 cur.record.scan = "infected: \(signature)"
                 current = cur
-                if var ev = evaluator {
+                if var ev = takeEvaluator() {
                     let action = ev.partMalware(signature: signature)
                     evaluator = ev
                     try apply(action, out: out)
@@ -580,7 +583,7 @@ public final class FormStage {
             let result = sniffer.finish()
             cur.record.sniffedType = result.mimeType
             cur.sniffer = sniffer
-            if var ev = evaluator {
+            if var ev = takeEvaluator() {
                 let action = ev.partSniffed(result.ruleFacts)
                 evaluator = ev
                 current = cur
@@ -605,14 +608,14 @@ public final class FormStage {
                 current = cur
             } catch {
                 current = cur
-                guard var ev = evaluator else { throw .holdFailed("\(error)") }
+                guard var ev = takeEvaluator() else { throw .holdFailed("\(error)") }
                 let action = ev.partDisarmFailed(detail: "\(error)")
                 evaluator = ev
                 try apply(action, out: out)
                 cur = try stillCurrent()
             }
         }
-        if let text = cur.text, var ev = evaluator {
+        if let text = cur.text, var ev = takeEvaluator() {
             cur.record.part.anomalies.formUnion(PolicyEvaluator.textFlags(text))
             let action = ev.fieldText(text)
             evaluator = ev
@@ -620,14 +623,14 @@ public final class FormStage {
             try apply(action, out: out)
             cur = try stillCurrent()
         }
-        if var ev = evaluator {
+        if var ev = takeEvaluator() {
             if let value = cur.value, cur.pending.contains(.value) {
                 let action = ev.fieldValue(value)
                 evaluator = ev
                 current = cur
                 try apply(action, out: out)
                 cur = try stillCurrent()
-                guard let updated = evaluator else { throw .internalError("evaluator lost") }
+                guard let updated = takeEvaluator() else { throw .internalError("evaluator lost") }
                 ev = updated
             }
             final = ev.partEnd()
@@ -749,7 +752,7 @@ public final class FormStage {
 
     /// An archive finding becomes the violation `archive_<problem>`, handled with the rule's action.
     private func judgeArchive(_ finding: ArchiveFinding, out: FormOutput) throws(FormStageError) {
-        guard var ev = evaluator else { return }
+        guard var ev = takeEvaluator() else { return }
         let detail = finding.entry.map { "\($0): \(finding.detail)" } ?? finding.detail
         let action = ev.partArchive(ArchiveProblemKind(finding.problem), detail: detail)
         evaluator = ev

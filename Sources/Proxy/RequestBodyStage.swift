@@ -194,6 +194,9 @@ final class RequestBodyStage {
         set { evaluatorSlot.value = newValue }
     }
     private var evaluatorSlot = EvaluatorSlot(nil)
+
+    /// The evaluator, moved out of its slot to be updated and stored back (`EvaluatorSlot.take`).
+    private func takeEvaluator() -> PolicyEvaluator? { evaluatorSlot.take() }
     private var inputDone = false
     let sink: UpstreamSink
     /// Body payload bytes received from the client (after de-chunking).
@@ -326,7 +329,7 @@ final class RequestBodyStage {
     private func deliverDecoded(_ span: UnsafeRawBufferPointer) throws(RequestBodyError) {
         switch transform {
         case .passthrough:
-            if var ev = evaluator {
+            if var ev = takeEvaluator() {
                 let action = ev.bodyData(count: span.count)
                 evaluator = ev
                 if case .reject(let v) = action { throw .rejected(v) }
@@ -366,7 +369,7 @@ final class RequestBodyStage {
             do { try stage.finish(out: sink) } catch { throw .form(error) }
         case .passthrough:
             // Opaque and bodyless requests still get the policy's end-of-request checks (required parts).
-            if var ev = evaluator {
+            if var ev = takeEvaluator() {
                 let action = ev.end()
                 evaluator = ev
                 if case .reject(let v) = action { throw .rejected(v) }

@@ -22,7 +22,9 @@ extension PolicyEvaluator {
         }
         var part = Part(index: index, name: name, filename: filename, declaredType: declaredType)
         part.rule = route.rule(forPart: name, isFile: filename != nil)
-        state = .inPart(body, part)
+        // Consumed: a local copy alive past this line would share the body's collections, and the checks below
+        // that update them in place would copy them instead (every part, a cost growing with the parts seen).
+        state = .inPart(consume body, part)
         var decision = PartDecision(action: .forward, pending: [], filename: nil, mustHold: false)
         decision.flags = semanticFlags(of: part, route: route)
         let action = checkPartStart(route: route, part: &part, decision: &decision, anomalies: anomalies)

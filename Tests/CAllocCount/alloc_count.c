@@ -24,15 +24,20 @@ extern void *__libc_pvalloc(size_t size);
 // initial-exec: the executable's TLS sits in the static block, so reaching it never calls __tls_get_addr
 // (which may allocate).
 static __thread unsigned long count __attribute__((tls_model("initial-exec")));
+static __thread unsigned long bytes __attribute__((tls_model("initial-exec")));
 
-static inline void *counted(void *result) {
-    if (result != NULL) count++;
+static inline void *counted(void *result, size_t size) {
+    if (result != NULL) {
+        count++;
+        bytes += size;
+    }
     return result;
 }
 
-void *malloc(size_t size) { return counted(__libc_malloc(size)); }
+void *malloc(size_t size) { return counted(__libc_malloc(size), size); }
 
-void *calloc(size_t n, size_t size) { return counted(__libc_calloc(n, size)); }
+// An overflowing n * size makes __libc_calloc fail (NULL), so the product is never counted then.
+void *calloc(size_t n, size_t size) { return counted(__libc_calloc(n, size), n * size); }
 
 void free(void *ptr) { __libc_free(ptr); }
 
@@ -41,17 +46,20 @@ void free(void *ptr) { __libc_free(ptr); }
 void *realloc(void *ptr, size_t size) {
     size_t had = ptr == NULL ? 0 : malloc_usable_size(ptr);
     void *result = __libc_realloc(ptr, size);
-    if (result != NULL && (ptr == NULL || size > had)) count++;
+    if (result != NULL && (ptr == NULL || size > had)) {
+        count++;
+        bytes += size;
+    }
     return result;
 }
 
-void *memalign(size_t alignment, size_t size) { return counted(__libc_memalign(alignment, size)); }
+void *memalign(size_t alignment, size_t size) { return counted(__libc_memalign(alignment, size), size); }
 
-void *aligned_alloc(size_t alignment, size_t size) { return counted(__libc_memalign(alignment, size)); }
+void *aligned_alloc(size_t alignment, size_t size) { return counted(__libc_memalign(alignment, size), size); }
 
-void *valloc(size_t size) { return counted(__libc_valloc(size)); }
+void *valloc(size_t size) { return counted(__libc_valloc(size), size); }
 
-void *pvalloc(size_t size) { return counted(__libc_pvalloc(size)); }
+void *pvalloc(size_t size) { return counted(__libc_pvalloc(size), size); }
 
 // POSIX: the alignment must be a power of two and a multiple of sizeof(void *); errors are returned, errno
 // is left alone, and *out is untouched on failure.
@@ -65,10 +73,13 @@ int posix_memalign(void **out, size_t alignment, size_t size) {
     }
     *out = result;
     count++;
+    bytes += size;
     return 0;
 }
 
 uint64_t fw_alloc_count_thread(void) { return count; }
+
+uint64_t fw_alloc_bytes_thread(void) { return bytes; }
 
 int fw_alloc_counting_active(void) {
     // strdup is libc's: its malloc call goes through libc's PLT, so it lands here only if this file's malloc
