@@ -67,9 +67,16 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
             out += d
         }
         encoder.writeClose(into: &out)
-        let again = out.withUnsafeBytes { run($0, boundary: Array("fresh-0123456789abcdefghijklmnopqrstuv".utf8), chunk: 7) }
-        // Data never contains the fresh boundary here unless the fuzzer planted it; only then may it differ.
-        if !out.isEmpty, again.error == nil, again.parts.count == whole.parts.count {
+        let fresh = Array("fresh-0123456789abcdefghijklmnopqrstuv".utf8)
+        let again = out.withUnsafeBytes { run($0, boundary: fresh, chunk: 7) }
+        // Data never contains the fresh delimiter unless the fuzzer planted it; then the re-read splits that part
+        // where it was planted, and may still count as many parts (a crash input did: a planted delimiter plus a
+        // later part read differently), so such inputs are skipped by looking for the delimiter itself.
+        let marker = Array("--".utf8) + fresh
+        let planted = whole.data.contains { data in
+            data.indices.contains { data[$0...].starts(with: marker) }
+        }
+        if !out.isEmpty, !planted, again.error == nil, again.parts.count == whole.parts.count {
             for (a, p) in zip(again.parts, whole.parts) {
                 var want = MultipartEncoder.canonical(p)
                 want.anomalies = a.anomalies
