@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,27 @@ def wait_until(predicate, timeout: float, interval: float = 0.02, what: str = "c
             raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
         # a polling interval, bounded by the deadline (poll-with-deadline, not a settle sleep)
         time.sleep(min(interval, remaining))
+
+
+def new_request_id() -> str:
+    """A fresh X-Request-Id. Formwall keeps a valid id a client sends, so a test can find its own audit line."""
+    return "t-" + uuid.uuid4().hex
+
+
+def wait_audit_record(path, request_id: str, timeout: float = 10.0) -> dict:
+    """The audit record of `request_id` in the log at `path`, waiting for it. A worker writes the lines of the
+    requests that ended during one turn of its event loop at the end of that turn, so a client can see its
+    response a moment before the line is in the file; and the last line may belong to an earlier request."""
+    def find():
+        if not Path(path).exists():
+            return None
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                record = json.loads(line)
+                if record.get("request_id") == request_id:
+                    return record
+        return None
+    return wait_until(find, timeout, what=f"the audit line of {request_id}")
 
 
 def formwall_binary() -> Path:

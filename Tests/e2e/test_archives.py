@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
 import tarfile
 import zipfile
-from pathlib import Path
 
 import pytest
 import requests
 
-from e2e_helpers import IO_TIMEOUT, wait_until
+from e2e_helpers import IO_TIMEOUT, new_request_id, wait_audit_record
 
 RULES = """
 route /upload {
@@ -66,13 +64,15 @@ def tgz_bytes(members: dict[str, bytes]) -> bytes:
 
 
 def post(fw, name: str, data: bytes, path="/upload", filename="a.zip") -> requests.Response:
+    fw.last_request_id = new_request_id()
     return requests.post(fw.url + path, data={"caption": "x"} if path == "/upload" else {},
-                         files={name: (filename, data, "application/octet-stream")}, timeout=IO_TIMEOUT)
+                         files={name: (filename, data, "application/octet-stream")},
+                         headers={"X-Request-Id": fw.last_request_id}, timeout=IO_TIMEOUT)
 
 
 def last(fw) -> dict:
-    return wait_until(lambda: ([json.loads(l) for l in Path(fw.audit).read_text().splitlines()]
-                               if Path(fw.audit).exists() else [None])[-1], IO_TIMEOUT, what="an audit record")
+    """The audit record of the last request `post` sent."""
+    return wait_audit_record(fw.audit, fw.last_request_id, IO_TIMEOUT)
 
 
 def test_an_ordinary_docx_like_archive_passes(fw):

@@ -5,15 +5,13 @@ file and the audit log says what was removed (docs/rules.md, "Disarm").
 
 from __future__ import annotations
 
-import json
 import struct
 import zlib
-from pathlib import Path
 
 import pytest
 import requests
 
-from e2e_helpers import IO_TIMEOUT, wait_until
+from e2e_helpers import IO_TIMEOUT, new_request_id, wait_audit_record
 
 RULES = """
 route /photo {
@@ -80,12 +78,14 @@ def fw(upstream, formwall_factory, tmp_path):
 
 
 def last(fw) -> dict:
-    return wait_until(lambda: ([json.loads(l) for l in Path(fw.audit).read_text().splitlines()]
-                               if Path(fw.audit).exists() else [None])[-1], IO_TIMEOUT, what="an audit record")
+    """The audit record of the last request `post` sent."""
+    return wait_audit_record(fw.audit, fw.last_request_id, IO_TIMEOUT)
 
 
 def post(fw, path, name, filename, data, ctype):
-    return requests.post(fw.url + path, files={name: (filename, data, ctype)}, timeout=IO_TIMEOUT)
+    fw.last_request_id = new_request_id()
+    return requests.post(fw.url + path, files={name: (filename, data, ctype)},
+                         headers={"X-Request-Id": fw.last_request_id}, timeout=IO_TIMEOUT)
 
 
 def test_jpeg_loses_exif_gps_and_comment_and_keeps_its_image_data(fw, upstream):
