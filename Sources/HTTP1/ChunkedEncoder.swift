@@ -5,20 +5,22 @@ public enum ChunkedEncoder {
     /// The longest chunk header `writeChunkHeader` writes: 16 hex digits and CRLF.
     public static let maxChunkHeaderLength = 18
 
-    /// Appends `<hex size>\r\n`. `size` must be positive: a zero-size chunk is the last chunk.
-    public static func writeChunkHeader(size: Int, into buffer: inout [UInt8]) {
+    /// Appends `<hex size>\r\n`; false (nothing appended) unless `size` is positive: a zero-size chunk would be
+    /// the last chunk.
+    @discardableResult
+    public static func writeChunkHeader(size: Int, into buffer: inout [UInt8]) -> Bool {
         withUnsafeTemporaryAllocation(byteCount: maxChunkHeaderLength, alignment: 1) { scratch in
-            let count = writeChunkHeader(size: size, to: scratch)
+            guard let count = writeChunkHeader(size: size, to: scratch) else { return false }
             buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+            return true
         }
     }
 
-    /// Writes `<hex size>\r\n` at the start of `out` (at least `maxChunkHeaderLength` bytes) and returns its
-    /// length. `size` must be positive.
-    public static func writeChunkHeader(size: Int, to out: UnsafeMutableRawBufferPointer) -> Int {
-        // Unreachable from input: callers never frame an empty write (UpstreamSink skips it; held files are non-empty).
-        precondition(size > 0, "a zero-size chunk would end the body; use writeLastChunk")
-        precondition(out.count >= maxChunkHeaderLength, "chunk header scratch too small")
+    /// Writes `<hex size>\r\n` at the start of `out` and returns its length; nil (nothing written) unless `size`
+    /// is positive and `out` has room for `maxChunkHeaderLength` bytes. Callers never frame an empty write, and
+    /// they reserve the room first, so nil means a bug in the caller: it fails that body, not the process.
+    public static func writeChunkHeader(size: Int, to out: UnsafeMutableRawBufferPointer) -> Int? {
+        guard size > 0, out.count >= maxChunkHeaderLength else { return nil }
         var shift = (Int.bitWidth - size.leadingZeroBitCount - 1) / 4 * 4
         var n = 0
         while shift >= 0 {

@@ -132,21 +132,28 @@ final class UpstreamSink: FormOutput {
     }
 
     /// Queues `[CRLF ending the previous file chunk] <hex size> CRLF`, written in place in the queue.
-    private func writeChunkHeader(size: Int) throws(ByteBuffer.CapacityExceeded) {
+    private func writeChunkHeader(size: Int) throws {
         let closing = pendingChunkEnd ? 2 : 0
         try buffer.reserveOwned(closing + ChunkedEncoder.maxChunkHeaderLength)
-        let count = buffer.withOwnedWritable { out in
+        let count = buffer.withOwnedWritable { out -> Int? in
+            guard out.count >= closing else { return nil }
             if closing > 0 {
                 out[0] = 0x0D
                 out[1] = 0x0A
             }
-            return closing + ChunkedEncoder.writeChunkHeader(size: size, to: UnsafeMutableRawBufferPointer(rebasing: out[closing...]))
+            let header = UnsafeMutableRawBufferPointer(rebasing: out[closing...])
+            return ChunkedEncoder.writeChunkHeader(size: size, to: header).map { closing + $0 }
         }
+        guard let count else { throw SinkError.chunkHeader(size: size) }
         buffer.commitOwned(count)
         pendingChunkEnd = false
     }
 
-    enum SinkError: Error { case fileIntoRawBody }
+    enum SinkError: Error {
+        case fileIntoRawBody
+        /// A chunk header could not be written (an empty chunk, or no room): this request fails with 500.
+        case chunkHeader(size: Int)
+    }
 
     private static var crlf: UnsafeRawBufferPointer { UnsafeRawBufferPointer(staticString: "\r\n") }
     private static var lastChunk: UnsafeRawBufferPointer { UnsafeRawBufferPointer(staticString: "0\r\n\r\n") }

@@ -11,6 +11,19 @@ import TestRandom
         #expect(buffer == Array("\(hex)\r\n".utf8))
     }
 
+    /// No size or room that a caller gets wrong can stop the process: the writer refuses and writes nothing.
+    @Test func anEmptyChunkOrAShortBufferIsRefusedNotTrapped() {
+        var buffer: [UInt8] = []
+        #expect(!ChunkedEncoder.writeChunkHeader(size: 0, into: &buffer))
+        #expect(!ChunkedEncoder.writeChunkHeader(size: -5, into: &buffer))
+        #expect(buffer.isEmpty)
+        withUnsafeTemporaryAllocation(byteCount: ChunkedEncoder.maxChunkHeaderLength, alignment: 1) { room in
+            let short = UnsafeMutableRawBufferPointer(rebasing: room[..<(ChunkedEncoder.maxChunkHeaderLength - 1)])
+            #expect(ChunkedEncoder.writeChunkHeader(size: 1, to: short) == nil)
+            #expect(ChunkedEncoder.writeChunkHeader(size: Int.max, to: room) == ChunkedEncoder.maxChunkHeaderLength)
+        }
+    }
+
     @Test func trailerAndLastChunk() {
         var buffer: [UInt8] = []
         ChunkedEncoder.writeChunkTrailer(into: &buffer)
