@@ -158,8 +158,11 @@ package enum ASCII {
 
     /// ASCII-lowercases a byte sequence.
     static func lowercased(_ s: some Collection<UInt8>) -> [UInt8] {
-        s.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+        s.map(lowercased)
     }
+
+    /// One byte ASCII-lowercased (also Rules' media types).
+    @inline(__always) package static func lowercased(_ c: UInt8) -> UInt8 { c >= 0x41 && c <= 0x5A ? c | 0x20 : c }
 
     /// `lowercased(s)`, but the usual parameter names and media types come from one shared array each instead
     /// of a new allocation (part headers are parsed for every part of every request).
@@ -169,7 +172,7 @@ package enum ASCII {
             // Concrete types and a plain loop: a generic comparison costs allocations in debug builds, which the
             // allocation-count test measures.
             var i = 0
-            while i < bytes.count, (bytes[i] >= 0x41 && bytes[i] <= 0x5A ? bytes[i] | 0x20 : bytes[i]) == known[i] { i += 1 }
+            while i < bytes.count, lowercased(bytes[i]) == known[i] { i += 1 }
             if i == bytes.count { return known }
         }
         return lowercased(s)
@@ -191,7 +194,7 @@ package enum ASCII {
         guard s.count == literal.count else { return false }
         var index = 0
         for byte in s {
-            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == literal[index] else { return false }
+            guard lowercased(byte) == literal[index] else { return false }
             index += 1
         }
         return true

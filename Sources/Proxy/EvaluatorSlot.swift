@@ -33,10 +33,5 @@ struct EvaluatorSlot {
     /// the only holder of the evaluator's collections (the names seen, the repeat counts), so updating it does
     /// not copy them; a copy read with `value` would share them, and its first update would copy them all, for
     /// every part of a request.
-    mutating func take() -> PolicyEvaluator? {
-        guard let box else { return nil }
-        let taken = box.value
-        box.value = nil
-        return taken
-    }
+    mutating func take() -> PolicyEvaluator? { box?.value.take() }
 }

@@ -431,14 +431,15 @@ public final class FormStage {
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         // The parser emits data only between partBegin and partEnd; a stage bug must still not trap.
-        guard current != nil else { throw .internalError("part data outside a part") }
-        // The part is updated in place: a copy of `current` would cost a retain and a release per field, and
-        // appending to a copied `value` would copy the whole value. Cannot fail: checked just above.
-        let action = observe(span, &current!)
+        // The part is moved out, updated and moved back: a copy of `current` would cost a retain and a release
+        // per field, and appending to a copied `value` would copy the whole value.
+        guard var part = current.take() else { throw .internalError("part data outside a part") }
+        let action = observe(span, &part)
+        current = consume part
         try apply(action, out: out)
-        if current?.archiveProbe != nil || current?.archive != nil {
-            // Cannot fail: the condition above found the part.
-            let finding = archiveStep(&current!, span)
+        if var part = current.take() {
+            let finding = part.archiveProbe != nil || part.archive != nil ? archiveStep(&part, span) : nil
+            current = consume part
             if let finding { try judgeArchive(finding, out: out) }
         }
         guard let mode = current?.mode else { return }

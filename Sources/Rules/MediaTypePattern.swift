@@ -71,8 +71,7 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
         String(unsafeUninitializedCapacity: to - from) { out in
             var i = 0
             while i < to - from {
-                let byte = b[from + i]
-                out[i] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+                out[i] = ASCII.lowercased(b[from + i])
                 i += 1
             }
             return to - from
