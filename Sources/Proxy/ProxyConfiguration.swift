@@ -287,7 +287,8 @@ public struct ProxyConfiguration: Sendable {
         /// Most bytes read from a client at a time (the client input buffer's cap). Default 512 KiB; reads start
         /// at 16 KiB and double only while each read fills what it asked for (a body streaming in fast).
         public var clientRead: Int = 512 * 1024
-        /// Bytes read from an upstream at a time. Default 128 KiB.
+        /// The most bytes read from an upstream at a time. Default 128 KiB. As on the client side, reads start
+        /// at 16 KiB and double only while each read fills what it asked for (a large response).
         public var upstreamRead: Int = 128 * 1024
         /// Queued output above which Formwall stops producing more (backpressure). Default 256 KiB.
         /// Hard cap per output buffer: 4x this.

@@ -26,6 +26,8 @@ final class UpstreamConnection: EventHandler {
     private(set) var reused = false
     /// The upstream's sending side ended (EOF or a read error) during the current exchange.
     private var readEnded = false
+    /// The last read filled what it asked for: the next asks for twice the buffer.
+    private var lastReadFilled = false
     /// Removed from epoll after a hang-up that cannot be served now (the machine is not reading, or the read
     /// side already ended); re-added when the machine reads again.
     private var parked = false
@@ -107,6 +109,7 @@ final class UpstreamConnection: EventHandler {
         reused = phase == .idle
         if phase == .idle { phase = .attached }
         readEnded = false
+        lastReadFilled = false
     }
 
     /// Parks the connection in the pool, watching only for the upstream closing it.
@@ -180,9 +183,15 @@ final class UpstreamConnection: EventHandler {
         guard let input = client?.machine.upstreamIn, !readEnded else { return nil }
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return nil }
+        // Adaptive reads, as on the client side: what the buffer holds (at least 16 KiB, so a small response
+        // never takes a `buffers.upstreamRead` block), twice that after a read that filled it, up to that cap.
+        var wanted = max(input.capacity - input.readableBytes, 16 * 1024)
+        if lastReadFilled { wanted = max(wanted, input.capacity * 2) }
+        wanted = min(wanted, worker.config.buffers.upstreamRead, room)
         do {
-            let result = try transport.read(into: input, maxBytes: min(worker.config.buffers.upstreamRead, room))
+            let result = try transport.read(into: input, maxBytes: wanted)
             guard case .processed(let n) = result else { return nil }
+            lastReadFilled = n == wanted
             if n == 0 {
                 readEnded = true
                 return .upstreamEOF

@@ -41,14 +41,19 @@ public final class ByteBuffer {
 
     /// Allocates `initialCapacity` bytes (clamped to `maxCapacity`); the buffer never grows past `maxCapacity`.
     /// With a `pool`, storage is taken from it and given back to it when it has a block of the size needed.
+    /// A capacity of 0 allocates nothing: the first write does.
     public init(initialCapacity: Int = 4096, maxCapacity: Int = 1 << 20, pool: StoragePool? = nil) {
         precondition(initialCapacity >= 0 && maxCapacity >= 1, "ByteBuffer: invalid capacities")
         self.maxCapacity = maxCapacity
         self.pool = pool
-        let capacity = max(1, min(initialCapacity, maxCapacity))
+        let capacity = min(initialCapacity, maxCapacity)
         self.capacity = capacity
-        self.base = pool?.take(capacity) ?? .allocate(byteCount: capacity, alignment: 16)
+        self.base = capacity == 0
+            ? Self.noStorage : pool?.take(capacity) ?? .allocate(byteCount: capacity, alignment: 16)
     }
+
+    /// The base of every buffer that holds no storage (capacity 0): never written, read or freed.
+    nonisolated(unsafe) private static let noStorage = UnsafeMutableRawPointer.allocate(byteCount: 16, alignment: 16)
 
     deinit {
         release(base, capacity)
@@ -59,6 +64,7 @@ public final class ByteBuffer {
     }
 
     private func release(_ block: UnsafeMutableRawPointer, _ byteCount: Int) {
+        guard byteCount > 0 else { return }
         if pool?.give(block, byteCount: byteCount) != true { block.deallocate() }
     }
 
@@ -81,7 +87,7 @@ public final class ByteBuffer {
         guard required <= maxCapacity else {
             throw CapacityExceeded(required: required, maxCapacity: maxCapacity)
         }
-        var newCapacity = capacity
+        var newCapacity = max(capacity, 1)
         while newCapacity < required {
             newCapacity = newCapacity > maxCapacity / 2 ? maxCapacity : newCapacity * 2
         }
@@ -110,13 +116,12 @@ public final class ByteBuffer {
     }
 
     /// Gives the storage back (to the pool, or else to the allocator) when nothing is readable (an idle
-    /// connection's buffers), keeping a minimal one; the next write allocates again. No-op while bytes are
-    /// readable.
+    /// connection's buffers), keeping none; the next write allocates again. No-op while bytes are readable.
     public func releaseStorage() {
-        guard readableBytes == 0, capacity > 1 else { return }
+        guard readableBytes == 0, capacity > 0 else { return }
         release(base, capacity)
-        capacity = 1
-        base = obtain(1)
+        capacity = 0
+        base = Self.noStorage
         readerIndex = 0
         writerIndex = 0
     }

@@ -56,6 +56,25 @@ import Testing
         #expect(buffer.getBytes(at: 8, length: 2) == [1, 2])
     }
 
+    /// A buffer without storage (made with capacity 0, or after `releaseStorage`) holds nothing, and the next
+    /// write allocates; a buffer with readable bytes keeps its storage.
+    @Test func aBufferWithoutStorageAllocatesOnItsNextWrite() throws {
+        let buffer = ByteBuffer(initialCapacity: 0, maxCapacity: 64)
+        #expect(buffer.capacity == 0 && buffer.writableBytes == 0)
+        #expect(buffer.withUnsafeMutableWritableBytes { $0.count } == 0)
+        try buffer.writeString("abc")
+        #expect(buffer.capacity == 4)
+        buffer.releaseStorage()
+        #expect(buffer.capacity == 4, "bytes are readable: the storage stays")
+        #expect(buffer.readString(length: 3) == "abc")
+        buffer.releaseStorage()
+        #expect(buffer.capacity == 0 && buffer.readerIndex == 0 && buffer.writerIndex == 0)
+        buffer.releaseStorage()
+        try buffer.writeBytes(Array(repeating: UInt8(5), count: 40))
+        #expect(buffer.capacity == 64)
+        #expect(buffer.readBytes(length: 40) == Array(repeating: UInt8(5), count: 40))
+    }
+
     @Test func discardReadBytesCompactsToTheFront() throws {
         let buffer = ByteBuffer(initialCapacity: 8, maxCapacity: 8)
         try buffer.writeString("abcdefgh")
