@@ -19,8 +19,12 @@ struct HTTPHeadScanner {
     private var state: State = .inLine
     private var headBytes = 0
     private let maxHeadBytes: Int
-    /// The bytes of the current line without its CRLF; valid after `nextLine` returned true.
+    /// The bytes of a line that began in an earlier call, without its CRLF: the completed line when
+    /// `nextLine` returned true and `lineInInput` is nil.
     private(set) var line: [UInt8] = []
+    /// Where the completed line lies in the input of the call that returned true, when all of it (and its
+    /// CRLF) arrived in that call: the usual case, and no byte is copied.
+    private(set) var lineInInput: Range<Int>?
 
     init(maxHeadBytes: Int) {
         self.maxHeadBytes = maxHeadBytes
@@ -30,17 +34,19 @@ struct HTTPHeadScanner {
     ///
     /// Call `clearLine()` after handling a completed line.
     mutating func nextLine(_ input: UnsafeRawBufferPointer, offset: inout Int) throws(HTTPParseError) -> Bool {
+        self.lineInInput = nil
         while offset < input.count {
             switch self.state {
             case .inLine:
+                let start = offset
                 var end = offset
                 while end < input.count, input[end] != HTTPSyntax.cr, input[end] != HTTPSyntax.lf {
                     end += 1
                 }
                 try self.count(end - offset)
-                self.line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[offset..<end]))
                 offset = end
                 guard end < input.count else {
+                    self.line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[start..<end]))
                     return false
                 }
                 try self.count(1)
@@ -48,6 +54,19 @@ struct HTTPHeadScanner {
                 guard input[end] == HTTPSyntax.cr else {
                     throw .bareLF
                 }
+                // The whole line and its LF are in this input: hand out its range, copy nothing. The checks are
+                // those of `.sawCR` below, in the same order, so the first error does not depend on the chunking.
+                if self.line.isEmpty, offset < input.count {
+                    try self.count(1)
+                    let byte = input[offset]
+                    offset += 1
+                    guard byte == HTTPSyntax.lf else {
+                        throw .bareCR
+                    }
+                    self.lineInInput = start..<end
+                    return true
+                }
+                self.line.append(contentsOf: UnsafeRawBufferPointer(rebasing: input[start..<end]))
                 self.state = .sawCR
             case .sawCR:
                 try self.count(1)
@@ -63,13 +82,30 @@ struct HTTPHeadScanner {
         return false
     }
 
+    /// Calls `body` with the line `nextLine` completed: `lineInInput`'s range of `input`, or else `carried` (the
+    /// scanner's `line`, passed by value so that `body` may mutate the scanner's owner).
+    static func withLine<R>(
+        _ carried: [UInt8], in input: UnsafeRawBufferPointer, at range: Range<Int>?,
+        _ body: (UnsafeRawBufferPointer) throws(HTTPParseError) -> R
+    ) throws(HTTPParseError) -> R {
+        if let range {
+            return try body(UnsafeRawBufferPointer(rebasing: input[range]))
+        }
+        let result = carried.withUnsafeBytes { raw in
+            Result { () throws(HTTPParseError) in try body(raw) }
+        }
+        return try result.get()
+    }
+
     /// Forgets the completed line, keeping its storage.
     mutating func clearLine() {
+        self.lineInInput = nil
         self.line.removeAll(keepingCapacity: true)
     }
 
     /// Forgets the line and gives its storage back.
     mutating func releaseLine() {
+        self.lineInInput = nil
         self.line = []
     }
 
@@ -90,7 +126,7 @@ struct HTTPHeadScanner {
 
 extension HTTPHeaderField {
     /// Parses one non-empty header line (without CRLF): `token ":" OWS value OWS`.
-    static func parse(line: [UInt8]) throws(HTTPParseError) -> HTTPHeaderField {
+    static func parse(line: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPHeaderField {
         guard let first = line.first, !HTTPSyntax.isWhitespace(first) else {
             throw .obsFold
         }
@@ -113,11 +149,10 @@ extension HTTPHeaderField {
             end -= 1
         }
         let valueBytes = line[start..<end]
-        guard valueBytes.allSatisfy(HTTPSyntax.isFieldValueByte),
-            let value = String(validating: valueBytes, as: UTF8.self)
-        else {
+        guard HTTPSyntax.allBytes(valueBytes, are: HTTPSyntax.isFieldValueByte),
+              let value = HTTPSyntax.validString(valueBytes) else {
             throw .invalidHeaderValue
         }
-        return HTTPHeaderField(name: String(decoding: line[..<colon], as: UTF8.self), value: value)
+        return HTTPHeaderField(name: HTTPSyntax.string(line[..<colon]), value: value)
     }
 }

@@ -43,7 +43,18 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// Removes every field with this name (case-insensitive).
     public mutating func removeAll(named name: String) {
-        self.fields.removeAll { HTTPSyntax.equalsIgnoringCase($0.name, name) }
+        // Only a match mutates: the fields are often shared with a copy of the head, and removing nothing from a
+        // shared array would still copy it. One pass: the kept fields after the first match slide down.
+        guard let first = self.fields.firstIndex(where: { HTTPSyntax.equalsIgnoringCase($0.name, name) }) else {
+            return
+        }
+        var kept = first
+        for index in (first + 1)..<self.fields.count {
+            guard !HTTPSyntax.equalsIgnoringCase(self.fields[index].name, name) else { continue }
+            self.fields[kept] = self.fields[index]
+            kept += 1
+        }
+        self.fields.removeSubrange(kept...)
     }
 
     /// The value of the first field with this name (case-insensitive), or nil.

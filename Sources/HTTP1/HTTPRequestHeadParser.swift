@@ -53,7 +53,10 @@ public struct HTTPRequestHeadParser: Sendable {
         var offset = 0
         do throws(HTTPParseError) {
             while try self.scanner.nextLine(input, offset: &offset) {
-                if let head = try self.handleLine() {
+                let head = try HTTPHeadScanner.withLine(self.scanner.line, in: input, at: self.scanner.lineInInput) {
+                    line throws(HTTPParseError) in try self.handleLine(line)
+                }
+                if let head {
                     self.reset()
                     return .complete(head, consumed: offset)
                 }
@@ -83,8 +86,7 @@ public struct HTTPRequestHeadParser: Sendable {
         self.scanner.releaseLine()
     }
 
-    private mutating func handleLine() throws(HTTPParseError) -> HTTPRequestHead? {
-        let line = self.scanner.line
+    private mutating func handleLine(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPRequestHead? {
         switch self.state {
         case .requestLine:
             if line.isEmpty {
@@ -109,15 +111,15 @@ public struct HTTPRequestHeadParser: Sendable {
     }
 
     /// `method SP request-target SP HTTP-version`, single spaces, nothing else.
-    private mutating func parseRequestLine(_ line: [UInt8]) throws(HTTPParseError) {
-        guard let firstSpace = line.firstIndex(of: HTTPSyntax.sp), firstSpace > 0,
-            line[..<firstSpace].allSatisfy(HTTPSyntax.isTokenChar)
+    private mutating func parseRequestLine(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) {
+        guard let firstSpace = HTTPSyntax.firstIndex(of: HTTPSyntax.sp, in: line[...]), firstSpace > 0,
+            HTTPSyntax.allBytes(line[..<firstSpace], are: HTTPSyntax.isTokenChar)
         else {
             throw .invalidRequestLine
         }
         let rest = line[(firstSpace + 1)...]
-        guard let secondSpace = rest.firstIndex(of: HTTPSyntax.sp), secondSpace > rest.startIndex,
-            rest[..<secondSpace].allSatisfy(HTTPSyntax.isTargetByte)
+        guard let secondSpace = HTTPSyntax.firstIndex(of: HTTPSyntax.sp, in: rest), secondSpace > rest.startIndex,
+            HTTPSyntax.allBytes(rest[..<secondSpace], are: HTTPSyntax.isTargetByte)
         else {
             throw .invalidRequestLine
         }
@@ -127,8 +129,8 @@ public struct HTTPRequestHeadParser: Sendable {
         guard version.isSupported else {
             throw .unsupportedVersion
         }
-        self.method = String(decoding: line[..<firstSpace], as: UTF8.self)
-        self.target = String(decoding: rest[..<secondSpace], as: UTF8.self)
+        self.method = HTTPSyntax.string(line[..<firstSpace])
+        self.target = HTTPSyntax.string(rest[..<secondSpace])
         self.version = version
     }
 

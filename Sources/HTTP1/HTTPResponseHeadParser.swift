@@ -57,7 +57,10 @@ public struct HTTPResponseHeadParser: Sendable {
         var offset = 0
         do throws(HTTPParseError) {
             while try self.scanner.nextLine(input, offset: &offset) {
-                if let head = try self.handleLine(requestMethod: requestMethod) {
+                let head = try HTTPHeadScanner.withLine(self.scanner.line, in: input, at: self.scanner.lineInInput) {
+                    line throws(HTTPParseError) in try self.handleLine(line, requestMethod: requestMethod)
+                }
+                if let head {
                     self.reset()
                     return .complete(head, consumed: offset)
                 }
@@ -80,8 +83,9 @@ public struct HTTPResponseHeadParser: Sendable {
         self.reason = ""
     }
 
-    private mutating func handleLine(requestMethod: String) throws(HTTPParseError) -> HTTPResponseHead? {
-        let line = self.scanner.line
+    private mutating func handleLine(
+        _ line: UnsafeRawBufferPointer, requestMethod: String
+    ) throws(HTTPParseError) -> HTTPResponseHead? {
         switch self.state {
         case .statusLine:
             try self.parseStatusLine(line)
@@ -103,25 +107,26 @@ public struct HTTPResponseHeadParser: Sendable {
     }
 
     /// `HTTP-version SP 3DIGIT [SP reason-phrase]`.
-    private mutating func parseStatusLine(_ line: [UInt8]) throws(HTTPParseError) {
+    private mutating func parseStatusLine(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) {
         guard line.count >= 12, line[8] == HTTPSyntax.sp, let version = HTTPVersion.parse(line[..<8]) else {
             throw .invalidStatusLine
         }
         let digits = line[9..<12]
-        guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+        guard HTTPSyntax.allBytes(digits, are: { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
             throw .invalidStatusLine
         }
-        let status = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+        let status = Int(line[9] - UInt8(ascii: "0")) * 100 + Int(line[10] - UInt8(ascii: "0")) * 10
+            + Int(line[11] - UInt8(ascii: "0"))
         guard (100...599).contains(status) else {
             throw .invalidStatusLine
         }
         var reason = ""
         if line.count > 12 {
             let phrase = line[13...]
-            guard line[12] == HTTPSyntax.sp, phrase.allSatisfy(HTTPSyntax.isFieldValueByte) else {
+            guard line[12] == HTTPSyntax.sp, HTTPSyntax.allBytes(phrase, are: HTTPSyntax.isFieldValueByte) else {
                 throw .invalidStatusLine
             }
-            reason = String(decoding: phrase, as: UTF8.self)
+            reason = HTTPSyntax.string(phrase)
         }
         guard version.isSupported else {
             throw .unsupportedVersion

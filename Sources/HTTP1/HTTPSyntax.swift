@@ -6,6 +6,39 @@ enum HTTPSyntax {
     static let ht = UInt8(ascii: "\t")
     static let colon = UInt8(ascii: ":")
 
+    /// Whether every byte of `bytes` is in a class. An index loop: the generic algorithms over slices
+    /// (`allSatisfy`, `firstIndex`) allocate per element in unoptimized builds, which the allocation-count tests
+    /// measure.
+    static func allBytes(_ bytes: Slice<UnsafeRawBufferPointer>, are isMember: (UInt8) -> Bool) -> Bool {
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            guard isMember(bytes.base[index]) else { return false }
+            index += 1
+        }
+        return true
+    }
+
+    /// The index of the first `byte` in `bytes`, or nil.
+    static func firstIndex(of byte: UInt8, in bytes: Slice<UnsafeRawBufferPointer>) -> Int? {
+        var index = bytes.startIndex
+        while index < bytes.endIndex {
+            if bytes.base[index] == byte { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    /// A String of head bytes (already checked by the caller), decoded through the standard library's
+    /// contiguous fast path: no intermediate array in any build.
+    static func string(_ bytes: Slice<UnsafeRawBufferPointer>) -> String {
+        String(decoding: UnsafeRawBufferPointer(rebasing: bytes).assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+    }
+
+    /// The bytes as a String if they are valid UTF-8, else nil; as `string(_:)`, without an intermediate array.
+    static func validString(_ bytes: Slice<UnsafeRawBufferPointer>) -> String? {
+        String(validating: UnsafeRawBufferPointer(rebasing: bytes).assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+    }
+
     /// `tchar` (RFC 9110 §5.6.2): the bytes of a token such as a method or field name.
     static func isTokenChar(_ byte: UInt8) -> Bool {
         switch byte {

@@ -22,11 +22,14 @@ public struct HTTPVersion: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Parses exactly `HTTP/DIGIT.DIGIT` from 8 bytes; nil if the bytes have another shape.
-    static func parse(_ bytes: ArraySlice<UInt8>) -> HTTPVersion? {
-        guard bytes.count == 8, bytes.starts(with: "HTTP/".utf8) else {
+    static func parse(_ bytes: Slice<UnsafeRawBufferPointer>) -> HTTPVersion? {
+        let start = bytes.startIndex
+        let base = bytes.base
+        guard bytes.count == 8, base[start] == UInt8(ascii: "H"), base[start + 1] == UInt8(ascii: "T"),
+              base[start + 2] == UInt8(ascii: "T"), base[start + 3] == UInt8(ascii: "P"),
+              base[start + 4] == UInt8(ascii: "/") else {
             return nil
         }
-        let start = bytes.startIndex
         let major = bytes[start + 5]
         let dot = bytes[start + 6]
         let minor = bytes[start + 7]

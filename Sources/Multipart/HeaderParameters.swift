@@ -156,6 +156,20 @@ package enum ASCII {
         }
     }
 
+    /// Whether `text` starts with the lowercase ASCII `literal`, ignoring ASCII case, without allocating.
+    package static func hasPrefix(_ text: String, lowercase literal: StaticString) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        let contiguous = text.utf8.withContiguousStorageIfAvailable { bytes in
+            bytes.count >= count && (0..<count).allSatisfy { lowercased(bytes[$0]) == literal.utf8Start[$0] }
+        }
+        if let contiguous { return contiguous }
+        var utf8 = text.utf8.makeIterator()
+        for i in 0..<literal.utf8CodeUnitCount {
+            guard let byte = utf8.next(), lowercased(byte) == literal.utf8Start[i] else { return false }
+        }
+        return true
+    }
+
     /// ASCII-lowercases a byte sequence.
     static func lowercased(_ s: some Collection<UInt8>) -> [UInt8] {
         s.map(lowercased)

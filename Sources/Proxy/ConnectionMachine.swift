@@ -58,12 +58,18 @@ protocol ExchangeContext: AnyObject {
     func recycleReplayBuffer(_ buffer: [UInt8])
     /// The worker's buffer storage pool, shared by its connections' buffers; nil: the allocator.
     var storagePool: StoragePool? { get }
+    /// An empty array to serialize a head into, with the capacity of the last one when the worker kept it.
+    func takeHeadScratch() -> [UInt8]
+    /// Gives a head's array back, emptied, for the next head.
+    func recycleHeadScratch(_ buffer: [UInt8])
 }
 
 extension ExchangeContext {
     var storagePool: StoragePool? { nil }
     func takeReplayBuffer() -> [UInt8] { [] }
     func recycleReplayBuffer(_ buffer: [UInt8]) {}
+    func takeHeadScratch() -> [UInt8] { [] }
+    func recycleHeadScratch(_ buffer: [UInt8]) {}
 }
 
 /// One client connection's protocol state. See the diagram above.
@@ -533,8 +539,8 @@ struct ConnectionMachine {
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
         let contentType = head.header(named: "content-type")
-        var isMultipart = bodyKind == .multipart
-            || (bodyKind == nil && contentType?.lowercased().hasPrefix("multipart/form-data") == true)
+        let looksMultipart = contentType.map { ASCII.hasPrefix($0, lowercase: "multipart/form-data") } ?? false
+        var isMultipart = bodyKind == .multipart || (bodyKind == nil && looksMultipart)
         // A compressed form body is decoded before it is parsed, and goes upstream decoded (docs/rules.md,
         // "Compressed bodies"); other bodies keep their Content-Encoding and stream through.
         var decoders: [StreamInflater] = []
@@ -557,7 +563,7 @@ struct ConnectionMachine {
         if isMultipart, let ct = contentType {
             let parsed: MultipartBoundary.Parsed
             do {
-                parsed = try MultipartBoundary.parse(contentType: Array(ct.utf8), limits: config.multipart)
+                parsed = try MultipartBoundary.parse(contentType: ct.utf8, limits: config.multipart)
             } catch {
                 if var ev = evaluator {
                     _ = ev.malformed(detail: error.kind.rawValue)
@@ -645,10 +651,14 @@ struct ConnectionMachine {
             // rejected spooled request never opens an upstream connection.
             ex.pendingHead = (head, forwarding)
         } else {
-            var headBytes: [UInt8] = []
+            var headBytes = context.takeHeadScratch()
             headBytes.reserveCapacity(1024)
             HTTPHeadSerializer.writeRequestHead(head, framing: upstreamFraming, context: forwarding, into: &headBytes)
-            do { try upstreamOut.write(headBytes) } catch {
+            var queued = true
+            do { try upstreamOut.write(headBytes) } catch { queued = false }
+            headBytes.removeAll(keepingCapacity: true)
+            context.recycleHeadScratch(headBytes)
+            if !queued {
                 respond(status: 500, kind: "internal_buffer", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
                 return
@@ -790,7 +800,7 @@ struct ConnectionMachine {
     private mutating func requestDidComplete(_ ex: Exchange, into out: inout [Action]) {
         ex.requestCompletedAt = now
         guard let body = ex.body else { return }
-        if case .spool(let file) = body.sink.kind, var (head, forwarding) = ex.pendingHead {
+        if case .spool(let file) = body.sink.kind, case (let head, var forwarding)? = ex.pendingHead {
             ex.pendingHead = nil
             if let name = ex.evaluator?.route?.modifiedHeader,
                let value = Self.modifiedValue(ex.form?.records ?? ex.urlencoded?.records ?? []) {
@@ -924,9 +934,11 @@ struct ConnectionMachine {
                         ex.closeAfter = true
                         head.headers.removeAll(named: "transfer-encoding")
                     }
-                    var bytes: [UInt8] = []
+                    var bytes = context.takeHeadScratch()
                     HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
                     _ = try? clientOut.writeBytes(bytes)
+                    bytes.removeAll(keepingCapacity: true)
+                    context.recycleHeadScratch(bytes)
                     ex.responseStarted = true
                     ex.status = head.status
                     switch head.framing {

@@ -56,6 +56,8 @@ final class Worker {
     /// `replayBufferCount` arrays, each of at most `pool.replayLimit` bytes of capacity.
     private var replayBuffers: [[UInt8]] = []
     static let replayBufferCount = 8
+    /// The array request and response heads are serialized into (`takeHeadScratch`), kept up to 64 KiB.
+    private var headScratch: [UInt8] = []
     /// Storage for the buffers of this worker's connections, kept between requests (Reactor's `StoragePool`).
     let storagePool: StoragePool? = StoragePool()
     /// This worker's share of /metrics: plain counters, touched only on this loop's thread (a scrape copies them
@@ -428,5 +430,16 @@ extension Worker: ExchangeContext {
     func recycleReplayBuffer(_ buffer: [UInt8]) {
         guard replayBuffers.count < Self.replayBufferCount, buffer.capacity <= config.pool.replayLimit else { return }
         replayBuffers.append(buffer)
+    }
+
+    func takeHeadScratch() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &headScratch)
+        return taken
+    }
+
+    func recycleHeadScratch(_ buffer: [UInt8]) {
+        guard buffer.isEmpty, buffer.capacity <= 64 * 1024 else { return }
+        headScratch = buffer
     }
 }
