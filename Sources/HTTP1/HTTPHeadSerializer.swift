@@ -67,13 +67,16 @@ public enum HTTPHeadSerializer {
         append(" HTTP/1.1\r\n", to: &buffer)
 
         var host: String?
-        for field in headers {
-            let name = FieldName(field.name)
-            if host == nil && HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "host") {
-                host = field.value
+        // Index loops over the fields read them in place (`for field in` copies each: a retain and a release
+        // per string).
+        let fields = headers.fields
+        for index in fields.indices {
+            let name = FieldName(fields[index].name)
+            if host == nil && HTTPSyntax.equalsIgnoringCase(fields[index].name, lowercase: "host") {
+                host = fields[index].value
             }
-            if !dropsFromRequest(name, field.name, headers, hasConnection: scan.hasConnection) {
-                writeField(field.name, field.value, into: &buffer)
+            if !dropsFromRequest(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
+                writeField(fields[index].name, fields[index].value, into: &buffer)
             }
         }
         if host == nil, let defaultHost = context.defaultHost {
@@ -125,9 +128,11 @@ public enum HTTPHeadSerializer {
         append(head.reason, to: &buffer)
         appendCRLF(to: &buffer)
 
-        for field in headers {
-            if !dropsFromResponse(FieldName(field.name), field.name, headers, hasConnection: scan.hasConnection) {
-                writeField(field.name, field.value, into: &buffer)
+        let fields = headers.fields
+        for index in fields.indices {
+            let name = FieldName(fields[index].name)
+            if !dropsFromResponse(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
+                writeField(fields[index].name, fields[index].value, into: &buffer)
             }
         }
         appendVia(headers, to: &buffer)
@@ -199,8 +204,9 @@ public enum HTTPHeadSerializer {
         lowercaseName: StaticString,
         to buffer: inout [UInt8]
     ) {
-        for field in headers where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: lowercaseName) {
-            appendValue(field.value, to: &buffer)
+        let fields = headers.fields
+        for index in fields.indices where HTTPSyntax.equalsIgnoringCase(fields[index].name, lowercase: lowercaseName) {
+            appendValue(fields[index].value, to: &buffer)
             buffer.append(UInt8(ascii: ","))
             buffer.append(HTTPSyntax.sp)
         }
@@ -233,7 +239,9 @@ public enum HTTPHeadSerializer {
     }
 
     private static func append(_ text: String, to buffer: inout [UInt8]) {
-        buffer.append(contentsOf: text.utf8)
+        // One copy of the contiguous bytes (native strings, small ones too) instead of a byte-by-byte append.
+        let copied = text.utf8.withContiguousStorageIfAvailable { buffer.append(contentsOf: $0) }
+        if copied == nil { buffer.append(contentsOf: text.utf8) }
     }
 }
 
@@ -244,9 +252,10 @@ struct HeadScan {
     var fieldBytes = 0
 
     init(_ headers: HTTPHeaders) {
-        for field in headers {
-            self.fieldBytes += field.name.utf8.count + field.value.utf8.count + 4
-            if !self.hasConnection && HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "connection") {
+        let fields = headers.fields
+        for index in fields.indices {
+            self.fieldBytes += fields[index].name.utf8.count + fields[index].value.utf8.count + 4
+            if !self.hasConnection && HTTPSyntax.equalsIgnoringCase(fields[index].name, lowercase: "connection") {
                 self.hasConnection = true
             }
         }

@@ -16,15 +16,15 @@ extension HTTPHeaders {
         var firstLength = ""
         var codingCount = 0
         var firstCoding = ""
-        for field in self.fields {
-            if HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "content-length") {
+        for index in self.fields.indices {
+            if HTTPSyntax.equalsIgnoringCase(self.fields[index].name, lowercase: "content-length") {
                 if lengthCount == 0 {
-                    firstLength = field.value
+                    firstLength = self.fields[index].value
                 }
                 lengthCount += 1
-            } else if HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "transfer-encoding") {
+            } else if HTTPSyntax.equalsIgnoringCase(self.fields[index].name, lowercase: "transfer-encoding") {
                 if codingCount == 0 {
-                    firstCoding = field.value
+                    firstCoding = self.fields[index].value
                 }
                 codingCount += 1
             }
@@ -103,8 +103,9 @@ extension HTTPHeaders {
     /// Whether the connection persists after this message (RFC 9112 §9.3).
     func persists(version: HTTPVersion) -> Bool {
         var keepAlive = false
-        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "connection") {
-            let close = HTTPSyntax.firstListElement(field.value) { element in
+        for index in self.fields.indices
+        where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, lowercase: "connection") {
+            let close = HTTPSyntax.firstListElement(self.fields[index].value) { element in
                 guard !element.isEmpty else {
                     return false
                 }

@@ -59,8 +59,9 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// The value of the first field with this name (case-insensitive), or nil.
     public func first(named name: String) -> String? {
-        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, name) {
-            return field.value
+        // Index loops read the fields in place: `for field in` would copy each (a retain and a release per string).
+        for index in self.fields.indices where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, name) {
+            return self.fields[index].value
         }
         return nil
     }
@@ -68,15 +69,15 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// The values of every field with this name (case-insensitive), in order.
     public func values(named name: String) -> [String] {
         var values: [String] = []
-        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, name) {
-            values.append(field.value)
+        for index in self.fields.indices where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, name) {
+            values.append(self.fields[index].value)
         }
         return values
     }
 
     /// Whether a field with this name (case-insensitive) is present.
     public func contains(named name: String) -> Bool {
-        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, name) {
+        for index in self.fields.indices where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, name) {
             return true
         }
         return false
@@ -91,8 +92,9 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// Whether `connectionTokens` contains `token.lowercased()`, found without building the array.
     func connectionNames(_ token: some StringProtocol) -> Bool {
-        for field in self.fields where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "connection") {
-            let found = HTTPSyntax.firstListElement(field.value) { element in
+        for index in self.fields.indices
+        where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, lowercase: "connection") {
+            let found = HTTPSyntax.firstListElement(self.fields[index].value) { element in
                 !element.isEmpty && HTTPSyntax.equalsLowercased(element, token)
             }
             if found {

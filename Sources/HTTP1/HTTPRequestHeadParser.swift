@@ -138,8 +138,18 @@ public struct HTTPRequestHeadParser: Sendable {
     private func finish() throws(HTTPParseError) -> HTTPRequestHead {
         let headers = HTTPHeaders(self.headers)
         var hostCount = 0
-        for field in self.headers where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "host") {
-            hostCount += 1
+        var contentTypeCount = 0
+        var expectIndex: Int?
+        // One index loop (fields read in place, not copied) for the fields the head rules count.
+        for index in self.headers.indices {
+            let name = self.headers[index].name
+            if HTTPSyntax.equalsIgnoringCase(name, lowercase: "host") {
+                hostCount += 1
+            } else if HTTPSyntax.equalsIgnoringCase(name, lowercase: "content-type") {
+                contentTypeCount += 1
+            } else if expectIndex == nil, HTTPSyntax.equalsIgnoringCase(name, lowercase: "expect") {
+                expectIndex = index
+            }
         }
         switch hostCount {
         case 0 where self.version == .http1_1:
@@ -149,10 +159,6 @@ public struct HTTPRequestHeadParser: Sendable {
         default:
             throw .duplicateHost
         }
-        var contentTypeCount = 0
-        for field in self.headers where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "content-type") {
-            contentTypeCount += 1
-        }
         guard contentTypeCount <= 1 else { throw .duplicateContentType }
         let framing: BodyFraming
         switch try headers.declaredFraming(version: self.version) {
@@ -161,12 +167,15 @@ public struct HTTPRequestHeadParser: Sendable {
         case .chunked: framing = .chunked
         }
         var expectsContinue = false
-        for field in self.headers where HTTPSyntax.equalsIgnoringCase(field.name, lowercase: "expect") {
-            guard HTTPSyntax.equalsIgnoringCase(field.value, lowercase: "100-continue") else {
-                throw .unsupportedExpectation
+        if let first = expectIndex {
+            for index in first..<self.headers.count
+            where HTTPSyntax.equalsIgnoringCase(self.headers[index].name, lowercase: "expect") {
+                guard HTTPSyntax.equalsIgnoringCase(self.headers[index].value, lowercase: "100-continue") else {
+                    throw .unsupportedExpectation
+                }
+                // RFC 9110 §10.1.1: a 100-continue from an HTTP/1.0 client is ignored.
+                expectsContinue = self.version == .http1_1
             }
-            // RFC 9110 §10.1.1: a 100-continue from an HTTP/1.0 client is ignored.
-            expectsContinue = self.version == .http1_1
         }
         return HTTPRequestHead(
             method: self.method,

@@ -9,6 +9,7 @@ enum HTTPSyntax {
     /// Whether every byte of `bytes` is in a class. An index loop: the generic algorithms over slices
     /// (`allSatisfy`, `firstIndex`) allocate per element in unoptimized builds, which the allocation-count tests
     /// measure.
+    @inline(__always)
     static func allBytes(_ bytes: Slice<UnsafeRawBufferPointer>, are isMember: (UInt8) -> Bool) -> Bool {
         var index = bytes.startIndex
         while index < bytes.endIndex {
@@ -35,37 +36,34 @@ enum HTTPSyntax {
     }
 
     /// The bytes as a String if they are valid UTF-8, else nil; as `string(_:)`, without an intermediate array.
+    /// ASCII (nearly every head) needs no validation beyond that check.
     static func validString(_ bytes: Slice<UnsafeRawBufferPointer>) -> String? {
-        String(validating: UnsafeRawBufferPointer(rebasing: bytes).assumingMemoryBound(to: UInt8.self), as: UTF8.self)
+        if allBytes(bytes, are: { $0 < 0x80 }) { return string(bytes) }
+        return String(validating: UnsafeRawBufferPointer(rebasing: bytes).assumingMemoryBound(to: UInt8.self),
+                      as: UTF8.self)
     }
 
     /// `tchar` (RFC 9110 §5.6.2): the bytes of a token such as a method or field name.
-    static func isTokenChar(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-            UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-            UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-            return true
-        default:
-            return false
-        }
+    /// One bit per byte value: ALPHA, DIGIT and ``!#$%&'*+-.^_`|~`` (bytes 0–63 in `tokenLow`, 64–127 in
+    /// `tokenHigh`). `HTTPSyntaxTests` checks the masks against the grammar for all 256 bytes.
+    @inline(__always) static func isTokenChar(_ byte: UInt8) -> Bool {
+        byte < 64 ? (tokenLow >> UInt64(byte)) & 1 == 1 : byte < 128 && (tokenHigh >> UInt64(byte - 64)) & 1 == 1
     }
+    static let tokenLow: UInt64 = 0x03ff_6cfa_0000_0000
+    static let tokenHigh: UInt64 = 0x57ff_ffff_c7ff_fffe
 
     /// SP or HT (`OWS` / `BWS` bytes).
-    static func isWhitespace(_ byte: UInt8) -> Bool {
+    @inline(__always) static func isWhitespace(_ byte: UInt8) -> Bool {
         byte == sp || byte == ht
     }
 
     /// A byte allowed inside a field value: HT, SP, VCHAR or obs-text. Excludes NUL, other controls and DEL.
-    static func isFieldValueByte(_ byte: UInt8) -> Bool {
+    @inline(__always) static func isFieldValueByte(_ byte: UInt8) -> Bool {
         byte == ht || (byte >= 0x20 && byte != 0x7F)
     }
 
     /// A byte allowed in a request-target: visible ASCII only.
-    static func isTargetByte(_ byte: UInt8) -> Bool {
+    @inline(__always) static func isTargetByte(_ byte: UInt8) -> Bool {
         byte > 0x20 && byte < 0x7F
     }
 

@@ -199,7 +199,10 @@ package enum ASCII {
 
     /// Byte equality with an ASCII literal.
     static func equals(_ s: [UInt8], _ literal: StaticString) -> Bool {
-        s.elementsEqual(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+        guard s.count == literal.utf8CodeUnitCount else { return false }
+        var index = 0
+        while index < s.count, s[index] == literal.utf8Start[index] { index += 1 }
+        return index == s.count
     }
 
     /// Case-insensitive comparison against a lowercase ASCII literal.

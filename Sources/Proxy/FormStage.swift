@@ -545,8 +545,12 @@ public final class FormStage {
     }
 
     private func partEnd(out: FormOutput) throws(FormStageError) {
-        guard var cur = current else { throw .internalError("part end outside a part") }
+        // Moved out, not copied (a copy of the part costs a retain and a release per reference it holds). Every
+        // branch below that can throw, return early or `apply` puts it back in `current` first, as before:
+        // `apply`, `stillCurrent` and `recordFailedPart` read it there.
+        guard var cur = current.take() else { throw .internalError("part end outside a part") }
         if scanFiles, cur.record.part.isFile, case .hold(let file) = cur.mode, file === scanFile, file.size > 0 {
+            current = cur
             guard let verdict = scanOutcome else {
                 // Wait for the antivirus: the machine tells the driver the file is complete and comes back with
                 // `scanFinished`.
@@ -672,7 +676,10 @@ public final class FormStage {
                 throw .quarantineFailed("\(error)")
             }
         }
-        records.append(cur.record)
+        // Moved into the list rather than copied (a copy costs a retain and a release per string it holds).
+        var record = PartRecord(index: 0, part: MultipartPart(name: nil, filename: nil, contentType: nil))
+        swap(&record, &cur.record)
+        records.append(consume record)
     }
 
     // MARK: Disarm
