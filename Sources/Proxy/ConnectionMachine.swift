@@ -520,7 +520,7 @@ struct ConnectionMachine {
             }
             // The route's upstream group. Start-up and reload refuse a policy naming an undeclared group, so a
             // miss here is Formwall's own fault: 500, never a silent fall-back to another application.
-            if let name = ev.route?.upstream?.name {
+            if let name = ev.withRoute({ $0.upstream?.name }) ?? nil {
                 guard let group = config.upstreamGroup(named: name) else {
                     respond(status: 500, kind: "internal_error", requestID: requestID,
                             detail: "upstream group \(name) is not declared", violation: nil, exchange: ex, into: &out)
@@ -531,11 +531,11 @@ struct ConnectionMachine {
         }
 
         // The field that tells the upstream what was stripped is Formwall's alone: the client's copy never passes.
-        if let name = evaluator?.route?.modifiedHeader { head.headers.removeAll(named: name) }
+        if let name = evaluator?.withRoute({ $0.modifiedHeader }) ?? nil { head.headers.removeAll(named: name) }
 
         // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
         // The route's `upstream-body` setting wins over the global option.
-        let bodyMode = evaluator?.route?.upstreamBody ?? config.upstreamBody
+        let bodyMode = (evaluator?.withRoute { $0.upstreamBody } ?? nil) ?? config.upstreamBody
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
         let contentType = head.header(named: "content-type")
@@ -574,7 +574,7 @@ struct ConnectionMachine {
                 return
             }
             let quarantine = context.quarantine.map {
-                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.route?.prefix,
+                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.withRoute { $0.prefix },
                                   client: ex.forwardedClient ?? peerIP)
             }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
@@ -600,7 +600,7 @@ struct ConnectionMachine {
             return
         } else if bodyKind == .urlencoded, let evaluator {
             // `reencode off`: judged as usual, forwarded byte for byte under the client's own Content-Type.
-            let verbatim = evaluator.route?.reencode == .off
+            let verbatim = evaluator.withRoute { $0.reencode } == .off
             let stage = UrlencodedStage(evaluator: evaluator, verbatim: verbatim)
             ex.urlencoded = stage
             transform = .urlencoded(stage)
@@ -640,7 +640,7 @@ struct ConnectionMachine {
         // the parts were judged), announced by `Trailer`; a spooled body does it in its head.
         let trailerName: String? = {
             guard case .chunked = sinkKind, ex.form != nil || ex.urlencoded != nil else { return nil }
-            return evaluator?.route?.modifiedHeader
+            return evaluator?.withRoute { $0.modifiedHeader } ?? nil
         }()
         if let trailerName {
             head.headers.removeAll(named: "trailer")
@@ -672,8 +672,8 @@ struct ConnectionMachine {
             }
         }
         let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink,
-                                    decoders: decoders, ratioMax: evaluator?.route?.compressionRatioMax ?? 100,
-                                    ratioRule: evaluator?.route?.location)
+                                    decoders: decoders, ratioMax: evaluator?.withRoute { $0.compressionRatioMax } ?? 100,
+                                    ratioRule: evaluator?.withRoute { $0.location } ?? nil)
         if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.evaluator }
         ex.body = body
         do {
@@ -802,7 +802,7 @@ struct ConnectionMachine {
         guard let body = ex.body else { return }
         if case .spool(let file) = body.sink.kind, case (let head, var forwarding)? = ex.pendingHead {
             ex.pendingHead = nil
-            if let name = ex.evaluator?.route?.modifiedHeader,
+            if let name = ex.evaluator?.withRoute({ $0.modifiedHeader }) ?? nil,
                let value = Self.modifiedValue(ex.form?.records ?? ex.urlencoded?.records ?? []) {
                 forwarding.added.append(HTTPHeaderField(name: name, value: value))
             }
@@ -1360,9 +1360,12 @@ struct ConnectionMachine {
 
     /// What to do with a form body's Content-Encoding: nothing (none, or `identity`), decode its layers
     /// (outermost first), pass it through uninspected (`unknown-encoding pass`), or refuse it.
-    func contentDecoding(_ head: HTTPRequestHead, route: Route?) -> ContentDecoding {
+    func contentDecoding(_ head: HTTPRequestHead, route routeOfRequest: @autoclosure () -> Route?) -> ContentDecoding {
         let values = head.headers.values(named: "content-encoding")
         guard !values.isEmpty else { return .identity }
+        // Only a request with Content-Encoding needs the route, and a copy of it costs a retain and a release of
+        // every array and string in it.
+        let route = routeOfRequest()
         let names = values.flatMap { $0.split(separator: ",") }
             .map { $0.trimmingCharacters(in: .whitespaces) }
             .filter { !$0.isEmpty && $0.lowercased() != "identity" }

@@ -365,7 +365,7 @@ public final class FormStage {
         if var ev = takeEvaluator() {
             let decision = ev.partBegin(index: record.index, name: part.nameString, filename: part.filenameString,
                                         declaredType: part.contentTypeString, anomalies: part.anomalies)
-            let rule = ev.route?.rule(forPart: part.nameString, isFile: part.isFile)
+            let rule = ev.withRoute { $0.rule(forPart: part.nameString, isFile: part.isFile) } ?? nil
             evaluator = ev
             pending = decision.pending
             record.part.anomalies.formUnion(decision.flags)

@@ -23,7 +23,7 @@ extension PolicyEvaluator {
         let subject = kind == .nameCharacter ? "name" : "filename"
         let verdict = list.mode == .deny ? "is denied" : "is not in the allowed characters"
         let detail = "\(subject) character \(CharacterRule.display(scalar)) at position \(position) \(verdict)"
-        let route = self.route?.location
+        let route = self.routeBox?.value.location
         return violate(partViolation(kind, part, rule: rule?.location ?? route, detail: detail), outcome)
     }
 }

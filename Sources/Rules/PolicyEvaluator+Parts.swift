@@ -8,23 +8,25 @@ extension PolicyEvaluator {
     /// browser's "no file chosen" and never satisfies `required`.
     public mutating func partBegin(index: Int, name: String?, filename: String?, declaredType: String?,
                                    anomalies: MultipartAnomalies) -> PartDecision {
-        let body: Body
         switch state {
         case .idle: return PartDecision(action: outOfOrder("partBegin before begin"), pending: [], mustHold: false)
         case .finished: return PartDecision(action: outOfOrder("partBegin after end"), pending: [], mustHold: false)
         case .inPart: return PartDecision(action: outOfOrder("partBegin inside a part"), pending: [], mustHold: false)
         case .rejected(let violation): return PartDecision(action: .reject(violation), pending: [], mustHold: false)
-        case .receiving(let current): body = current
+        case .receiving: break
         }
-        guard let route else {
+        guard let route = routeBox else {
             // Unreachable: `begin` sets the route before it leaves `.idle`.
             return PartDecision(action: outOfOrder("partBegin without a route"), pending: [], mustHold: false)
         }
+        // Moved, not copied (`takeState`): a copy alive past this line would share the body's collections, and
+        // the checks below that update them in place would copy them instead (a cost growing with the parts).
+        guard case .receiving(let body) = takeState() else {
+            return PartDecision(action: outOfOrder("partBegin lost its body"), pending: [], mustHold: false)
+        }
         var part = Part(index: index, name: name, filename: filename, declaredType: declaredType)
-        part.rule = route.rule(forPart: name, isFile: filename != nil)
-        // Consumed: a local copy alive past this line would share the body's collections, and the checks below
-        // that update them in place would copy them instead (every part, a cost growing with the parts seen).
-        state = .inPart(consume body, part)
+        part.rule = Self.rule(in: route, forPart: name, isFile: filename != nil)
+        state = .inPart(body, part)
         var decision = PartDecision(action: .forward, pending: [], filename: nil, mustHold: false)
         decision.flags = semanticFlags(of: part, route: route)
         let action = checkPartStart(route: route, part: &part, decision: &decision, anomalies: anomalies)
@@ -32,7 +34,7 @@ extension PolicyEvaluator {
             return PartDecision(action: action, pending: [], mustHold: false, flags: decision.flags)
         }
         part.action = action
-        if case .inPart(let body, _) = state { state = .inPart(body, part) }
+        if case .inPart = state, case .inPart(let body, _) = takeState() { state = .inPart(body, part) }
         decision.action = action
         decision.pending = pendingChecks(for: part, route: route)
         let laterAction = part.rule?.action ?? .reject
@@ -72,7 +74,7 @@ extension PolicyEvaluator {
     /// against a rule that names them. See `partSniffed(type:)` for empty and stripped parts.
     public mutating func partSniffed(_ content: SniffedContent) -> Action {
         let sniffed = content.mimeType
-        guard let route else { return outOfOrder("partSniffed before begin") }
+        guard let route = routeBox else { return outOfOrder("partSniffed before begin") }
         return withPart("partSniffed") { evaluator, part in
             guard part.size > 0 else { return .forward }
             part.sniffed = true
@@ -92,11 +94,11 @@ extension PolicyEvaluator {
                 if case .reject = next { return next }
                 if next.rank > action.rank { action = next }
             }
-            let tolerated = rule?.allowTypeMismatch ?? route.allowTypeMismatch
+            let tolerated = rule?.allowTypeMismatch ?? route.value.allowTypeMismatch
             if !tolerated, let declared = part.declaredType,
                !MediaTypeCompatibility.compatible(declared: declared, sniffed: sniffed) {
                 let violation = evaluator.partViolation(
-                    .typeMismatch, part, rule: rule == nil ? route.location : nil,
+                    .typeMismatch, part, rule: rule == nil ? route.value.location : nil,
                     detail: "declared \(Self.display(declared)), sniffed \(Self.display(sniffed))")
                 let next = evaluator.violate(violation, outcome)
                 if next.rank > action.rank { action = next }
@@ -109,8 +111,8 @@ extension PolicyEvaluator {
     /// rule whose `types` name an executable type (`application/x-elf`, `application/x-dosexec`,
     /// `application/x-mach-binary`) allows executable members too.
     public var currentArchiveSettings: ArchiveSettings? {
-        guard case .inPart(_, let part) = state, part.isFile, let route else { return nil }
-        var settings = part.rule?.archive ?? route.archive
+        guard case .inPart(_, let part) = state, part.isFile, let route = routeBox else { return nil }
+        var settings = part.rule?.archive ?? route.value.archive
         if let types = part.rule?.types, Self.executableTypes.contains(where: { t in types.contains { $0.matches(t) } }) {
             settings.allowExecutables = true
         }
@@ -123,12 +125,12 @@ extension PolicyEvaluator {
     /// Reports what inspecting an archive file part found: a violation `archive_<problem>`, handled with the
     /// rule's action (a file without a rule: rejected).
     public mutating func partArchive(_ problem: ArchiveProblemKind, detail: String) -> Action {
-        guard let route else { return outOfOrder("partArchive before begin") }
+        guard let route = routeBox else { return outOfOrder("partArchive before begin") }
         return withPart("partArchive") { evaluator, part in
             guard part.isFile, !evaluator.isStripped(part) else { return .forward }
             let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
             let violation = evaluator.partViolation(.archive(problem), part,
-                                                    rule: part.rule == nil ? route.location : nil, detail: detail)
+                                                    rule: part.rule == nil ? route.value.location : nil, detail: detail)
             return evaluator.violate(violation, outcome)
         }
     }
@@ -141,10 +143,10 @@ extension PolicyEvaluator {
 
     /// A file to `disarm` could not be rewritten: a violation `disarm_failed`, handled with the rule's action.
     public mutating func partDisarmFailed(detail: String) -> Action {
-        guard let route else { return outOfOrder("partDisarmFailed before begin") }
+        guard let route = routeBox else { return outOfOrder("partDisarmFailed before begin") }
         return withPart("partDisarmFailed") { evaluator, part in
             let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
-            let violation = evaluator.partViolation(.disarmFailed, part, rule: part.rule == nil ? route.location : nil,
+            let violation = evaluator.partViolation(.disarmFailed, part, rule: part.rule == nil ? route.value.location : nil,
                                                     detail: detail)
             return evaluator.violate(violation, outcome)
         }
@@ -153,10 +155,10 @@ extension PolicyEvaluator {
     /// The antivirus found `signature` in the current file part: a violation `malware`, handled with the rule's
     /// action (reject or quarantine; `strip` drops the part). A file without a rule is rejected.
     public mutating func partMalware(signature: String) -> Action {
-        guard let route else { return outOfOrder("partMalware before begin") }
+        guard let route = routeBox else { return outOfOrder("partMalware before begin") }
         return withPart("partMalware") { evaluator, part in
             let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
-            let violation = evaluator.partViolation(.malware, part, rule: part.rule == nil ? route.location : nil,
+            let violation = evaluator.partViolation(.malware, part, rule: part.rule == nil ? route.value.location : nil,
                                                     detail: "\(signature) FOUND")
             return evaluator.violate(violation, outcome)
         }
@@ -179,24 +181,37 @@ extension PolicyEvaluator {
         switch state {
         case .idle, .finished, .receiving: return outOfOrder("partEnd outside a part")
         case .rejected(let violation): return .reject(violation)
-        case .inPart(let body, var part):
-            let closing = withPart("partEnd") { evaluator, part in evaluator.checkPartEnd(&part) }
-            if case .reject = closing { return closing }
-            if case .inPart(_, let updated) = state { part = updated }
-            var body = body
-            state = .idle   // `satisfied` is updated in place (the state held the same set)
-            if let rule = part.rule, rule.required, let name = rule.name, part.action == .forward,
-               !(part.isFile && part.filename?.isEmpty == true) {
-                body.satisfied.insert(Self.key(rule.kind, name))
-            }
-            state = .receiving(body)
-            return part.action
+        case .inPart: break
         }
+        let closing = withPart("partEnd") { evaluator, part in evaluator.checkPartEnd(&part) }
+        if case .reject = closing { return closing }
+        // Taken (`satisfied` is then updated in place).
+        guard case .inPart = state, case .inPart(var body, let part) = takeState() else {
+            return outOfOrder("partEnd lost its part")
+        }
+        if let rule = part.rule, rule.required, let name = rule.name, part.action == .forward,
+           !(part.isFile && part.filename?.isEmpty == true) {
+            body.satisfied.insert(Self.key(rule.kind, name))
+        }
+        state = .receiving(body)
+        return part.action
+    }
+
+    /// `Route.rule(forPart:isFile:)` on the route in its box: calling the method on `route.value` would copy
+    /// the whole route first.
+    static func rule(in route: Shared<Route>, forPart name: String?, isFile: Bool) -> PartRule? {
+        let named = isFile ? route.value.files : route.value.fields
+        let other = isFile ? route.value.fields : route.value.files
+        if let name {
+            if let index = named.firstIndex(where: { $0.name == name }) { return named[index] }
+            if other.contains(where: { $0.name == name }) { return nil }
+        }
+        return isFile ? route.value.otherFiles : route.value.otherFields
     }
 
     // MARK: - Checks
 
-    private mutating func checkPartStart(route: Route, part: inout Part, decision: inout PartDecision,
+    private mutating func checkPartStart(route: Shared<Route>, part: inout Part, decision: inout PartDecision,
                                          anomalies: MultipartAnomalies) -> Action {
         var action = Action.forward
         func fold(_ next: Action) -> Bool {
@@ -205,16 +220,16 @@ extension PolicyEvaluator {
             return false
         }
         // Counts: every part counts, whatever later happens to it.
-        let limits = route.limits
+        let limits = route.value.limits
         var counts = (parts: 0, kindCount: 0)
-        if case .inPart(var body, let current) = state {
+        if case .inPart = state, case .inPart(var body, let current) = takeState() {
             body.parts += 1
             if part.isFile { body.files += 1 } else { body.fields += 1 }
             counts = (body.parts, part.isFile ? body.files : body.fields)
             state = .inPart(body, current)
         }
         if counts.parts > limits.partsMax {
-            let violation = partViolation(.tooManyParts, part, rule: route.location,
+            let violation = partViolation(.tooManyParts, part, rule: route.value.location,
                                           detail: "\(counts.parts) parts > \(limits.partsMax)",
                                           limit: UInt64(limits.partsMax))
             if fold(violate(violation, .reject)) { return action }
@@ -222,7 +237,7 @@ extension PolicyEvaluator {
         let kindLimit = part.isFile ? limits.filesMax : limits.fieldsMax
         if counts.kindCount > kindLimit {
             let noun = part.isFile ? "files" : "fields"
-            let violation = partViolation(part.isFile ? .tooManyFiles : .tooManyFields, part, rule: route.location,
+            let violation = partViolation(part.isFile ? .tooManyFiles : .tooManyFields, part, rule: route.value.location,
                                           detail: "\(counts.kindCount) \(noun) > \(kindLimit)",
                                           limit: UInt64(kindLimit))
             if fold(violate(violation, .reject)) { return action }
@@ -232,17 +247,17 @@ extension PolicyEvaluator {
         guard let rule = part.rule else {
             let described = part.name.map { "'\($0)'" } ?? "without a name"
             let noun = part.isFile ? "file" : "field"
-            let violation = partViolation(.unknownPart, part, rule: route.location,
+            let violation = partViolation(.unknownPart, part, rule: route.value.location,
                                           detail: "no rule for \(noun) \(described)")
-            switch route.unknownAction(isFile: part.isFile) {
+            switch route.value.unknownAction(isFile: part.isFile) {
             case .reject: if fold(violate(violation, .reject)) { return action }
             case .strip: _ = fold(violate(violation, .strip))
             case .allow: break
             }
-            if action == .forward, fold(checkName(part, route.nameChecks, rule: nil, outcome: .reject)) { return action }
+            if action == .forward, fold(checkName(part, route.value.nameChecks, rule: nil, outcome: .reject)) { return action }
             if part.isFile, action == .forward {
-                if fold(checkFilename(part, handling: route.filename, allowed: route.allowedFilenameProblems,
-                                      checks: route.nameChecks, rule: nil, outcome: .reject, decision: &decision)) {
+                if fold(checkFilename(part, handling: route.value.filename, allowed: route.value.allowedFilenameProblems,
+                                      checks: route.value.nameChecks, rule: nil, outcome: .reject, decision: &decision)) {
                     return action
                 }
             }
@@ -252,8 +267,8 @@ extension PolicyEvaluator {
 
         let outcome = Finding.Outcome(rule.action)
         let key = Self.key(rule.kind, part.name ?? "")
-        if case .inPart(var body, let current) = state {
-            state = .idle   // `body` is then the only reference to its collections: updated in place, not copied
+        if case .inPart = state, case .inPart(var body, let current) = takeState() {
+            // Taken: `body` is the only reference to its collections, updated in place, not copied.
             body.repeats[key, default: 0] += 1
             let seen = body.repeats[key] ?? 0
             state = .inPart(body, current)
@@ -262,9 +277,9 @@ extension PolicyEvaluator {
                                               detail: "'\(part.name ?? "")' given \(seen) times > \(rule.repeatLimit)",
                                               limit: UInt64(rule.repeatLimit))
                 if fold(violate(violation, outcome)) { return action }
-            } else if seen > 1, route.anomalies[.duplicateName] != .allow {
+            } else if seen > 1, route.value.anomalies[.duplicateName] != .allow {
                 // Repetition the rule allows is still recorded: frameworks read a repeated name differently.
-                let violation = partViolation(.anomaly(.duplicateName), part, rule: route.location,
+                let violation = partViolation(.anomaly(.duplicateName), part, rule: route.value.location,
                                               detail: "'\(part.name ?? "")' given \(seen) times, allowed by repeat "
                                                 + "\(rule.repeatLimit)")
                 _ = violate(violation, .log)
@@ -303,16 +318,16 @@ extension PolicyEvaluator {
         return action
     }
 
-    private mutating func applyPartAnomalies(_ flags: MultipartAnomalies, route: Route, part: Part) -> Action {
+    private mutating func applyPartAnomalies(_ flags: MultipartAnomalies, route: Shared<Route>, part: Part) -> Action {
         for flag in flags {
             let outcome: Finding.Outcome
-            switch route.anomalies[flag] {
+            switch route.value.anomalies[flag] {
             case .allow: continue
             case .log: outcome = .log
             case .reject: outcome = .reject
             case .strip: outcome = flag.canStrip ? .strip : .reject
             }
-            let violation = partViolation(.anomaly(flag), part, rule: route.location,
+            let violation = partViolation(.anomaly(flag), part, rule: route.value.location,
                                           detail: "\(flag.canStrip ? "anomaly" : "multipart anomaly") \(flag.name)")
             switch violate(violation, outcome) {
             case .reject(let violation): return .reject(violation)
@@ -328,12 +343,15 @@ extension PolicyEvaluator {
     /// part's is its rule's `repeat`); `a` meeting `a[b]`, in either order, is `name-collision`.
     ///
     /// A part no rule names that `unknown strip` drops never reaches the upstream: it raises nothing.
-    private mutating func semanticFlags(of part: Part, route: Route) -> MultipartAnomalies {
-        if part.rule == nil, route.unknownAction(isFile: part.isFile) == .strip { return MultipartAnomalies() }
+    private mutating func semanticFlags(of part: Part, route: Shared<Route>) -> MultipartAnomalies {
+        if part.rule == nil, route.value.unknownAction(isFile: part.isFile) == .strip { return MultipartAnomalies() }
         let reading = part.name.map(FormNameMeaning.read)
         var flags = FormNameMeaning.flags(name: reading, filename: part.filename, contentType: part.declaredType)
-        guard let reading, case .inPart(var body, let current) = state else { return flags }
-        state = .idle   // as above: the registry grows in place instead of being copied for every part
+        // Taken, as above: the registry grows in place instead of being copied for every part.
+        guard let reading, case .inPart = state else { return flags }
+        var taken = takeState()
+        guard case .inPart(var body, let current) = taken else { state = taken; return flags }
+        taken = .idle
         let found = body.names.register(reading.path, isFile: part.isFile)
         state = .inPart(body, current)
         if found.collides { flags.insert(.nameCollision) }
@@ -349,19 +367,19 @@ extension PolicyEvaluator {
     /// `invalid-utf8-value`) and whether it starts with a byte order mark (`byte-order-mark`). Files are not
     /// judged.
     public mutating func fieldText(_ text: UTF8Validity) -> Action {
-        guard let route else { return outOfOrder("fieldText before begin") }
+        guard let route = routeBox else { return outOfOrder("fieldText before begin") }
         return withPart("fieldText") { evaluator, part in
             guard !part.isFile, !evaluator.isStripped(part) else { return .forward }
             var action = Action.forward
             for (flag, found) in [(MultipartAnomaly.invalidUTF8Value, !text.isComplete),
                                   (.byteOrderMark, text.startsWithByteOrderMark)] where found {
                 let outcome: Finding.Outcome
-                switch route.anomalies[flag] {
+                switch route.value.anomalies[flag] {
                 case .allow: continue
                 case .log: outcome = .log
                 case .reject, .strip: outcome = .reject
                 }
-                let violation = evaluator.partViolation(.anomaly(flag), part, rule: route.location,
+                let violation = evaluator.partViolation(.anomaly(flag), part, rule: route.value.location,
                                                         detail: "anomaly \(flag.name)")
                 action = evaluator.violate(violation, outcome)
                 if case .reject = action { return action }
@@ -480,10 +498,10 @@ extension PolicyEvaluator {
         return violate(partViolation(.patternMismatch, part, detail: "value does not match \(pattern.source)"), outcome)
     }
 
-    private func pendingChecks(for part: Part, route: Route) -> PendingChecks {
+    private func pendingChecks(for part: Part, route: Shared<Route>) -> PendingChecks {
         var pending: PendingChecks = []
         guard let rule = part.rule else {
-            if part.isFile, !route.allowTypeMismatch, part.declaredType.map(MediaTypeCompatibility.isGeneric) == false {
+            if part.isFile, !route.value.allowTypeMismatch, part.declaredType.map(MediaTypeCompatibility.isGeneric) == false {
                 pending.insert(.type)
             }
             return pending
@@ -525,13 +543,17 @@ extension PolicyEvaluator {
             return outOfOrder(call + " outside a part")
         case .rejected(let violation):
             return .reject(violation)
-        case .inPart(let body, var part):
-            let action = work(&self, &part)
-            if case .rejected(let violation) = state { return .reject(violation) }
-            if action.rank > part.action.rank { part.action = action }
-            state = .inPart(body, part)
-            return part.action
+        case .inPart:
+            break
         }
+        // Moved out and back (`takeState`): the checks see `.idle` and never read the state, except a rejection
+        // they set, which stays.
+        guard case .inPart(let body, var part) = takeState() else { return outOfOrder(call + " lost its part") }
+        let action = work(&self, &part)
+        if case .rejected(let violation) = state { return .reject(violation) }
+        if action.rank > part.action.rank { part.action = action }
+        state = .inPart(body, part)
+        return part.action
     }
 
     /// Whether the part is (or, in monitor mode, would be) stripped: it goes nowhere, so later checks on its

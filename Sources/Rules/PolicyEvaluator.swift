@@ -65,13 +65,20 @@ public struct PolicyEvaluator {
 
     /// The policy being applied.
     public var policy: Policy { policyBox.value }
-    /// The route chosen by `begin`; nil before it.
+    /// The route chosen by `begin`; nil before it. A copy: read a few fields with `withRoute`.
     public var route: Route? { routeBox?.value }
+
+    /// `body` applied to the route chosen by `begin`, read in place; nil before `begin`. `route` returns a copy
+    /// of the whole route: a retain and a release of every array and string in it, on every call.
+    public func withRoute<T>(_ body: (borrowing Route) -> T) -> T? {
+        guard let routeBox else { return nil }
+        return body(routeBox.value)
+    }
     // The policy and the route never change under an evaluator (the route once `begin` chose it), so they are
     // held by reference: the proxy copies the evaluator whenever it updates it, and inline they made each copy
     // about 2 KB of bytes plus a retain and a release of every array and string in them.
-    private let policyBox: Shared<Policy>
-    private var routeBox: Shared<Route>?
+    let policyBox: Shared<Policy>
+    private(set) var routeBox: Shared<Route>?
     /// Every violation seen so far with what was decided, in order.
     public private(set) var findings: [Finding] = []
     var state: State = .idle
@@ -89,7 +96,7 @@ public struct PolicyEvaluator {
     }
 
     /// The mode this request is judged in: its route's `mode`, else the policy's.
-    public var mode: PolicyMode { route?.mode ?? policy.mode }
+    public var mode: PolicyMode { routeBox?.value.mode ?? policyBox.value.mode }
 
     var isMonitoring: Bool { mode == .monitor }
 
@@ -111,7 +118,7 @@ public struct PolicyEvaluator {
             if case .rejected(let violation) = state { return .reject(violation) }
             return .reject(outOfOrderViolation("begin called twice"))
         }
-        let route = policy.effectiveRoute(for: path, host: host)
+        let route = policyBox.value.effectiveRoute(for: path, host: host)
         routeBox = Shared(route)
         queryNames = Self.queryNames(of: path)
         var body = Body()
@@ -179,21 +186,21 @@ public struct PolicyEvaluator {
 
     /// Counts `count` raw body bytes as received (after de-chunking); rejects once `body-max` is crossed.
     public mutating func bodyData(count: Int) -> Action {
-        guard let route else { return outOfOrder("bodyData before begin") }
+        guard let route = routeBox else { return outOfOrder("bodyData before begin") }
         return withBody("bodyData") { evaluator, body in
             body.bodyBytes = body.bodyBytes.addingSaturating(UInt64(clamping: count))
-            guard body.bodyBytes > route.limits.bodyMax, !body.bodyExceeded else { return .forward }
+            guard body.bodyBytes > route.value.limits.bodyMax, !body.bodyExceeded else { return .forward }
             body.bodyExceeded = true
-            let violation = Violation(kind: .bodyTooLarge, rule: route.location,
-                                      detail: ByteSize.exceeds(body.bodyBytes, route.limits.bodyMax),
-                                      limit: route.limits.bodyMax)
+            let violation = Violation(kind: .bodyTooLarge, rule: route.value.location,
+                                      detail: ByteSize.exceeds(body.bodyBytes, route.value.limits.bodyMax),
+                                      limit: route.value.limits.bodyMax)
             return evaluator.violate(violation, .reject)
         }
     }
 
     /// Applies the actions for request-level anomaly flags (boundary, preamble, epilogue).
     public mutating func anomalies(_ flags: MultipartAnomalies) -> Action {
-        guard let route else { return outOfOrder("anomalies before begin") }
+        guard let route = routeBox else { return outOfOrder("anomalies before begin") }
         return withBody("anomalies") { evaluator, _ in
             evaluator.applyAnomalies(flags, route: route, part: nil, index: nil)
         }
@@ -201,15 +208,15 @@ public struct PolicyEvaluator {
 
     /// The body could not be parsed: 400 `malformed_body`.
     public mutating func malformed(detail: String) -> Action {
-        guard let route else { return outOfOrder("malformed before begin") }
+        guard let route = routeBox else { return outOfOrder("malformed before begin") }
         return withBody("malformed") { evaluator, _ in
-            evaluator.violate(Violation(kind: .malformedBody, rule: route.location, detail: detail), .reject)
+            evaluator.violate(Violation(kind: .malformedBody, rule: route.value.location, detail: detail), .reject)
         }
     }
 
     /// Ends the request: checks `required` rules (422). Call it for requests without a body too.
     public mutating func end() -> Action {
-        guard let route else { return outOfOrder("end before begin") }
+        guard let route = routeBox else { return outOfOrder("end before begin") }
         switch state {
         case .idle: return outOfOrder("end before begin")
         case .finished: return outOfOrder("end called twice")
@@ -218,7 +225,7 @@ public struct PolicyEvaluator {
         case .receiving(let body):
             state = .finished
             guard body.checkRequired else { return .forward }
-            for rule in route.requiredRules {
+            for rule in route.value.requiredRules {
                 guard let name = rule.name, !body.satisfied.contains(Self.key(rule.kind, name)) else { continue }
                 let violation = Violation(kind: .missingRequired, part: name, rule: rule.location,
                                           detail: "required \(rule.kind.rawValue) '\(name)' is missing",
@@ -241,17 +248,33 @@ public struct PolicyEvaluator {
             return outOfOrder(call + " after end")
         case .rejected(let violation):
             return .reject(violation)
+        case .receiving, .inPart:
+            break
+        }
+        switch takeState() {
         case .receiving(var body):
-            state = .idle
             let action = work(&self, &body)
             if case .idle = state { state = .receiving(body) }
             return action
         case .inPart(var body, let part):
-            state = .idle
             let action = work(&self, &body)
             if case .idle = state { state = .inPart(body, part) }
             return action
+        case let other:
+            // Unreachable: checked just above.
+            state = other
+            return outOfOrder(call + " in a state it cannot take")
         }
+    }
+
+    /// Moves the state out, leaving `.idle`. A `switch state` binding copies the payloads (a retain and a release
+    /// of every collection and string in the body and the part, on every call) and leaves the state sharing
+    /// them, so the body's collections would be copied when updated; a taken state is moved, and its payloads
+    /// are the only references. The caller puts the state back.
+    mutating func takeState() -> State {
+        var taken = State.idle
+        swap(&taken, &state)
+        return taken
     }
 
     /// Answers a call made in the wrong state: a proxy bug, not a policy matter, so it rejects in monitor mode
@@ -259,7 +282,7 @@ public struct PolicyEvaluator {
     mutating func outOfOrder(_ call: String) -> Action { .reject(outOfOrderViolation(call)) }
 
     private mutating func outOfOrderViolation(_ call: String) -> Violation {
-        let violation = Violation(kind: .internalError, rule: route?.location,
+        let violation = Violation(kind: .internalError, rule: routeBox?.value.location,
                                   detail: "policy evaluator called out of order: \(call)")
         findings.append(Finding(violation: violation, outcome: .reject, enforced: true))
         state = .rejected(violation)
@@ -283,17 +306,17 @@ public struct PolicyEvaluator {
         }
     }
 
-    private mutating func applyAnomalies(_ flags: MultipartAnomalies, route: Route, part: String?,
+    private mutating func applyAnomalies(_ flags: MultipartAnomalies, route: Shared<Route>, part: String?,
                                          index: Int?) -> Action {
         for flag in flags {
             let outcome: Finding.Outcome
-            switch route.anomalies[flag] {
+            switch route.value.anomalies[flag] {
             case .allow: continue
             case .log: outcome = .log
             // `strip` is refused for request-level flags when the rule file loads; should one arrive, fail closed.
             case .reject, .strip: outcome = .reject
             }
-            let violation = Violation(kind: .anomaly(flag), part: part, partIndex: index, rule: route.location,
+            let violation = Violation(kind: .anomaly(flag), part: part, partIndex: index, rule: route.value.location,
                                       detail: "multipart anomaly \(flag.name)")
             if case .reject(let violation) = violate(violation, outcome) { return .reject(violation) }
         }
