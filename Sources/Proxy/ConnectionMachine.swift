@@ -42,6 +42,8 @@ protocol ExchangeContext: AnyObject {
     var config: ProxyConfiguration { get }
     /// The policy new requests use; nil without rules.
     var policy: Policy? { get }
+    /// A fresh evaluator for `policy`, nil without one.
+    func newEvaluator() -> PolicyEvaluator?
     /// The quarantine store, if configured.
     var quarantine: QuarantineStore? { get }
     /// The worker is shutting down: no new request starts, no connection is kept alive.
@@ -65,6 +67,7 @@ protocol ExchangeContext: AnyObject {
 }
 
 extension ExchangeContext {
+    func newEvaluator() -> PolicyEvaluator? { policy.map { PolicyEvaluator(policy: $0) } }
     var storagePool: StoragePool? { nil }
     func takeReplayBuffer() -> [UInt8] { [] }
     func recycleReplayBuffer(_ buffer: [UInt8]) {}
@@ -496,7 +499,7 @@ struct ConnectionMachine {
 
         // The policy decides first, from the head alone: 405, 400 (require-header), 415 and 413 (Content-Length) are answered
         // before a body byte is read, and before any 100 Continue.
-        var evaluator = context.policy.map { PolicyEvaluator(policy: $0) }
+        var evaluator = context.newEvaluator()
         var bodyKind: PolicyEvaluator.BodyKind?
         if var ev = evaluator {
             let length: UInt64? = {
@@ -520,7 +523,7 @@ struct ConnectionMachine {
             }
             // The route's upstream group. Start-up and reload refuse a policy naming an undeclared group, so a
             // miss here is Formwall's own fault: 500, never a silent fall-back to another application.
-            if let name = ev.withRoute({ $0.upstream?.name }) ?? nil {
+            if let name = ev.routeUpstreamName {
                 guard let group = config.upstreamGroup(named: name) else {
                     respond(status: 500, kind: "internal_error", requestID: requestID,
                             detail: "upstream group \(name) is not declared", violation: nil, exchange: ex, into: &out)
@@ -531,11 +534,11 @@ struct ConnectionMachine {
         }
 
         // The field that tells the upstream what was stripped is Formwall's alone: the client's copy never passes.
-        if let name = evaluator?.withRoute({ $0.modifiedHeader }) ?? nil { head.headers.removeAll(named: name) }
+        if let name = evaluator?.routeModifiedHeader { head.headers.removeAll(named: name) }
 
         // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
         // The route's `upstream-body` setting wins over the global option.
-        let bodyMode = (evaluator?.withRoute { $0.upstreamBody } ?? nil) ?? config.upstreamBody
+        let bodyMode = evaluator?.routeUpstreamBody ?? config.upstreamBody
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
         let contentType = head.header(named: "content-type")
@@ -574,7 +577,7 @@ struct ConnectionMachine {
                 return
             }
             let quarantine = context.quarantine.map {
-                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.withRoute { $0.prefix },
+                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.routePrefix,
                                   client: ex.forwardedClient ?? peerIP)
             }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
@@ -600,7 +603,7 @@ struct ConnectionMachine {
             return
         } else if bodyKind == .urlencoded, let evaluator {
             // `reencode off`: judged as usual, forwarded byte for byte under the client's own Content-Type.
-            let verbatim = evaluator.withRoute { $0.reencode } == .off
+            let verbatim = evaluator.routeReencode == .off
             let stage = UrlencodedStage(evaluator: evaluator, verbatim: verbatim)
             ex.urlencoded = stage
             transform = .urlencoded(stage)
@@ -640,7 +643,7 @@ struct ConnectionMachine {
         // the parts were judged), announced by `Trailer`; a spooled body does it in its head.
         let trailerName: String? = {
             guard case .chunked = sinkKind, ex.form != nil || ex.urlencoded != nil else { return nil }
-            return evaluator?.withRoute { $0.modifiedHeader } ?? nil
+            return evaluator?.routeModifiedHeader
         }()
         if let trailerName {
             head.headers.removeAll(named: "trailer")
@@ -672,8 +675,8 @@ struct ConnectionMachine {
             }
         }
         let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink,
-                                    decoders: decoders, ratioMax: evaluator?.withRoute { $0.compressionRatioMax } ?? 100,
-                                    ratioRule: evaluator?.withRoute { $0.location } ?? nil)
+                                    decoders: decoders, ratioMax: evaluator?.routeCompressionRatioMax ?? 100,
+                                    ratioRule: evaluator?.routeLocation)
         if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.evaluator }
         ex.body = body
         do {
@@ -802,7 +805,7 @@ struct ConnectionMachine {
         guard let body = ex.body else { return }
         if case .spool(let file) = body.sink.kind, case (let head, var forwarding)? = ex.pendingHead {
             ex.pendingHead = nil
-            if let name = ex.evaluator?.withRoute({ $0.modifiedHeader }) ?? nil,
+            if let name = ex.evaluator?.routeModifiedHeader,
                let value = Self.modifiedValue(ex.form?.records ?? ex.urlencoded?.records ?? []) {
                 forwarding.added.append(HTTPHeaderField(name: name, value: value))
             }

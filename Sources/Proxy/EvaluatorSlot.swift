@@ -34,4 +34,11 @@ struct EvaluatorSlot {
     /// not copy them; a copy read with `value` would share them, and its first update would copy them all, for
     /// every part of a request.
     mutating func take() -> PolicyEvaluator? { box?.value.take() }
+
+    /// Whether the slot holds no evaluator, found without copying it (`value` returns a copy).
+    var isEmpty: Bool {
+        guard let box else { return true }
+        if case .none = box.value { return true }
+        return false
+    }
 }

@@ -362,10 +362,18 @@ public final class FormStage {
         var pending: PolicyEvaluator.PendingChecks = []
         var head = part
         var valueLimit = 0
+        // What the part's rule says about disarming and archives, read while the evaluator is in hand: reading
+        // them through `evaluator` would copy the whole evaluator each time.
+        var disarm: DisarmMode?
+        var archiveSettings: ArchiveSettings?
         if var ev = takeEvaluator() {
             let decision = ev.partBegin(index: record.index, name: part.nameString, filename: part.filenameString,
                                         declaredType: part.contentTypeString, anomalies: part.anomalies)
-            let rule = ev.withRoute { $0.rule(forPart: part.nameString, isFile: part.isFile) } ?? nil
+            let rule = ev.routeRule(forPart: part.nameString, isFile: part.isFile)
+            if part.isFile {
+                disarm = ev.currentDisarm
+                archiveSettings = ev.currentArchiveSettings
+            }
             evaluator = ev
             pending = decision.pending
             record.part.anomalies.formUnion(decision.flags)
@@ -397,7 +405,6 @@ public final class FormStage {
         }
         // With an antivirus, a file goes upstream only after its verdict, and a file to disarm only once rewritten:
         // either is held like a pending part.
-        let disarm = part.isFile ? evaluator?.currentDisarm : nil
         if (scanFiles || disarm != nil) && part.isFile, case .stream = mode {
             do { mode = .hold(try TemporaryFile(directory: spoolDirectory)) } catch { throw .holdFailed("\(error)") }
         }
@@ -415,8 +422,8 @@ public final class FormStage {
                           sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit, head: head)
         current?.disarm = disarm
-        if !part.isFile && evaluator != nil { current?.text = UTF8Validity() }
-        if part.isFile, let settings = evaluator?.currentArchiveSettings, settings.inspect {
+        if !part.isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
+        if part.isFile, let settings = archiveSettings, settings.inspect {
             current?.archiveProbe = []
             current?.archiveLimits = ArchiveLimits(settings)
         }

@@ -42,7 +42,12 @@ final class Worker {
     private var acceptBackoffMs = 0
     private var acceptTimer: TimerID?
     /// The policy new requests use; swapped atomically (per worker) on reload. Nil: no rules.
-    var policy: Policy?
+    var policy: Policy? {
+        didSet { evaluatorTemplate = policy.map { PolicyEvaluator(policy: $0) } }
+    }
+    /// An evaluator made once per policy (at start and on every reload): each request's starts from it and
+    /// shares its boxed policy instead of boxing (copying) the policy again.
+    private var evaluatorTemplate: PolicyEvaluator?
     /// The shared quarantine store, if configured.
     let quarantine: QuarantineStore?
     /// This worker's own audit log handle (each worker opens the same path with O_APPEND).
@@ -83,6 +88,7 @@ final class Worker {
         events = config.eventLog
         self.stats = stats
         self.policy = policy
+        evaluatorTemplate = policy.map { PolicyEvaluator(policy: $0) }   // didSet does not run in init
         self.quarantine = quarantine
         self.audit = audit
         balancers = config.upstreams.map { UpstreamBalancer(group: $0) }
@@ -424,6 +430,8 @@ extension Worker: ExchangeContext {
     func newRequestID() -> String { random.hexID(bytes: 12) }
     func newBoundary() -> [UInt8] { random.boundary() }
     func timestamp() -> AuditTimestamp { .now() }
+
+    func newEvaluator() -> PolicyEvaluator? { evaluatorTemplate.map { PolicyEvaluator(policyOf: $0) } }
 
     func takeReplayBuffer() -> [UInt8] { replayBuffers.popLast() ?? [] }
 

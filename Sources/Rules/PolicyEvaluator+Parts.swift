@@ -21,12 +21,15 @@ extension PolicyEvaluator {
         }
         // Moved, not copied (`takeState`): a copy alive past this line would share the body's collections, and
         // the checks below that update them in place would copy them instead (a cost growing with the parts).
-        guard case .receiving(let body) = takeState() else {
+        var taken = takeState()
+        guard case .receiving(let body) = taken else {
+            state = taken
             return PartDecision(action: outOfOrder("partBegin lost its body"), pending: [], mustHold: false)
         }
+        taken = .idle
         var part = Part(index: index, name: name, filename: filename, declaredType: declaredType)
         part.rule = Self.rule(in: route, forPart: name, isFile: filename != nil)
-        state = .inPart(body, part)
+        state = .inPart(consume body, part)
         var decision = PartDecision(action: .forward, pending: [], filename: nil, mustHold: false)
         decision.flags = semanticFlags(of: part, route: route)
         let action = checkPartStart(route: route, part: &part, decision: &decision, anomalies: anomalies)
@@ -34,7 +37,7 @@ extension PolicyEvaluator {
             return PartDecision(action: action, pending: [], mustHold: false, flags: decision.flags)
         }
         part.action = action
-        if case .inPart = state, case .inPart(let body, _) = takeState() { state = .inPart(body, part) }
+        updatePartInPart { $0 = part }
         decision.action = action
         decision.pending = pendingChecks(for: part, route: route)
         let laterAction = part.rule?.action ?? .reject
@@ -186,14 +189,17 @@ extension PolicyEvaluator {
         let closing = withPart("partEnd") { evaluator, part in evaluator.checkPartEnd(&part) }
         if case .reject = closing { return closing }
         // Taken (`satisfied` is then updated in place).
-        guard case .inPart = state, case .inPart(var body, let part) = takeState() else {
+        var taken = takeState()
+        guard case .inPart(var body, let part) = taken else {
+            state = taken
             return outOfOrder("partEnd lost its part")
         }
+        taken = .idle
         if let rule = part.rule, rule.required, let name = rule.name, part.action == .forward,
            !(part.isFile && part.filename?.isEmpty == true) {
             body.satisfied.insert(Self.key(rule.kind, name))
         }
-        state = .receiving(body)
+        state = .receiving(consume body)
         return part.action
     }
 
@@ -222,12 +228,12 @@ extension PolicyEvaluator {
         // Counts: every part counts, whatever later happens to it.
         let limits = route.value.limits
         var counts = (parts: 0, kindCount: 0)
-        if case .inPart = state, case .inPart(var body, let current) = takeState() {
+        let isFile = part.isFile
+        counts = updateBodyInPart { body in
             body.parts += 1
-            if part.isFile { body.files += 1 } else { body.fields += 1 }
-            counts = (body.parts, part.isFile ? body.files : body.fields)
-            state = .inPart(body, current)
-        }
+            if isFile { body.files += 1 } else { body.fields += 1 }
+            return (body.parts, isFile ? body.files : body.fields)
+        } ?? counts
         if counts.parts > limits.partsMax {
             let violation = partViolation(.tooManyParts, part, rule: route.value.location,
                                           detail: "\(counts.parts) parts > \(limits.partsMax)",
@@ -267,11 +273,10 @@ extension PolicyEvaluator {
 
         let outcome = Finding.Outcome(rule.action)
         let key = Self.key(rule.kind, part.name ?? "")
-        if case .inPart = state, case .inPart(var body, let current) = takeState() {
-            // Taken: `body` is the only reference to its collections, updated in place, not copied.
+        if let seen = updateBodyInPart({ body -> Int in
             body.repeats[key, default: 0] += 1
-            let seen = body.repeats[key] ?? 0
-            state = .inPart(body, current)
+            return body.repeats[key] ?? 0
+        }) {
             if seen > rule.repeatLimit {
                 let violation = partViolation(.tooManyRepeats, part,
                                               detail: "'\(part.name ?? "")' given \(seen) times > \(rule.repeatLimit)",
@@ -347,13 +352,11 @@ extension PolicyEvaluator {
         if part.rule == nil, route.value.unknownAction(isFile: part.isFile) == .strip { return MultipartAnomalies() }
         let reading = part.name.map(FormNameMeaning.read)
         var flags = FormNameMeaning.flags(name: reading, filename: part.filename, contentType: part.declaredType)
-        // Taken, as above: the registry grows in place instead of being copied for every part.
-        guard let reading, case .inPart = state else { return flags }
-        var taken = takeState()
-        guard case .inPart(var body, let current) = taken else { state = taken; return flags }
-        taken = .idle
-        let found = body.names.register(reading.path, isFile: part.isFile)
-        state = .inPart(body, current)
+        // The registry grows in place instead of being copied for every part (`updateBodyInPart`).
+        let isFile = part.isFile
+        guard let reading, let found = updateBodyInPart({ $0.names.register(reading.path, isFile: isFile) }) else {
+            return flags
+        }
         if found.collides { flags.insert(.nameCollision) }
         if found.repeated && part.rule == nil { flags.insert(.duplicateName) }
         let base = reading.path.first.map(String.init) ?? reading.name
@@ -548,12 +551,18 @@ extension PolicyEvaluator {
         }
         // Moved out and back (`takeState`): the checks see `.idle` and never read the state, except a rejection
         // they set, which stays.
-        guard case .inPart(let body, var part) = takeState() else { return outOfOrder(call + " lost its part") }
+        var taken = takeState()
+        guard case .inPart(let body, var part) = taken else {
+            state = taken
+            return outOfOrder(call + " lost its part")
+        }
+        taken = .idle
         let action = work(&self, &part)
         if case .rejected(let violation) = state { return .reject(violation) }
         if action.rank > part.action.rank { part.action = action }
-        state = .inPart(body, part)
-        return part.action
+        let result = part.action
+        state = .inPart(consume body, part)
+        return result
     }
 
     /// Whether the part is (or, in monitor mode, would be) stripped: it goes nowhere, so later checks on its

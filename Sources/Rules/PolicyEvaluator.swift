@@ -65,14 +65,26 @@ public struct PolicyEvaluator {
 
     /// The policy being applied.
     public var policy: Policy { policyBox.value }
-    /// The route chosen by `begin`; nil before it. A copy: read a few fields with `withRoute`.
+    /// The route chosen by `begin`; nil before it. A copy of the whole route (a retain and a release of every
+    /// array and string in it): the proxy's per-request reads use the fields below, read in place.
     public var route: Route? { routeBox?.value }
-
-    /// `body` applied to the route chosen by `begin`, read in place; nil before `begin`. `route` returns a copy
-    /// of the whole route: a retain and a release of every array and string in it, on every call.
-    public func withRoute<T>(_ body: (borrowing Route) -> T) -> T? {
-        guard let routeBox else { return nil }
-        return body(routeBox.value)
+    /// The chosen route's `upstream` group name; nil before `begin` or without one.
+    public var routeUpstreamName: String? { routeBox?.value.upstream?.name }
+    /// The chosen route's `modified-header` field name.
+    public var routeModifiedHeader: String? { routeBox?.value.modifiedHeader }
+    /// The chosen route's `upstream-body` mode, if it sets one.
+    public var routeUpstreamBody: UpstreamBodyMode? { routeBox?.value.upstreamBody ?? nil }
+    /// The chosen route's prefix.
+    public var routePrefix: String? { routeBox?.value.prefix }
+    /// The chosen route's `reencode` setting.
+    public var routeReencode: ReencodeMode? { routeBox?.value.reencode }
+    /// The chosen route's `compression-ratio-max`.
+    public var routeCompressionRatioMax: Int? { routeBox?.value.compressionRatioMax }
+    /// Where the chosen route is written.
+    public var routeLocation: SourceLocation? { routeBox?.value.location ?? nil }
+    /// The chosen route's rule for a part (`Route.rule(forPart:isFile:)`); nil before `begin`.
+    public func routeRule(forPart name: String?, isFile: Bool) -> PartRule? {
+        routeBox.flatMap { Self.rule(in: $0, forPart: name, isFile: isFile) }
     }
     // The policy and the route never change under an evaluator (the route once `begin` chose it), so they are
     // held by reference: the proxy copies the evaluator whenever it updates it, and inline they made each copy
@@ -88,6 +100,10 @@ public struct PolicyEvaluator {
 
     /// Creates an evaluator for one request.
     public init(policy: Policy) { policyBox = Shared(policy) }
+
+    /// A fresh evaluator for `template`'s policy, sharing the box that holds it: `init(policy:)` boxes (and so
+    /// copies) the whole policy, which a proxy would do for every request.
+    public init(policyOf template: PolicyEvaluator) { policyBox = template.policyBox }
 
     /// The rejection, once the request has been rejected (enforce mode only).
     public var rejection: Violation? {
@@ -251,18 +267,21 @@ public struct PolicyEvaluator {
         case .receiving, .inPart:
             break
         }
-        switch takeState() {
+        var taken = takeState()
+        switch taken {
         case .receiving(var body):
+            taken = .idle
             let action = work(&self, &body)
-            if case .idle = state { state = .receiving(body) }
+            if case .idle = state { state = .receiving(consume body) }
             return action
         case .inPart(var body, let part):
+            taken = .idle
             let action = work(&self, &body)
-            if case .idle = state { state = .inPart(body, part) }
+            if case .idle = state { state = .inPart(consume body, part) }
             return action
-        case let other:
+        default:
             // Unreachable: checked just above.
-            state = other
+            state = taken
             return outOfOrder(call + " in a state it cannot take")
         }
     }
@@ -275,6 +294,32 @@ public struct PolicyEvaluator {
         var taken = State.idle
         swap(&taken, &state)
         return taken
+    }
+
+    // The pattern for every update of a payload: take the state into a local, bind its payloads, then drop
+    // the local (`taken = .idle`) before changing them, so that they are the only references (a binding
+    // copies, and a copy still held by `taken` or by the state would make an update copy the collection:
+    // per part, a cost growing with the parts seen); put them back with `consume`.
+
+    /// `work` applied to the body of the part being received, in place; nil (and nothing done) outside a part.
+    mutating func updateBodyInPart<R>(_ work: (inout Body) -> R) -> R? {
+        guard case .inPart = state else { return nil }
+        var taken = takeState()
+        guard case .inPart(var body, let part) = taken else { state = taken; return nil }
+        taken = .idle
+        let result = work(&body)
+        state = .inPart(consume body, part)
+        return result
+    }
+
+    /// `work` applied to the part being received, in place; nothing done outside a part.
+    mutating func updatePartInPart(_ work: (inout Part) -> Void) {
+        guard case .inPart = state else { return }
+        var taken = takeState()
+        guard case .inPart(let body, var part) = taken else { state = taken; return }
+        taken = .idle
+        work(&part)
+        state = .inPart(consume body, consume part)
     }
 
     /// Answers a call made in the wrong state: a proxy bug, not a policy matter, so it rejects in monitor mode
