@@ -1,3 +1,5 @@
+import Glibc
+
 /// What the parser learned from one part's header block.
 ///
 /// Names and filenames are kept as bytes: they need not be valid UTF-8 (an `invalid-utf8` flag says so).
@@ -87,8 +89,11 @@ extension MultipartPart {
     /// The line starting at `start`: where its content ends (before a CR that precedes the LF) and where its
     /// LF is (or `block.count`).
     private static func physicalLine(_ block: UnsafeRawBufferPointer, from start: Int) -> (lineEnd: Int, end: Int) {
-        var end = start
-        while end < block.count, block[end] != ASCII.lf { end += 1 }
+        var end = block.count
+        if start < block.count, let base = block.baseAddress,
+           let found = memchr(base + start, Int32(ASCII.lf), block.count - start) {
+            end = base.distance(to: UnsafeRawPointer(found))
+        }
         var lineEnd = end
         if lineEnd > start, block[lineEnd - 1] == ASCII.cr {
             lineEnd -= 1
@@ -111,20 +116,38 @@ extension MultipartPart {
         let n = block.count
         while i < n {
             let (lineEnd, end) = physicalLine(block, from: i)
-            let line = block[i..<lineEnd]
+            let start = i
             i = end + 1
-            guard let colon = line.firstIndex(of: ASCII.colon), colon > line.startIndex else {
-                throw MultipartError(.malformedPartHeader)
+            // Index loops over the raw bytes: the generic slice algorithms cost several times as much per byte.
+            var colon = start
+            while colon < lineEnd, block[colon] != ASCII.colon { colon += 1 }
+            guard colon < lineEnd, colon > start else { throw MultipartError(.malformedPartHeader) }
+            var k = start
+            while k < colon {
+                guard ASCII.isTChar(block[k]) else { throw MultipartError(.malformedPartHeader) }
+                k += 1
             }
-            let name = line[..<colon]
-            guard name.allSatisfy(ASCII.isTChar) else { throw MultipartError(.malformedPartHeader) }
-            var value = line[(colon + 1)...]
-            while let f = value.first, f == ASCII.space || f == ASCII.tab { value = value.dropFirst() }
-            while let l = value.last, l == ASCII.space || l == ASCII.tab { value = value.dropLast() }
-            if value.contains(where: { ($0 < 0x20 && $0 != ASCII.tab) || $0 == 0x7F }) {
-                anomalies.insert(.controlCharacters)
+            var valueStart = colon + 1
+            while valueStart < lineEnd, block[valueStart] == ASCII.space || block[valueStart] == ASCII.tab {
+                valueStart += 1
             }
-            if !UTF8Check.isValid(value) { anomalies.insert(.invalidUTF8) }
+            var valueEnd = lineEnd
+            while valueEnd > valueStart, block[valueEnd - 1] == ASCII.space || block[valueEnd - 1] == ASCII.tab {
+                valueEnd -= 1
+            }
+            var control = false
+            var nonASCII = false
+            k = valueStart
+            while k < valueEnd {
+                let byte = block[k]
+                if (byte < 0x20 && byte != ASCII.tab) || byte == 0x7F { control = true }
+                if byte >= 0x80 { nonASCII = true }
+                k += 1
+            }
+            let name = block[start..<colon]
+            let value = block[valueStart..<valueEnd]
+            if control { anomalies.insert(.controlCharacters) }
+            if nonASCII && !UTF8Check.isValid(value) { anomalies.insert(.invalidUTF8) }
             if ASCII.equalsLower(name, "content-disposition") {
                 if disposition != nil {
                     anomalies.insert(.duplicateContentDisposition)
