@@ -240,7 +240,7 @@ public enum HTTPHeadSerializer {
 
     private static func append(_ text: String, to buffer: inout [UInt8]) {
         // One copy of the contiguous bytes (native strings, small ones too) instead of a byte-by-byte append.
-        let copied = text.utf8.withContiguousStorageIfAvailable { buffer.append(contentsOf: $0) }
+        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { buffer.append(contentsOf: $0) }
         if copied == nil { buffer.append(contentsOf: text.utf8) }
     }
 }
