@@ -54,7 +54,7 @@ extension ConnectionMachine {
         // the first change made. (docs/operations.md, `reason` and `would_status`)
         let wouldReject = decision == .monitor ? evaluator?.wouldReject : nil
         let decidedBy = decision == .monitor || decision == .modified ? wouldReject ?? evaluator?.firstModification : nil
-        let matched = evaluator.flatMap { $0.policy.route(for: ex.head.target, host: ex.head.header(named: "host")) }?.prefix
+        let matched = evaluator?.matchedRoutePrefix
         var fields: [AuditRecord.Field]?
         if let wanted = config.audit?.fields, !wanted.isEmpty {
             fields = (ex.form?.records ?? ex.urlencoded?.records ?? []).compactMap { r in

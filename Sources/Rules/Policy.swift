@@ -50,33 +50,39 @@ public struct Policy: Sendable, Hashable {
     /// another Host, nor to a request without one. The query and fragment are ignored and the path is
     /// normalised first (see `normalize(path:)`); the Host is compared lowercase without its port.
     public func route(for path: String, host: String? = nil) -> Route? {
+        routeIndex(for: path, host: host).map { routes[$0] }
+    }
+
+    /// The index in `routes` of `route(for:host:)`'s route; nil when none matches. Reads the routes in place
+    /// (iterating them would copy each: a retain and a release of every array and string in it).
+    public func routeIndex(for path: String, host: String? = nil) -> Int? {
         let normalised = Self.normalize(path: path)
         let requestHost = host.flatMap(HostPattern.normalize(host:))
         var segments: [Substring]?
-        var best: (route: Route, rank: (Int, Int, Int))?
-        for route in routes {
-            if let hosts = route.hosts {
+        var best: (index: Int, rank: (Int, Int, Int))?
+        for index in routes.indices {
+            if let hosts = routes[index].hosts {
                 guard let requestHost, hosts.contains(where: { $0.matches(requestHost) }) else { continue }
             }
             let specificity: Int
-            switch route.match {
+            switch routes[index].match {
             case .exact:
-                guard route.prefix == normalised else { continue }
+                guard routes[index].prefix == normalised else { continue }
                 specificity = 0
             case .prefix:
-                guard Self.prefix(route.prefix, matches: normalised) else { continue }
-                specificity = route.prefix == "/" ? 0 : route.prefix.utf8.count
+                guard Self.prefix(routes[index].prefix, matches: normalised) else { continue }
+                specificity = routes[index].prefix == "/" ? 0 : routes[index].prefix.utf8.count
             case .pattern:
                 if segments == nil { segments = normalised.split(separator: "/") }
-                guard let literals = Self.pattern(route.prefix, matches: segments ?? []) else { continue }
+                guard let literals = Self.pattern(routes[index].prefix, matches: segments ?? []) else { continue }
                 specificity = literals
             }
-            let kindRank = route.match == .exact ? 2 : route.match == .pattern ? 1 : 0
-            let rank = (kindRank, specificity, route.hosts == nil ? 0 : 1)
+            let kindRank = routes[index].match == .exact ? 2 : routes[index].match == .pattern ? 1 : 0
+            let rank = (kindRank, specificity, routes[index].hosts == nil ? 0 : 1)
             // Strictly better only: routes are in file order, so the first of equals stays.
-            if best.map({ rank > $0.rank }) ?? true { best = (route, rank) }
+            if best.map({ rank > $0.rank }) ?? true { best = (index, rank) }
         }
-        return best?.route
+        return best?.index
     }
 
     /// `route(for:host:)`, or the fallback route when none matches.

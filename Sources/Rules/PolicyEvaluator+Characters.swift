@@ -8,7 +8,7 @@ extension PolicyEvaluator {
 
     /// `name_character`: the part's name (a multipart part's `name`, a urlencoded field's decoded name) against
     /// the context's name character list. A part without a name has nothing to judge.
-    mutating func checkName(_ part: Part, _ checks: NameChecks, rule: PartRule?,
+    mutating func checkName(_ part: Part, _ checks: NameChecks, rule: Shared<PartRule>?,
                             outcome: Finding.Outcome) -> Action {
         guard let name = part.name else { return .forward }
         return checkCharacters(name, checks.nameCharacters, kind: .nameCharacter, part: part, rule: rule,
@@ -17,13 +17,13 @@ extension PolicyEvaluator {
 
     /// The first character of `text` that `list` refuses, as a violation of `kind` handled with `outcome`.
     mutating func checkCharacters(_ text: String, _ list: CharacterRule, kind: ViolationKind, part: Part,
-                                  rule: PartRule?, outcome: Finding.Outcome,
+                                  rule: Shared<PartRule>?, outcome: Finding.Outcome,
                                   skip: (Unicode.Scalar) -> Bool) -> Action {
         guard let (scalar, position) = list.firstRefused(in: text, skip: skip) else { return .forward }
         let subject = kind == .nameCharacter ? "name" : "filename"
         let verdict = list.mode == .deny ? "is denied" : "is not in the allowed characters"
         let detail = "\(subject) character \(CharacterRule.display(scalar)) at position \(position) \(verdict)"
         let route = self.routeBox?.value.location
-        return violate(partViolation(kind, part, rule: rule?.location ?? route, detail: detail), outcome)
+        return violate(partViolation(kind, part, rule: rule?.value.location ?? route, detail: detail), outcome)
     }
 }

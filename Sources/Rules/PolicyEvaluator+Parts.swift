@@ -40,7 +40,7 @@ extension PolicyEvaluator {
         updatePartInPart { $0 = part }
         decision.action = action
         decision.pending = pendingChecks(for: part, route: route)
-        let laterAction = part.rule?.action ?? .reject
+        let laterAction = part.rule?.value.action ?? .reject
         decision.mustHold = !isMonitoring && decision.action == .forward && !decision.pending.isEmpty
             && (laterAction == .strip || laterAction == .quarantine)
         return decision
@@ -51,11 +51,11 @@ extension PolicyEvaluator {
         withPart("partData") { evaluator, part in
             part.size = part.size.addingSaturating(UInt64(clamping: count))
             guard !evaluator.isStripped(part) else { return .forward }
-            guard let rule = part.rule, let max = rule.max, part.size > max, !part.sizeExceeded else { return .forward }
+            guard let rule = part.rule, let max = rule.value.max, part.size > max, !part.sizeExceeded else { return .forward }
             part.sizeExceeded = true
-            let violation = evaluator.partViolation(rule.kind == .file ? .fileTooLarge : .fieldTooLarge, part,
+            let violation = evaluator.partViolation(rule.value.kind == .file ? .fileTooLarge : .fieldTooLarge, part,
                                                     detail: ByteSize.exceeds(part.size, max), limit: max)
-            return evaluator.violate(violation, Finding.Outcome(rule.action))
+            return evaluator.violate(violation, Finding.Outcome(rule.value.action))
         }
     }
 
@@ -83,10 +83,10 @@ extension PolicyEvaluator {
             part.sniffed = true
             guard part.isFile, !evaluator.isStripped(part) else { return .forward }
             let rule = part.rule
-            let outcome = rule.map { Finding.Outcome($0.action) } ?? .reject
+            let outcome = rule.map { Finding.Outcome($0.value.action) } ?? .reject
             var action = Action.forward
-            if let rule, !rule.types.isEmpty, !Self.typesAllow(rule.types, sniffed) {
-                let allowed = rule.types.map(\.description).joined(separator: " ")
+            if let rule, !rule.value.types.isEmpty, !Self.typesAllow(rule.value.types, sniffed) {
+                let allowed = rule.value.types.map(\.description).joined(separator: " ")
                 let violation = evaluator.partViolation(.typeNotAllowed, part,
                                                         detail: "sniffed \(Self.display(sniffed)) not in \(allowed)")
                 action = evaluator.violate(violation, outcome)
@@ -97,7 +97,7 @@ extension PolicyEvaluator {
                 if case .reject = next { return next }
                 if next.rank > action.rank { action = next }
             }
-            let tolerated = rule?.allowTypeMismatch ?? route.value.allowTypeMismatch
+            let tolerated = rule?.value.allowTypeMismatch ?? route.value.allowTypeMismatch
             if !tolerated, let declared = part.declaredType,
                !MediaTypeCompatibility.compatible(declared: declared, sniffed: sniffed) {
                 let violation = evaluator.partViolation(
@@ -115,8 +115,8 @@ extension PolicyEvaluator {
     /// `application/x-mach-binary`) allows executable members too.
     public var currentArchiveSettings: ArchiveSettings? {
         guard case .inPart(_, let part) = state, part.isFile, let route = routeBox else { return nil }
-        var settings = part.rule?.archive ?? route.value.archive
-        if let types = part.rule?.types, Self.executableTypes.contains(where: { t in types.contains { $0.matches(t) } }) {
+        var settings = part.rule?.value.archive ?? route.value.archive
+        if let types = part.rule?.value.types, Self.executableTypes.contains(where: { t in types.contains { $0.matches(t) } }) {
             settings.allowExecutables = true
         }
         return settings
@@ -131,7 +131,7 @@ extension PolicyEvaluator {
         guard let route = routeBox else { return outOfOrder("partArchive before begin") }
         return withPart("partArchive") { evaluator, part in
             guard part.isFile, !evaluator.isStripped(part) else { return .forward }
-            let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
+            let outcome = part.rule.map { Finding.Outcome($0.value.action) } ?? .reject
             let violation = evaluator.partViolation(.archive(problem), part,
                                                     rule: part.rule == nil ? route.value.location : nil, detail: detail)
             return evaluator.violate(violation, outcome)
@@ -141,14 +141,14 @@ extension PolicyEvaluator {
     /// `disarm` on the current file part's rule (nil: none, or not a file).
     public var currentDisarm: DisarmMode? {
         guard case .inPart(_, let part) = state, part.isFile else { return nil }
-        return part.rule?.disarm
+        return part.rule?.value.disarm
     }
 
     /// A file to `disarm` could not be rewritten: a violation `disarm_failed`, handled with the rule's action.
     public mutating func partDisarmFailed(detail: String) -> Action {
         guard let route = routeBox else { return outOfOrder("partDisarmFailed before begin") }
         return withPart("partDisarmFailed") { evaluator, part in
-            let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
+            let outcome = part.rule.map { Finding.Outcome($0.value.action) } ?? .reject
             let violation = evaluator.partViolation(.disarmFailed, part, rule: part.rule == nil ? route.value.location : nil,
                                                     detail: detail)
             return evaluator.violate(violation, outcome)
@@ -160,7 +160,7 @@ extension PolicyEvaluator {
     public mutating func partMalware(signature: String) -> Action {
         guard let route = routeBox else { return outOfOrder("partMalware before begin") }
         return withPart("partMalware") { evaluator, part in
-            let outcome = part.rule.map { Finding.Outcome($0.action) } ?? .reject
+            let outcome = part.rule.map { Finding.Outcome($0.value.action) } ?? .reject
             let violation = evaluator.partViolation(.malware, part, rule: part.rule == nil ? route.value.location : nil,
                                                     detail: "\(signature) FOUND")
             return evaluator.violate(violation, outcome)
@@ -172,7 +172,7 @@ extension PolicyEvaluator {
         withPart("fieldValue") { evaluator, part in
             part.valueChecked = true
             guard !evaluator.isStripped(part) else { return .forward }
-            guard let rule = part.rule, let pattern = rule.pattern else { return .forward }
+            guard let rule = part.rule, let pattern = rule.value.pattern else { return .forward }
             return evaluator.checkPattern(pattern, value: Array(value), part: part, rule: rule)
         }
     }
@@ -195,9 +195,9 @@ extension PolicyEvaluator {
             return outOfOrder("partEnd lost its part")
         }
         taken = .idle
-        if let rule = part.rule, rule.required, let name = rule.name, part.action == .forward,
+        if let rule = part.rule, rule.value.required, let name = rule.value.name, part.action == .forward,
            !(part.isFile && part.filename?.isEmpty == true) {
-            body.satisfied.insert(Self.key(rule.kind, name))
+            body.satisfied.insert(Self.key(rule.value.kind, name))
         }
         state = .receiving(consume body)
         return part.action
@@ -205,19 +205,19 @@ extension PolicyEvaluator {
 
     /// `Route.rule(forPart:isFile:)` on the route in its box: calling the method on `route.value` would copy
     /// the whole route first.
-    static func rule(in route: Shared<Route>, forPart name: String?, isFile: Bool) -> PartRule? {
-        let named = isFile ? route.value.files : route.value.fields
-        let other = isFile ? route.value.fields : route.value.files
+    static func rule(in route: RouteBox, forPart name: String?, isFile: Bool) -> Shared<PartRule>? {
+        let named = isFile ? route.files : route.fields
+        let other = isFile ? route.fields : route.files
         if let name {
-            if let index = named.firstIndex(where: { $0.name == name }) { return named[index] }
-            if other.contains(where: { $0.name == name }) { return nil }
+            if let index = named.firstIndex(where: { $0.value.name == name }) { return named[index] }
+            if other.contains(where: { $0.value.name == name }) { return nil }
         }
-        return isFile ? route.value.otherFiles : route.value.otherFields
+        return isFile ? route.otherFiles : route.otherFields
     }
 
     // MARK: - Checks
 
-    private mutating func checkPartStart(route: Shared<Route>, part: inout Part, decision: inout PartDecision,
+    private mutating func checkPartStart(route: RouteBox, part: inout Part, decision: inout PartDecision,
                                          anomalies: MultipartAnomalies) -> Action {
         var action = Action.forward
         func fold(_ next: Action) -> Bool {
@@ -271,26 +271,26 @@ extension PolicyEvaluator {
             return action
         }
 
-        let outcome = Finding.Outcome(rule.action)
-        let key = Self.key(rule.kind, part.name ?? "")
+        let outcome = Finding.Outcome(rule.value.action)
+        let key = Self.key(rule.value.kind, part.name ?? "")
         if let seen = updateBodyInPart({ body -> Int in
             body.repeats[key, default: 0] += 1
             return body.repeats[key] ?? 0
         }) {
-            if seen > rule.repeatLimit {
+            if seen > rule.value.repeatLimit {
                 let violation = partViolation(.tooManyRepeats, part,
-                                              detail: "'\(part.name ?? "")' given \(seen) times > \(rule.repeatLimit)",
-                                              limit: UInt64(rule.repeatLimit))
+                                              detail: "'\(part.name ?? "")' given \(seen) times > \(rule.value.repeatLimit)",
+                                              limit: UInt64(rule.value.repeatLimit))
                 if fold(violate(violation, outcome)) { return action }
             } else if seen > 1, route.value.anomalies[.duplicateName] != .allow {
                 // Repetition the rule allows is still recorded: frameworks read a repeated name differently.
                 let violation = partViolation(.anomaly(.duplicateName), part, rule: route.value.location,
                                               detail: "'\(part.name ?? "")' given \(seen) times, allowed by repeat "
-                                                + "\(rule.repeatLimit)")
+                                                + "\(rule.value.repeatLimit)")
                 _ = violate(violation, .log)
             }
         }
-        if fold(checkName(part, rule.nameChecks, rule: rule, outcome: outcome)) { return action }
+        if fold(checkName(part, rule.value.nameChecks, rule: rule, outcome: outcome)) { return action }
         // The semantic flags come after the name and filename checks, which are the operator's own lists and so
         // report a character first; a part they strip is gone and no later check judges it.
         func semanticChecks() -> Action {
@@ -300,22 +300,22 @@ extension PolicyEvaluator {
             _ = fold(semanticChecks())
             return action
         }
-        if fold(checkFilename(part, handling: rule.filename, allowed: rule.allowedFilenameProblems,
-                              checks: rule.nameChecks, rule: rule, outcome: outcome, decision: &decision)) {
+        if fold(checkFilename(part, handling: rule.value.filename, allowed: rule.value.allowedFilenameProblems,
+                              checks: rule.value.nameChecks, rule: rule, outcome: outcome, decision: &decision)) {
             return action
         }
         if fold(semanticChecks()) { return action }
         if case .strip = action { return action }
         let effectiveName = decision.filename ?? filename
-        if !filename.isEmpty, !rule.allowsExtension(of: effectiveName) {
+        if !filename.isEmpty, !rule.value.allowsExtension(of: effectiveName) {
             let ext = FilenameCheck.lastExtension(of: effectiveName).map { ".\($0)" } ?? "no extension"
             let violation = partViolation(.extensionNotAllowed, part,
-                                          detail: "\(ext) not in \(rule.extensions.joined(separator: " "))")
+                                          detail: "\(ext) not in \(rule.value.extensions.joined(separator: " "))")
             if fold(violate(violation, outcome)) { return action }
         }
-        if !rule.types.isEmpty, let declared = part.declaredType, !MediaTypeCompatibility.isGeneric(declared),
-           !Self.typesAllow(rule.types, declared) {
-            let allowed = rule.types.map(\.description).joined(separator: " ")
+        if !rule.value.types.isEmpty, let declared = part.declaredType, !MediaTypeCompatibility.isGeneric(declared),
+           !Self.typesAllow(rule.value.types, declared) {
+            let allowed = rule.value.types.map(\.description).joined(separator: " ")
             let violation = partViolation(.typeNotAllowed, part,
                                           detail: "declared \(Self.display(declared)) not in \(allowed)")
             if fold(violate(violation, outcome)) { return action }
@@ -323,7 +323,7 @@ extension PolicyEvaluator {
         return action
     }
 
-    private mutating func applyPartAnomalies(_ flags: MultipartAnomalies, route: Shared<Route>, part: Part) -> Action {
+    private mutating func applyPartAnomalies(_ flags: MultipartAnomalies, route: RouteBox, part: Part) -> Action {
         for flag in flags {
             let outcome: Finding.Outcome
             switch route.value.anomalies[flag] {
@@ -348,7 +348,7 @@ extension PolicyEvaluator {
     /// part's is its rule's `repeat`); `a` meeting `a[b]`, in either order, is `name-collision`.
     ///
     /// A part no rule names that `unknown strip` drops never reaches the upstream: it raises nothing.
-    private mutating func semanticFlags(of part: Part, route: Shared<Route>) -> MultipartAnomalies {
+    private mutating func semanticFlags(of part: Part, route: RouteBox) -> MultipartAnomalies {
         if part.rule == nil, route.value.unknownAction(isFile: part.isFile) == .strip { return MultipartAnomalies() }
         let reading = part.name.map(FormNameMeaning.read)
         var flags = FormNameMeaning.flags(name: reading, filename: part.filename, contentType: part.declaredType)
@@ -400,11 +400,11 @@ extension PolicyEvaluator {
     }
 
     private mutating func checkFilename(_ part: Part, handling: FilenameHandling, allowed: Set<FilenameProblem>,
-                                        checks: NameChecks, rule: PartRule?, outcome: Finding.Outcome,
+                                        checks: NameChecks, rule: Shared<PartRule>?, outcome: Finding.Outcome,
                                         decision: inout PartDecision) -> Action {
         guard handling != .allow, let filename = part.filename, !filename.isEmpty else { return .forward }
         let bytes = Array(filename.utf8)
-        let exempt: (String) -> Bool = { ext in rule?.extensions.contains("." + ext) ?? false }
+        let exempt: (String) -> Bool = { ext in rule?.value.extensions.contains("." + ext) ?? false }
         let restricted = checks.restrictedFilenames
         var problems = FilenameCheck.problems(in: bytes, restricted: restricted, extensionAllowed: exempt)
             .filter { !allowed.contains($0) }
@@ -416,7 +416,7 @@ extension PolicyEvaluator {
                 let sanitized = FilenameCheck.sanitize(bytes)
                 judged = sanitized
                 for problem in fixable {
-                    let violation = partViolation(.filename(problem), part, rule: rule?.location,
+                    let violation = partViolation(.filename(problem), part, rule: rule?.value.location,
                                                   detail: "filename sanitized to '\(sanitized)'")
                     _ = violate(violation, .sanitize)
                 }
@@ -446,7 +446,7 @@ extension PolicyEvaluator {
             default:
                 break
             }
-            let next = violate(partViolation(.filename(problem), part, rule: rule?.location, detail: detail), outcome)
+            let next = violate(partViolation(.filename(problem), part, rule: rule?.value.location, detail: detail), outcome)
             if next.rank > action.rank { action = next }
             if case .reject = next { return next }
         }
@@ -458,24 +458,24 @@ extension PolicyEvaluator {
 
     private mutating func checkPartEnd(_ part: inout Part) -> Action {
         guard let rule = part.rule, !isStripped(part) else { return .forward }
-        let outcome = Finding.Outcome(rule.action)
+        let outcome = Finding.Outcome(rule.value.action)
         // `min` / `not-empty`: judged at the end, when the size is known. "No file chosen" (an empty filename and
         // no data) is not a file, so it has no floor; `required` is what insists on a file.
         let noFileChosen = part.isFile && part.filename?.isEmpty == true && part.size == 0
-        if let min = rule.min, part.size < min, !noFileChosen {
-            let detail = part.size == 0 ? "\(rule.kind.rawValue) is empty" : "\(part.size) B < \(min) B"
-            let violation = partViolation(rule.kind == .file ? .fileTooSmall : .fieldTooSmall, part,
+        if let min = rule.value.min, part.size < min, !noFileChosen {
+            let detail = part.size == 0 ? "\(rule.value.kind.rawValue) is empty" : "\(part.size) B < \(min) B"
+            let violation = partViolation(rule.value.kind == .file ? .fileTooSmall : .fieldTooSmall, part,
                                           detail: min == 1 && part.size == 0 ? detail + " (not-empty)" : detail,
                                           limit: min)
             let action = violate(violation, outcome)
             if action != .forward { return action }
         }
         // An empty file ("no file chosen" or a named 0-byte file) has no content to sniff.
-        if part.isFile, rule.judgesSniffedContent, !part.sniffed, part.size > 0 {
+        if part.isFile, rule.value.judgesSniffedContent, !part.sniffed, part.size > 0 {
             let violation = partViolation(.typeNotAllowed, part, detail: "content type was not sniffed")
             return violate(violation, outcome)
         }
-        if let pattern = rule.pattern, !part.isFile, !part.valueChecked {
+        if let pattern = rule.value.pattern, !part.isFile, !part.valueChecked {
             part.valueChecked = true
             guard part.size == 0 else {
                 return violate(partViolation(.patternMismatch, part, detail: "value was not checked"), outcome)
@@ -485,8 +485,8 @@ extension PolicyEvaluator {
         return .forward
     }
 
-    private mutating func checkPattern(_ pattern: FieldPattern, value: [UInt8], part: Part, rule: PartRule) -> Action {
-        let outcome = Finding.Outcome(rule.action)
+    private mutating func checkPattern(_ pattern: FieldPattern, value: [UInt8], part: Part, rule: Shared<PartRule>) -> Action {
+        let outcome = Finding.Outcome(rule.value.action)
         guard let text = String(validating: value, as: UTF8.self) else {
             return violate(partViolation(.patternMismatch, part, detail: "value is not valid UTF-8"), outcome)
         }
@@ -501,7 +501,7 @@ extension PolicyEvaluator {
         return violate(partViolation(.patternMismatch, part, detail: "value does not match \(pattern.source)"), outcome)
     }
 
-    private func pendingChecks(for part: Part, route: Shared<Route>) -> PendingChecks {
+    private func pendingChecks(for part: Part, route: RouteBox) -> PendingChecks {
         var pending: PendingChecks = []
         guard let rule = part.rule else {
             if part.isFile, !route.value.allowTypeMismatch, part.declaredType.map(MediaTypeCompatibility.isGeneric) == false {
@@ -509,32 +509,32 @@ extension PolicyEvaluator {
             }
             return pending
         }
-        if rule.max != nil || rule.min != nil { pending.insert(.size) }
-        if part.isFile, rule.judgesSniffedContent
-            || (!rule.allowTypeMismatch && part.declaredType.map(MediaTypeCompatibility.isGeneric) == false) {
+        if rule.value.max != nil || rule.value.min != nil { pending.insert(.size) }
+        if part.isFile, rule.value.judgesSniffedContent
+            || (!rule.value.allowTypeMismatch && part.declaredType.map(MediaTypeCompatibility.isGeneric) == false) {
             pending.insert(.type)
         }
-        if !part.isFile, rule.pattern != nil { pending.insert(.value) }
+        if !part.isFile, rule.value.pattern != nil { pending.insert(.value) }
         return pending
     }
 
     // MARK: - Helpers
 
     /// The first `categories`, `labels` or `deny-embedded-markup` violation of `content`, if any.
-    private func sniffedContentViolation(_ rule: PartRule, _ content: SniffedContent, _ part: Part) -> Violation? {
-        if rule.denyEmbeddedMarkup, let markup = content.embeddedMarkup {
+    private func sniffedContentViolation(_ rule: Shared<PartRule>, _ content: SniffedContent, _ part: Part) -> Violation? {
+        if rule.value.denyEmbeddedMarkup, let markup = content.embeddedMarkup {
             let what = content.label ?? Self.display(content.mimeType)
             return partViolation(.embeddedMarkup, part, detail: "sniffed \(what) carrying \(markup)")
         }
-        if !rule.categories.isEmpty, !(content.category.map(rule.categories.contains) ?? false) {
+        if !rule.value.categories.isEmpty, !(content.category.map(rule.value.categories.contains) ?? false) {
             return partViolation(.sniffedNotAllowed, part,
                                  detail: "sniffed category \(content.category ?? "(none)") not in "
-                                     + rule.categories.joined(separator: " "))
+                                     + rule.value.categories.joined(separator: " "))
         }
-        if !rule.labels.isEmpty, !(content.label.map(rule.labels.contains) ?? false) {
+        if !rule.value.labels.isEmpty, !(content.label.map(rule.value.labels.contains) ?? false) {
             return partViolation(.sniffedNotAllowed, part,
                                  detail: "sniffed label \(content.label ?? "(none)") not in "
-                                     + rule.labels.joined(separator: " "))
+                                     + rule.value.labels.joined(separator: " "))
         }
         return nil
     }
@@ -576,9 +576,9 @@ extension PolicyEvaluator {
     func partViolation(_ kind: ViolationKind, _ part: Part, rule: SourceLocation? = nil, detail: String,
                                limit: UInt64? = nil) -> Violation {
         // A rule's `status` applies to the violations of that rule, not to route-level ones (counts, anomalies).
-        let ownRule = rule == nil || rule == part.rule?.location
-        return Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.location,
-                         detail: detail, limit: limit, statusOverride: ownRule ? part.rule?.status : nil)
+        let ownRule = rule == nil || rule == part.rule?.value.location
+        return Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.value.location,
+                         detail: detail, limit: limit, statusOverride: ownRule ? part.rule?.value.status : nil)
     }
 
     /// Whether `types` allow `mediaType`, as sent or under its canonical alias (`image/jpg` = `image/jpeg`).

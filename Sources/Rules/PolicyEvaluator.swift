@@ -53,7 +53,8 @@ public struct PolicyEvaluator {
         var index: Int
         var name: String?
         var filename: String?
-        var rule: PartRule?
+        /// The part's rule, held by reference (its route's box of it): copying the part copies one reference.
+        var rule: Shared<PartRule>?
         var declaredType: String?
         var size: UInt64 = 0
         var sizeExceeded = false
@@ -64,7 +65,7 @@ public struct PolicyEvaluator {
     }
 
     /// The policy being applied.
-    public var policy: Policy { policyBox.value }
+    public var policy: Policy { plan.policy }
     /// The route chosen by `begin`; nil before it. A copy of the whole route (a retain and a release of every
     /// array and string in it): the proxy's per-request reads use the fields below, read in place.
     public var route: Route? { routeBox?.value }
@@ -82,15 +83,20 @@ public struct PolicyEvaluator {
     public var routeCompressionRatioMax: Int? { routeBox?.value.compressionRatioMax }
     /// Where the chosen route is written.
     public var routeLocation: SourceLocation? { routeBox?.value.location ?? nil }
-    /// The chosen route's rule for a part (`Route.rule(forPart:isFile:)`); nil before `begin`.
-    public func routeRule(forPart name: String?, isFile: Bool) -> PartRule? {
-        routeBox.flatMap { Self.rule(in: $0, forPart: name, isFile: isFile) }
+    /// The `max` of the chosen route's rule for a part, read in place; nil without a rule or a `max`.
+    public func routeRuleMax(forPart name: String?, isFile: Bool) -> UInt64? {
+        routeBox.flatMap { Self.rule(in: $0, forPart: name, isFile: isFile)?.value.max }
     }
+    /// The prefix of the route that matched the request (nil: none did, the fallback applies, or before `begin`).
+    public var matchedRoutePrefix: String? { matchedRoute.map { plan.routes[$0].value.prefix } }
     // The policy and the route never change under an evaluator (the route once `begin` chose it), so they are
     // held by reference: the proxy copies the evaluator whenever it updates it, and inline they made each copy
-    // about 2 KB of bytes plus a retain and a release of every array and string in them.
-    let policyBox: Shared<Policy>
-    private(set) var routeBox: Shared<Route>?
+    // about 2 KB of bytes plus a retain and a release of every array and string in them. The plan is made once
+    // per policy (`init(policyOf:)` shares a template's), and `begin` picks one of its routes.
+    let plan: PolicyPlan
+    private(set) var routeBox: RouteBox?
+    /// The index in `policy.routes` of the route that matched; nil for the fallback.
+    private var matchedRoute: Int?
     /// Every violation seen so far with what was decided, in order.
     public private(set) var findings: [Finding] = []
     var state: State = .idle
@@ -99,11 +105,11 @@ public struct PolicyEvaluator {
     var queryNames: Set<String> = []
 
     /// Creates an evaluator for one request.
-    public init(policy: Policy) { policyBox = Shared(policy) }
+    public init(policy: Policy) { plan = PolicyPlan(policy) }
 
-    /// A fresh evaluator for `template`'s policy, sharing the box that holds it: `init(policy:)` boxes (and so
-    /// copies) the whole policy, which a proxy would do for every request.
-    public init(policyOf template: PolicyEvaluator) { policyBox = template.policyBox }
+    /// A fresh evaluator for `template`'s policy, sharing its plan: `init(policy:)` prepares (and copies) the
+    /// whole policy, which a proxy would otherwise do for every request.
+    public init(policyOf template: PolicyEvaluator) { plan = template.plan }
 
     /// The rejection, once the request has been rejected (enforce mode only).
     public var rejection: Violation? {
@@ -112,7 +118,7 @@ public struct PolicyEvaluator {
     }
 
     /// The mode this request is judged in: its route's `mode`, else the policy's.
-    public var mode: PolicyMode { routeBox?.value.mode ?? policyBox.value.mode }
+    public var mode: PolicyMode { routeBox?.value.mode ?? plan.policy.mode }
 
     var isMonitoring: Bool { mode == .monitor }
 
@@ -134,51 +140,52 @@ public struct PolicyEvaluator {
             if case .rejected(let violation) = state { return .reject(violation) }
             return .reject(outOfOrderViolation("begin called twice"))
         }
-        let route = policyBox.value.effectiveRoute(for: path, host: host)
-        routeBox = Shared(route)
+        matchedRoute = plan.policy.routeIndex(for: path, host: host)
+        let route = matchedRoute.map { plan.routes[$0] } ?? plan.fallback
+        routeBox = route
         queryNames = Self.queryNames(of: path)
         var body = Body()
         state = .receiving(body)
-        let exempt = preflight && route.preflight == .pass && contentLength == 0
-        if let methods = route.methods, !methods.contains(method), !exempt {
-            let violation = Violation(kind: .methodNotAllowed, rule: route.location,
+        let exempt = preflight && route.value.preflight == .pass && contentLength == 0
+        if let methods = route.value.methods, !methods.contains(method), !exempt {
+            let violation = Violation(kind: .methodNotAllowed, rule: route.value.location,
                                       detail: "\(method) not in \(methods.joined(separator: " "))")
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
         }
-        for condition in route.requiredHeaders {
+        for condition in route.value.requiredHeaders {
             guard let detail = unmet(condition, values: headerValues(condition.name)) else { continue }
-            let violation = Violation(kind: .headerRequired, rule: route.location, detail: detail)
+            let violation = Violation(kind: .headerRequired, rule: route.value.location, detail: detail)
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
         }
         let hasBody = contentLength != 0
         if !hasBody, let type = contentType, MediaTypePattern.essence(of: type)?.type == "multipart" {
             // A multipart body needs at least its close delimiter. Frameworks read an empty one as an empty form,
             // a 400 or a 500.
-            let violation = Violation(kind: .malformedBody, rule: route.location,
+            let violation = Violation(kind: .malformedBody, rule: route.value.location,
                                       detail: "an empty multipart body (no close delimiter)")
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
         }
         var kind = BodyKind.none
         if hasBody {
             let essence = contentType.flatMap(MediaTypePattern.essence(of:))
-            if let essence, route.contentTypes.contains(where: { $0.matches(essence: essence) }) {
+            if let essence, route.value.contentTypes.contains(where: { $0.matches(essence: essence) }) {
                 kind = essence.type == "multipart" ? .multipart
                     : essence.type == "application" && essence.subtype == "x-www-form-urlencoded" ? .urlencoded
                     : .opaque
             } else {
                 let sent = essence.map { "\($0.type)/\($0.subtype)" }
                     ?? (contentType == nil ? "no Content-Type" : "malformed Content-Type")
-                let allowed = route.contentTypes.map(\.description).joined(separator: " ")
-                let violation = Violation(kind: .contentTypeNotAllowed, rule: route.location,
+                let allowed = route.value.contentTypes.map(\.description).joined(separator: " ")
+                let violation = Violation(kind: .contentTypeNotAllowed, rule: route.value.location,
                                           detail: "\(sent) not in \(allowed)")
                 if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
                 kind = essence?.type == "multipart" ? .multipart : .opaque
             }
         }
-        if let length = contentLength, length > route.limits.bodyMax {
-            let violation = Violation(kind: .bodyTooLarge, rule: route.location,
-                                      detail: ByteSize.exceeds(length, route.limits.bodyMax) + " (Content-Length)",
-                                      limit: route.limits.bodyMax)
+        if let length = contentLength, length > route.value.limits.bodyMax {
+            let violation = Violation(kind: .bodyTooLarge, rule: route.value.location,
+                                      detail: ByteSize.exceeds(length, route.value.limits.bodyMax) + " (Content-Length)",
+                                      limit: route.value.limits.bodyMax)
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
         }
         body.checkRequired = kind == .multipart || kind == .urlencoded
@@ -241,7 +248,8 @@ public struct PolicyEvaluator {
         case .receiving(let body):
             state = .finished
             guard body.checkRequired else { return .forward }
-            for rule in route.value.requiredRules {
+            for box in route.required {
+                let rule = box.value
                 guard let name = rule.name, !body.satisfied.contains(Self.key(rule.kind, name)) else { continue }
                 let violation = Violation(kind: .missingRequired, part: name, rule: rule.location,
                                           detail: "required \(rule.kind.rawValue) '\(name)' is missing",
@@ -351,7 +359,7 @@ public struct PolicyEvaluator {
         }
     }
 
-    private mutating func applyAnomalies(_ flags: MultipartAnomalies, route: Shared<Route>, part: String?,
+    private mutating func applyAnomalies(_ flags: MultipartAnomalies, route: RouteBox, part: String?,
                                          index: Int?) -> Action {
         for flag in flags {
             let outcome: Finding.Outcome
@@ -403,4 +411,40 @@ extension UInt64 {
 final class Shared<Value: Sendable>: Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
+}
+
+/// A policy prepared for evaluation, once per policy: each route held by reference with its part rules, so a
+/// request picks its route, and a part its rule, without copying either.
+final class PolicyPlan: Sendable {
+    let policy: Policy
+    /// `policy.routes`, in order.
+    let routes: [RouteBox]
+    /// `policy.fallback`.
+    let fallback: RouteBox
+
+    init(_ policy: Policy) {
+        self.policy = policy
+        routes = policy.routes.map(RouteBox.init)
+        fallback = RouteBox(policy.fallback)
+    }
+}
+
+/// A route held by reference, with its part rules boxed the same way (`PolicyEvaluator.rule(in:forPart:isFile:)`).
+final class RouteBox: Sendable {
+    let value: Route
+    let files: [Shared<PartRule>]
+    let fields: [Shared<PartRule>]
+    let otherFiles: Shared<PartRule>?
+    let otherFields: Shared<PartRule>?
+    /// `Route.requiredRules`, the same boxes: fields then files.
+    let required: [Shared<PartRule>]
+
+    init(_ route: Route) {
+        value = route
+        files = route.files.map(Shared.init)
+        fields = route.fields.map(Shared.init)
+        otherFiles = route.otherFiles.map(Shared.init)
+        otherFields = route.otherFields.map(Shared.init)
+        required = (fields + files).filter(\.value.required)
+    }
 }
