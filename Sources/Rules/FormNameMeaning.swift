@@ -62,6 +62,7 @@ public enum FormNameMeaning {
 
     /// Whether a part Content-Type names a charset other than UTF-8 and US-ASCII (case-insensitive, quoted or not).
     public static func hasForeignCharset(_ contentType: String) -> Bool {
+        guard contentType.utf8.contains(UInt8(ascii: ";")) else { return false }   // no parameter at all
         for parameter in contentType.split(separator: ";").dropFirst() {
             guard let equals = parameter.firstIndex(of: "=") else { continue }
             let key = parameter[..<equals].trimmingWhitespace().lowercased()
@@ -121,7 +122,7 @@ public enum FormNameMeaning {
             case .rewritten: flags.insert(.nameRewritten)
             }
             if hasPercentEscape(name) { flags.insert(.percentEscape) }
-            if name.lowercased() == "_charset_" { flags.insert(.charsetField) }
+            if name.utf8.count == 9, name.lowercased() == "_charset_" { flags.insert(.charsetField) }
             if name.isEmpty { flags.insert(.emptyName) }
             if name.utf8.contains(where: { $0 >= 0x80 }) { flags.insert(.nonASCIIName) }
             if reading.path.contains(where: { prototypeKeys.contains(String($0)) }) { flags.insert(.prototypeName) }

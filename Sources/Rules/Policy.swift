@@ -57,12 +57,16 @@ public struct Policy: Sendable, Hashable {
     /// (iterating them would copy each: a retain and a release of every array and string in it).
     public func routeIndex(for path: String, host: String? = nil) -> Int? {
         let normalised = Self.normalize(path: path)
-        let requestHost = host.flatMap(HostPattern.normalize(host:))
+        // Read only when a route names hosts.
+        var requestHost: String??
         var segments: [Substring]?
         var best: (index: Int, rank: (Int, Int, Int))?
         for index in routes.indices {
             if let hosts = routes[index].hosts {
-                guard let requestHost, hosts.contains(where: { $0.matches(requestHost) }) else { continue }
+                if requestHost == nil { requestHost = .some(host.flatMap(HostPattern.normalize(host:))) }
+                guard let requestHost = requestHost ?? nil, hosts.contains(where: { $0.matches(requestHost) }) else {
+                    continue
+                }
             }
             let specificity: Int
             switch routes[index].match {
@@ -116,6 +120,40 @@ public struct Policy: Sendable, Hashable {
     /// the root); drops a trailing `/`. A target that does not start with `/` (absolute-form,
     /// `*`) normalises to its path if it has a scheme and authority, else to `/`.
     public static func normalize(path: String) -> String {
+        // Most targets are already in normal form: returned as they are, without the copies below.
+        let normal = path.utf8.withContiguousStorageIfAvailable { isNormal($0) } ?? false
+        return normal ? path : normalizeFully(path: path)
+    }
+
+    /// Whether `normalize(path:)` would return `path` unchanged: it starts with `/`, has no `?`, `#` or `%`, no
+    /// empty, `.` or `..` segment, and no trailing `/` (unless it is `/`). `PolicyTests` compares the two on
+    /// random targets.
+    static func isNormal(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard bytes.first == UInt8(ascii: "/") else { return false }
+        guard bytes.count > 1 else { return true }
+        var segmentStart = 1
+        for index in 1...bytes.count {
+            let byte = index < bytes.count ? bytes[index] : UInt8(ascii: "/")
+            switch byte {
+            case UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: "%"):
+                return false
+            case UInt8(ascii: "/"):
+                let length = index - segmentStart
+                if length == 0 { return false }
+                if bytes[segmentStart] == UInt8(ascii: "."),
+                   length == 1 || (length == 2 && bytes[segmentStart + 1] == UInt8(ascii: ".")) {
+                    return false
+                }
+                segmentStart = index + 1
+            default:
+                break
+            }
+        }
+        return true
+    }
+
+    /// `normalize(path:)` for any target.
+    static func normalizeFully(path: String) -> String {
         var target = Substring(path)
         if let cut = target.firstIndex(where: { $0 == "?" || $0 == "#" }) { target = target[..<cut] }
         if !target.hasPrefix("/") {

@@ -1,3 +1,4 @@
+import TestRandom
 import Testing
 @testable import Rules
 
@@ -62,6 +63,29 @@ import Testing
         #expect(Policy.normalize(path: "/a/%7Eb") == "/a/~b")
         #expect(Policy.normalize(path: "/a/%20b") == "/a/%20b")
         #expect(Policy.normalize(path: "/a/%zz") == "/a/%zz")
+    }
+
+    /// The fast path (a target already in normal form comes back as it is) agrees with the full normalisation
+    /// on random targets built from the pieces that matter (`/`, `.`, `%` escapes, `?`, `#`, non-ASCII), and it is
+    /// taken for ordinary paths.
+    @Test func normalizeFastPathAgreesWithTheFullOne() {
+        let pieces = ["/", "/", "a", "b", ".", "..", "%2e", "%41", "%2F", "%", "?", "#", "~", "é", "\\", " ", "//"]
+        var generator = SplitMix64(seed: 0x5EED_0F_9A7)
+        var fast = 0
+        for round in 0..<20_000 {
+            let count = Int.random(in: 0...8, using: &generator)
+            // Half start with `/` and use only `/`, letters and dots: the fast path's own ground.
+            let usable = round % 2 == 0 ? pieces : ["/", "a", "b", ".", "..", "~"]
+            let target = (round % 2 == 0 ? "" : "/")
+                + (0..<count).map { _ in usable[Int.random(in: 0..<usable.count, using: &generator)] }.joined()
+            #expect(Policy.normalize(path: target) == Policy.normalizeFully(path: target), "target \(target)")
+            if target.utf8.withContiguousStorageIfAvailable(Policy.isNormal) == true { fast += 1 }
+        }
+        #expect(fast > 1_000, "the fast path was taken \(fast) times")
+        for path in ["/", "/upload", "/api/v1/users", "/a.b/c..d/.e"] {
+            #expect(path.utf8.withContiguousStorageIfAvailable(Policy.isNormal) == true, "\(path)")
+            #expect(Policy.normalizeFully(path: path) == path)
+        }
     }
 
     static let matchSource = """
