@@ -29,6 +29,12 @@ extension FilenameCheck {
     /// The name restricted-name judges: the base name cut at the first `:` (an NTFS stream of `web.config` is
     /// `web.config`), trailing dots and spaces trimmed (Windows drops them), lowercased; nil when nothing is left.
     static func restrictedKey(of filename: String) -> String? {
+        if let ascii = asciiRestrictedKey(of: filename) { return ascii }
+        return restrictedKeyOfAnyName(filename)
+    }
+
+    /// `restrictedKey(of:)` for any name, Character by Character.
+    static func restrictedKeyOfAnyName(_ filename: String) -> String? {
         var base = Substring(baseName(of: filename))
         if let colon = base.firstIndex(of: ":") { base = base[..<colon] }
         while let last = base.last, last == "." || last == " " { base.removeLast() }

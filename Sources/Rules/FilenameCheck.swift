@@ -89,6 +89,12 @@ public enum FilenameCheck {
     /// `photo.php` by careless code) and empty segments are skipped: `a.php . jpg` → `php`, `jpg`;
     /// `shell.php.jpg` → `php`, `jpg` (Apache's mod_mime runs it as PHP).
     public static func extensions(of name: String) -> [String] {
+        if let ascii = asciiExtensions(of: name) { return ascii }
+        return extensionsOfAnyName(name)
+    }
+
+    /// `extensions(of:)` for any name, Character by Character.
+    static func extensionsOfAnyName(_ name: String) -> [String] {
         var base = Substring(name)
         if let cut = base.firstIndex(where: { $0 == ":" || $0 == ";" }) { base = base[..<cut] }
         let segments = base.split(separator: ".", omittingEmptySubsequences: false)
@@ -162,7 +168,13 @@ public enum FilenameCheck {
         return String(result)
     }
 
-    private static func isReserved(_ base: String) -> Bool {
+    static func isReserved(_ base: String) -> Bool {
+        if let ascii = asciiIsReserved(base) { return ascii }
+        return isReservedAnyName(base)
+    }
+
+    /// `isReserved` for any name, Character by Character.
+    static func isReservedAnyName(_ base: String) -> Bool {
         let stem = base.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         return reservedStems.contains(String(stem.trimmingASCIISpaces()).lowercased())
     }
