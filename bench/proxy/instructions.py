@@ -33,6 +33,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -119,10 +120,17 @@ def count(args, exe, extra, n, workdir, uport, label):
             "--workers", "1", "--single-process"] + extra
     with open(log, "w") as logf:
         p = base.PROCS.start(argv, stdout=logf, stderr=subprocess.STDOUT)
-    problem = base.wait_port(port, p, args.ready_timeout)
-    if problem:
-        raise RuntimeError(f"formwall under valgrind {problem}; see {base.tail(log)}")
-    send_requests(port, request_bytes(args.file_kib), n, timeout=60)
+    # Ready when formwall logs that it listens: probing the port with connects while valgrind starts (seconds)
+    # can, rarely, meet a connection of the probe's own (a TCP self-connect on a port in the ephemeral range).
+    deadline = time.monotonic() + args.ready_timeout
+    while b'"msg":"listening"' not in open(log, "rb").read():
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"formwall under valgrind did not start; its log ends with:\n{base.tail(log)}")
+        time.sleep(0.05)
+    try:
+        send_requests(port, request_bytes(args.file_kib), n, timeout=60)
+    except (OSError, RuntimeError) as e:
+        raise RuntimeError(f"{label}, {n} requests: {e!r}; formwall's log ends with:\n{base.tail(log, 3000)}") from e
     base.PROCS.stop(p, grace=60)
     return read_callgrind(out)
 
