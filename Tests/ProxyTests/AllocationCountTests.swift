@@ -90,8 +90,8 @@ private func measure(_ request: [UInt8], policy: Policy?, requests n: Int, warmU
 ///
 ///   case                    all   machine   (all = machine + the rig's own bookkeeping)
 ///   GET /                    80      60
-///   10 KiB upload            673     649
-///   10 KiB upload + rules   1019     994
+///   10 KiB upload            671     647
+///   10 KiB upload + rules   1037    1012
 ///
 /// The size of the file part hardly matters (1 KiB instead of 10: two allocations fewer); the upload's extra
 /// ~590 over a GET are per request, not per byte. Most are the debug build's: generic algorithms over slices
