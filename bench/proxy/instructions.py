@@ -39,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, the sink, ports)
 import costs  # noqa: E402  (costs.py: the typical policy)
+import idle  # noqa: E402  (idle.py: read_answer)
 
 BOUNDARY = "formwallinstructions0123456789"
 
@@ -63,25 +64,9 @@ def send_requests(port, request, n, timeout):
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         for i in range(n):
             s.sendall(request)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise RuntimeError(f"request {i}: connection closed before the answer")
-                data += chunk
-            head, _, rest = data.partition(b"\r\n\r\n")
-            if not head.startswith(b"HTTP/1.1 200"):
-                raise RuntimeError(f"request {i}: {head[:200]!r}")
-            length = 0
-            for line in head.split(b"\r\n")[1:]:
-                name, _, value = line.partition(b":")
-                if name.strip().lower() == b"content-length":
-                    length = int(value)
-            while len(rest) < length:
-                chunk = s.recv(65536)
-                if not chunk:
-                    raise RuntimeError(f"request {i}: body cut short")
-                rest += chunk
+            status = idle.read_answer(s)
+            if status != 200:
+                raise RuntimeError(f"request {i}: status {status}")
 
 
 def read_callgrind(path):
