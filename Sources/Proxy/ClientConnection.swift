@@ -106,12 +106,7 @@ final class ClientConnection: EventHandler {
         let input = machine.clientIn
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return }
-        // Adaptive reads: ask for what the buffer holds (at least 16 KiB, so a request head and a small form
-        // arrive in one read), and twice that after a read that filled it, up to the cap. A small request never
-        // grows the buffer past 16 KiB; a body that keeps coming doubles it to the cap in a few reads.
-        var wanted = max(input.capacity - input.readableBytes, 16 * 1024)
-        if lastReadFilled { wanted = max(wanted, input.capacity * 2) }
-        wanted = min(wanted, room)
+        let wanted = input.adaptiveReadSize(afterFilledRead: lastReadFilled)
         do {
             let result = try transport.read(into: input, maxBytes: wanted)
             if !secured { transportSecured() }

@@ -183,11 +183,8 @@ final class UpstreamConnection: EventHandler {
         guard let input = client?.machine.upstreamIn, !readEnded else { return nil }
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return nil }
-        // Adaptive reads, as on the client side: what the buffer holds (at least 16 KiB, so a small response
-        // never takes a `buffers.upstreamRead` block), twice that after a read that filled it, up to that cap.
-        var wanted = max(input.capacity - input.readableBytes, 16 * 1024)
-        if lastReadFilled { wanted = max(wanted, input.capacity * 2) }
-        wanted = min(wanted, worker.config.buffers.upstreamRead, room)
+        // Adaptive, as on the client side: a small response never takes a `buffers.upstreamRead` block.
+        let wanted = input.adaptiveReadSize(afterFilledRead: lastReadFilled, limit: worker.config.buffers.upstreamRead)
         do {
             let result = try transport.read(into: input, maxBytes: wanted)
             guard case .processed(let n) = result else { return nil }

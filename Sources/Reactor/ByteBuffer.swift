@@ -98,6 +98,16 @@ public final class ByteBuffer {
         capacity = newCapacity
     }
 
+    /// How many bytes the next read should ask for: what the buffer holds (at least `floor`, so a head and a
+    /// small body arrive in one read), twice the buffer after a read that filled what it asked for, and never
+    /// more than `limit` or the room under the cap. A small message never grows the buffer past `floor`; a
+    /// stream that keeps coming doubles it to the cap in a few reads.
+    public func adaptiveReadSize(afterFilledRead filled: Bool, floor: Int = 16 * 1024, limit: Int = .max) -> Int {
+        var wanted = max(capacity - readableBytes, floor)
+        if filled { wanted = max(wanted, capacity * 2) }
+        return min(wanted, limit, maxCapacity - readableBytes)
+    }
+
     /// Moves the readable bytes to index 0, so `readerIndex` becomes 0 and the space they occupied is writable.
     public func discardReadBytes() {
         guard readerIndex > 0 else { return }

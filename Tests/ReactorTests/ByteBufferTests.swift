@@ -75,6 +75,20 @@ import Testing
         #expect(buffer.readBytes(length: 40) == Array(repeating: UInt8(5), count: 40))
     }
 
+    /// Reads ask for at least 16 KiB, double the buffer only after a read that filled what it asked for, and
+    /// stay under the limit and the cap.
+    @Test func adaptiveReadSizes() throws {
+        let buffer = ByteBuffer(initialCapacity: 0, maxCapacity: 100_000)
+        #expect(buffer.adaptiveReadSize(afterFilledRead: false) == 16_384)
+        #expect(buffer.adaptiveReadSize(afterFilledRead: true) == 16_384)
+        try buffer.reserveWritable(16_384)
+        #expect(buffer.adaptiveReadSize(afterFilledRead: false) == 16_384)
+        #expect(buffer.adaptiveReadSize(afterFilledRead: true) == 32_768)
+        #expect(buffer.adaptiveReadSize(afterFilledRead: true, limit: 20_000) == 20_000)
+        try buffer.writeBytes(Array(repeating: UInt8(1), count: 90_000))
+        #expect(buffer.adaptiveReadSize(afterFilledRead: true) == 10_000, "the room under the cap")
+    }
+
     @Test func discardReadBytesCompactsToTheFront() throws {
         let buffer = ByteBuffer(initialCapacity: 8, maxCapacity: 8)
         try buffer.writeString("abcdefgh")
