@@ -2,6 +2,7 @@
 // the helpers give the same answers as their Character-by-Character forms (`FilenameCheckASCIITests` compares
 // the two on every ASCII byte and on seeded random names) at a fraction of the cost. Each returns nil for a name
 // that is not all ASCII, which then takes the general form.
+import Multipart
 
 extension FilenameCheck {
     /// Whitespace as `Character.isWhitespace` reads it within ASCII: HT, LF, VT, FF, CR and space.
@@ -14,7 +15,7 @@ extension FilenameCheck {
         String(unsafeUninitializedCapacity: bytes.count) { out in
             var at = 0
             for byte in bytes {
-                out[at] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte
+                out[at] = ASCII.lowercased(byte)
                 at += 1
             }
             return at
