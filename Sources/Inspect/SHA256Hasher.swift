@@ -16,11 +16,13 @@ public final class SHA256Hasher {
 
     /// Creates a hasher ready for input.
     public init() {
-        // Not input-reachable: only an allocation failure inside OpenSSL, after which nothing can be hashed safely.
+        // Neither trap is input-reachable: no byte a client or an upstream sends reaches these calls (the hasher is
+        // made before any of a part's data), and both fail only when OpenSSL cannot allocate its few hundred bytes
+        // of context, a state in which any allocation by the Swift runtime would stop the process as well.
         guard let ctx = EVP_MD_CTX_new() else { preconditionFailure("EVP_MD_CTX_new failed: out of memory") }
         self.ctx = ctx
         guard EVP_DigestInit_ex(ctx, fetchedSHA256 ?? EVP_sha256(), nil) == 1 else {
-            preconditionFailure("EVP_DigestInit_ex failed")
+            preconditionFailure("EVP_DigestInit_ex failed: out of memory")
         }
     }
 
