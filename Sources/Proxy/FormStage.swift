@@ -369,7 +369,8 @@ public final class FormStage {
         if var ev = takeEvaluator() {
             let decision = ev.partBegin(index: record.index, name: part.nameString, filename: part.filenameString,
                                         declaredType: part.contentTypeString, anomalies: part.anomalies)
-            let ruleMax = ev.routeRuleMax(forPart: part.nameString, isFile: part.isFile)
+            // A held field value is bounded by its rule's `max` (only a field with a `pattern` is held).
+            if decision.pending.contains(.value) { valueLimit = Int(min(ev.currentRuleMax ?? 65_536, 16 << 20)) }
             if part.isFile {
                 disarm = ev.currentDisarm
                 archiveSettings = ev.currentArchiveSettings
@@ -382,7 +383,6 @@ public final class FormStage {
                 record.sanitizedFilename = renamed
                 modified = true
             }
-            if pending.contains(.value) { valueLimit = Int(min(ruleMax ?? 65_536, 16 << 20)) }
             switch decision.action {
             case .reject(let v):
                 // Refused at its header (extension, unknown part, counts): still listed, with its action.

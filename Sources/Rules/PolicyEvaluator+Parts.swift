@@ -138,6 +138,13 @@ extension PolicyEvaluator {
         }
     }
 
+    /// `max` on the current part's rule (nil: no rule, no `max`, or outside a part): the rule `partBegin` found,
+    /// not looked up again.
+    public var currentRuleMax: UInt64? {
+        guard case .inPart(_, let part) = state else { return nil }
+        return part.rule?.value.max
+    }
+
     /// `disarm` on the current file part's rule (nil: none, or not a file).
     public var currentDisarm: DisarmMode? {
         guard case .inPart(_, let part) = state, part.isFile else { return nil }

@@ -83,10 +83,6 @@ public struct PolicyEvaluator {
     public var routeCompressionRatioMax: Int? { routeBox?.value.compressionRatioMax }
     /// Where the chosen route is written.
     public var routeLocation: SourceLocation? { routeBox?.value.location ?? nil }
-    /// The `max` of the chosen route's rule for a part, read in place; nil without a rule or a `max`.
-    public func routeRuleMax(forPart name: String?, isFile: Bool) -> UInt64? {
-        routeBox.flatMap { Self.rule(in: $0, forPart: name, isFile: isFile)?.value.max }
-    }
     /// The prefix of the route that matched the request (nil: none did, the fallback applies, or before `begin`).
     public var matchedRoutePrefix: String? { matchedRoute.map { plan.routes[$0].value.prefix } }
     // The policy and the route never change under an evaluator (the route once `begin` chose it), so they are
