@@ -37,7 +37,7 @@ extension PolicyEvaluator {
             return PartDecision(action: action, pending: [], mustHold: false, flags: decision.flags)
         }
         part.action = action
-        updatePartInPart { $0 = part }
+        replaceCurrentPart(with: part)
         decision.action = action
         decision.pending = pendingChecks(for: part, route: route)
         let laterAction = part.rule?.value.action ?? .reject

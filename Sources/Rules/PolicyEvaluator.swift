@@ -316,14 +316,13 @@ public struct PolicyEvaluator {
         return result
     }
 
-    /// `work` applied to the part being received, in place; nothing done outside a part.
-    mutating func updatePartInPart(_ work: (inout Part) -> Void) {
+    /// Puts `part` in place of the part being received, keeping the body; nothing done outside a part.
+    mutating func replaceCurrentPart(with part: Part) {
         guard case .inPart = state else { return }
         var taken = takeState()
-        guard case .inPart(let body, var part) = taken else { state = taken; return }
+        guard case .inPart(let body, _) = taken else { state = taken; return }
         taken = .idle
-        work(&part)
-        state = .inPart(consume body, consume part)
+        state = .inPart(consume body, part)
     }
 
     /// Answers a call made in the wrong state: a proxy bug, not a policy matter, so it rejects in monitor mode
