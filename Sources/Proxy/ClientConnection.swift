@@ -18,7 +18,7 @@ import Reactor
 // and handled in the same run, so there is no re-entrancy.
 
 /// A client connection: the machine's I/O.
-final class ClientConnection: EventHandler {
+final class ClientConnection: EventHandler, BatchEndHandler {
     typealias Event = ConnectionMachine.Event
 
     let worker: Worker
@@ -43,6 +43,8 @@ final class ClientConnection: EventHandler {
     private var closed = false
     /// Whether the last client read filled all it asked for: the next one asks for twice as much (see `readClient`).
     private var lastReadFilled = false
+    /// This connection's writes wait for the end of the current event batch (`deferWrites`).
+    private var writesDeferred = false
     let peer: String
 
     init(worker: Worker, socket: TCPSocket, transport: (any Transport)? = nil) {
@@ -103,6 +105,9 @@ final class ClientConnection: EventHandler {
     }
 
     private func readClient() {
+        // Part data still lent from clientIn (writes deferred to the batch's end, see `deferWrites`) is copied
+        // before the read can move or overwrite it.
+        machine.upstreamOut.settle()
         let input = machine.clientIn
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return }
@@ -145,6 +150,7 @@ final class ClientConnection: EventHandler {
             }
             queue.removeAll(keepingCapacity: true)
             if closed { break }
+            if deferWrites() { return }
             flushClient()
             if let up = upstream, up.isConnected, machine.wantsUpstreamWrite, let e = up.write(from: machine.upstreamOut) {
                 queue.append(e)
@@ -168,6 +174,30 @@ final class ClientConnection: EventHandler {
         // The held part grew: the scan may send more of it.
         scan?.wake()
         reconcile()
+    }
+
+    /// Whether this run's writes wait for the end of the event batch (`batchEnded` runs the machine again and
+    /// makes them). The first time in a batch that there is something to write, unless the last client read filled
+    /// what it asked for (a body streaming in: it is read again at once, see `readable`): the connections that
+    /// became ready together are all read and handled first, then all written, so a peer woken by one write
+    /// usually finds the others' bytes too instead of sleeping and waking again for each. Nothing is settled or
+    /// reconciled meanwhile; the part data lent from `clientIn` stays valid because every read into it settles
+    /// first (`readClient`), and a buffer given back between requests is settled by the machine.
+    private func deferWrites() -> Bool {
+        guard !writesDeferred, !lastReadFilled else { return false }
+        let upstreamWrite = machine.wantsUpstreamWrite && upstream?.isConnected == true
+        guard upstreamWrite || machine.clientOut.readableBytes > 0 else { return false }
+        guard worker.loop.runAtBatchEnd(self) else { return false }
+        writesDeferred = true
+        return true
+    }
+
+    // MARK: BatchEndHandler
+
+    func batchEnded() {
+        writesDeferred = false
+        guard !closed else { return }
+        run()
     }
 
     private func flushClient() {

@@ -73,3 +73,8 @@ extension EventHandler {
     /// Default: same as `hangup(loop:)`.
     public func error(loop: EventLoop) { hangup(loop: loop) }
 }
+
+/// Called once at the end of the event batch during which it asked for it (`EventLoop.runAtBatchEnd`).
+public protocol BatchEndHandler: AnyObject {
+    func batchEnded()
+}

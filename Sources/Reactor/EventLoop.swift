@@ -28,6 +28,9 @@ public final class EventLoop {
     var signalRegistration: Registration?
     var signalCallbacks: [Int32: [(EventLoop, Int32) -> Void]] = [:]
     private var stopRequested = false
+    /// Whether `runOnce` is dispatching the events of an `epoll_wait` (see `runAtBatchEnd`).
+    private var dispatching = false
+    private var batchEndHandlers: [any BatchEndHandler] = []
     private var isClosed = false
     private let ownerThread = pthread_self()
 
@@ -116,9 +119,38 @@ public final class EventLoop {
         } else {
             milliseconds = -1
         }
-        let handled = try selector.waitAndDispatch(timeoutMilliseconds: milliseconds, loop: self)
+        dispatching = true
+        let handled: Int
+        do {
+            defer {
+                dispatching = false
+                runBatchEnd()
+            }
+            handled = try selector.waitAndDispatch(timeoutMilliseconds: milliseconds, loop: self)
+        }
         afterEvents?()
         return handled
+    }
+
+    /// Asks for `handler.batchEnded()` once the events of the current `epoll_wait` have all been dispatched,
+    /// before the loop's `afterEvents` and before it waits again. False (nothing is scheduled) outside a dispatch:
+    /// in `afterEvents`, in a batch-end callback, or when no `runOnce` is in progress. A connection uses it to
+    /// make its writes after every ready descriptor has been read, so one wake-up of a peer carries the output of
+    /// several connections.
+    public func runAtBatchEnd(_ handler: any BatchEndHandler) -> Bool {
+        guard dispatching else { return false }
+        batchEndHandlers.append(handler)
+        return true
+    }
+
+    private func runBatchEnd() {
+        guard !batchEndHandlers.isEmpty else { return }
+        var index = 0
+        while index < batchEndHandlers.count {
+            batchEndHandlers[index].batchEnded()
+            index += 1
+        }
+        batchEndHandlers.removeAll(keepingCapacity: true)
     }
 
     /// Called at the end of every iteration, after the ready events were handled (the proxy writes its batched

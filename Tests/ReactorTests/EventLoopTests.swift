@@ -78,6 +78,43 @@ import Testing
         #expect(log.last == "after" && log.count == 6, "an iteration with nothing ready still ends with it")
     }
 
+    /// `runAtBatchEnd`: a callback that asks during a dispatch is called once, after every callback of that
+    /// `epoll_wait` (here two timers due in one batch) and before `afterEvents`; asking twice calls it twice,
+    /// and asking outside a dispatch (before `runOnce`, from the batch-end callback itself, from `afterEvents`)
+    /// schedules nothing.
+    @Test func batchEndHandlersRunAfterTheWholeBatchAndBeforeAfterEvents() throws {
+        final class Recorder: BatchEndHandler {
+            var log: [String] = []
+            weak var loop: EventLoop?
+            func batchEnded() {
+                log.append("batch end")
+                if let loop, loop.runAtBatchEnd(self) { log.append("scheduled from batch end") }
+            }
+        }
+        let loop = try EventLoop()
+        let recorder = Recorder()
+        recorder.loop = loop
+        #expect(!loop.runAtBatchEnd(recorder), "no dispatch in progress")
+        loop.afterEvents = {
+            recorder.log.append("after")
+            if loop.runAtBatchEnd(recorder) { recorder.log.append("scheduled from afterEvents") }
+        }
+        let start = loop.now()
+        loop.schedule(atNanoseconds: start) { loop in
+            recorder.log.append("timer 1")
+            #expect(loop.runAtBatchEnd(recorder))
+        }
+        loop.schedule(atNanoseconds: start + 1) { loop in
+            recorder.log.append("timer 2")
+            #expect(loop.runAtBatchEnd(recorder))
+        }
+        try loop.runOnce(timeout: .seconds(5))
+        #expect(recorder.log == ["timer 1", "timer 2", "batch end", "batch end", "after"])
+        recorder.log.removeAll()
+        try loop.runOnce(timeout: .zero)
+        #expect(recorder.log == ["after"], "nothing carried over to the next iteration")
+    }
+
     @Test func executeFromAnotherThreadWakesABlockedLoop() throws {
         let loop = try EventLoop()
         let handle = loop.handle
