@@ -149,7 +149,7 @@ extension HTTPHeaderField {
             end -= 1
         }
         let valueBytes = line[start..<end]
-        guard HTTPSyntax.allBytes(valueBytes, are: HTTPSyntax.isFieldValueByte),
+        guard HTTPSyntax.allFieldValueBytes(UnsafeRawBufferPointer(rebasing: valueBytes)),
               let value = HTTPSyntax.validString(valueBytes) else {
             throw .invalidHeaderValue
         }

@@ -222,13 +222,20 @@ public enum HTTPHeadSerializer {
     /// Appends a field value; traps on a byte that would break the framing of the head.
     private static func appendValue(_ value: String, to buffer: inout [UInt8]) {
         // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are validated.
-        precondition(allBytes(of: value, satisfy: HTTPSyntax.isFieldValueByte), "invalid field value")
+        precondition(isFieldValue(value), "invalid field value")
         append(value, to: &buffer)
     }
 
     private static func appendCRLF(to buffer: inout [UInt8]) {
         buffer.append(HTTPSyntax.cr)
         buffer.append(HTTPSyntax.lf)
+    }
+
+    private static func isFieldValue(_ text: String) -> Bool {
+        if let result = text.utf8.withContiguousStorageIfAvailable({ HTTPSyntax.allFieldValueBytes(UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
+        return text.utf8.allSatisfy(HTTPSyntax.isFieldValueByte)
     }
 
     private static func allBytes(of text: String, satisfy predicate: (UInt8) -> Bool) -> Bool {

@@ -62,6 +62,40 @@ enum HTTPSyntax {
         byte == ht || (byte >= 0x20 && byte != 0x7F)
     }
 
+    /// Whether every byte is a field-value byte (`isFieldValueByte`): eight bytes at a time, a word holding a
+    /// byte below 0x20 or a DEL checked byte by byte (it may be a tab, which is allowed).
+    static func allFieldValueBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let count = bytes.count
+        var index = 0
+        if count >= 8, let base = bytes.baseAddress {
+            while index &+ 8 <= count {
+                let word = (base + index).loadUnaligned(as: UInt64.self)
+                if hasControlOrDelete(word) {
+                    for offset in index..<(index &+ 8) where !isFieldValueByte(bytes[offset]) {
+                        return false
+                    }
+                }
+                index &+= 8
+            }
+        }
+        while index < count {
+            guard isFieldValueByte(bytes[index]) else { return false }
+            index &+= 1
+        }
+        return true
+    }
+
+    /// Whether one of the eight bytes of `word` is below 0x20 or is 0x7F: for a byte below n (n at most 0x80),
+    /// subtracting n borrows into its high bit while the byte's own high bit is clear; DEL is the zero byte of
+    /// `word ^ 0x7F..`. Exact as to whether such a byte exists (a borrow can only start at one).
+    static func hasControlOrDelete(_ word: UInt64) -> Bool {
+        let highBits: UInt64 = 0x8080_8080_8080_8080
+        let control = (word &- 0x2020_2020_2020_2020) & ~word & highBits
+        let delete = word ^ 0x7F7F_7F7F_7F7F_7F7F
+        let zero = (delete &- 0x0101_0101_0101_0101) & ~delete & highBits
+        return control | zero != 0
+    }
+
     /// A byte allowed in a request-target: visible ASCII only.
     @inline(__always) static func isTargetByte(_ byte: UInt8) -> Bool {
         byte > 0x20 && byte < 0x7F
@@ -120,15 +154,41 @@ enum HTTPSyntax {
         return zip(text.utf8, other).allSatisfy { lowercased($0) == $1 }
     }
 
-    /// ASCII case-insensitive equality of two byte buffers of any length.
+    /// ASCII case-insensitive equality of two byte buffers of any length: eight bytes at a time (`lowercased(word:)`),
+    /// the last word overlapping the one before it; byte by byte below eight.
     static func equalsIgnoringCase(_ lhs: UnsafeBufferPointer<UInt8>, _ rhs: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard lhs.count == rhs.count else {
+        let count = lhs.count
+        guard count == rhs.count else {
             return false
         }
-        for index in 0..<lhs.count where lowercased(lhs[index]) != lowercased(rhs[index]) {
-            return false
+        guard count >= 8, let left = lhs.baseAddress, let right = rhs.baseAddress else {
+            for index in 0..<count where lowercased(lhs[index]) != lowercased(rhs[index]) {
+                return false
+            }
+            return true
         }
-        return true
+        @inline(__always) func wordsMatch(at offset: Int) -> Bool {
+            let a = UnsafeRawPointer(left + offset).loadUnaligned(as: UInt64.self)
+            let b = UnsafeRawPointer(right + offset).loadUnaligned(as: UInt64.self)
+            return a == b || lowercased(word: a) == lowercased(word: b)
+        }
+        var offset = 0
+        while offset &+ 8 <= count {
+            guard wordsMatch(at: offset) else { return false }
+            offset &+= 8
+        }
+        return offset == count || wordsMatch(at: count &- 8)
+    }
+
+    /// `lowercased` applied to each of the eight bytes of `word` at once: a byte in A-Z (its high bit clear)
+    /// gains 0x20, every other byte, non-ASCII included, is unchanged. Per byte, the low seven bits plus 0x3F
+    /// reach 0x80 from "A" (0x41) up and plus 0x25 from "[" (0x5B) up, never carrying into the next byte.
+    static func lowercased(word: UInt64) -> UInt64 {
+        let low7 = word & 0x7F7F_7F7F_7F7F_7F7F
+        let atLeastA = low7 &+ 0x3F3F_3F3F_3F3F_3F3F
+        let pastZ = low7 &+ 0x2525_2525_2525_2525
+        let upper = atLeastA & ~pastZ & ~word & 0x8080_8080_8080_8080
+        return word | (upper >> 2)
     }
 
     /// Whether every byte of `text` is ASCII.

@@ -1,4 +1,5 @@
 import Testing
+import TestRandom
 
 @testable import HTTP1
 
@@ -40,6 +41,65 @@ import Testing
                     #expect(HTTPSyntax.validString(slice) == String(validating: Array(slice), as: UTF8.self))
                 }
             }
+        }
+    }
+
+    /// The word-at-a-time lowercasing changes exactly the bytes A-Z of each of the eight positions, for every
+    /// byte value in every position.
+    @Test func wordLowercasingIsBytewise() {
+        for value in 0...255 {
+            for position in 0..<8 {
+                let word = UInt64(value) << (8 * position) | 0x4161_7A5A_405B_60FF & ~(0xFF << (8 * position))
+                var expected: UInt64 = 0
+                for index in 0..<8 {
+                    expected |= UInt64(HTTPSyntax.lowercased(UInt8(truncatingIfNeeded: word >> (8 * index)))) << (8 * index)
+                }
+                #expect(HTTPSyntax.lowercased(word: word) == expected, "byte \(value) at \(position)")
+            }
+        }
+    }
+
+    /// Case-insensitive equality of buffers (eight bytes at a time from eight on) against the byte-by-byte
+    /// definition: random pairs of every length up to 40, equal up to case or differing in one byte, over bytes
+    /// near the letters' edges and non-ASCII ones.
+    @Test func bufferEqualityMatchesTheBytewiseDefinition() {
+        var random = SplitMix64(seed: 0x5EED_CA5E)
+        let alphabet: [UInt8] = [0x40, 0x41, 0x5A, 0x5B, 0x60, 0x61, 0x7A, 0x7B, 0x2D, 0x30, 0xC1, 0xE1, 0xFA, 0x00]
+        for _ in 0..<20_000 {
+            let count = Int(random.next() % 41)
+            let left = (0..<count).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] }
+            var right = left.map { random.next() % 2 == 0 ? HTTPSyntax.lowercased($0) : $0 }
+            if count > 0, random.next() % 2 == 0 {
+                right[Int(random.next() % UInt64(count))] = alphabet[Int(random.next() % UInt64(alphabet.count))]
+            }
+            let expected = left.count == right.count
+                && zip(left, right).allSatisfy { HTTPSyntax.lowercased($0) == HTTPSyntax.lowercased($1) }
+            let got = left.withUnsafeBufferPointer { l in right.withUnsafeBufferPointer { HTTPSyntax.equalsIgnoringCase(l, $0) } }
+            #expect(got == expected, "\(left) vs \(right)")
+        }
+    }
+
+    /// The word test for a control byte or DEL, for every byte value in every position of a word whose other
+    /// bytes are allowed; and the whole-buffer check against the byte-by-byte one for random buffers of every
+    /// length up to 40 over bytes at the classes' edges.
+    @Test func fieldValueBytesEightAtATime() {
+        for value in 0...255 {
+            for position in 0..<8 {
+                let word = UInt64(value) << (8 * position) | 0x2021_7E80_FF41_2020 & ~(0xFF << (8 * position))
+                let expected = value < 0x20 || value == 0x7F
+                #expect(HTTPSyntax.hasControlOrDelete(word) == expected, "byte \(value) at \(position)")
+            }
+        }
+        var random = SplitMix64(seed: 0xF1E1D)
+        let alphabet: [UInt8] = [0x00, 0x08, 0x09, 0x0A, 0x1F, 0x20, 0x21, 0x7E, 0x7F, 0x80, 0xFF, 0x61, 0x41]
+        for _ in 0..<20_000 {
+            let count = Int(random.next() % 41)
+            // Mostly allowed bytes, so that buffers long enough to take the word path often pass it.
+            let bytes = (0..<count).map { _ in
+                random.next() % 8 == 0 ? alphabet[Int(random.next() % UInt64(alphabet.count))] : UInt8(0x61)
+            }
+            let got = bytes.withUnsafeBytes { HTTPSyntax.allFieldValueBytes($0) }
+            #expect(got == bytes.allSatisfy(HTTPSyntax.isFieldValueByte), "\(bytes)")
         }
     }
 }
