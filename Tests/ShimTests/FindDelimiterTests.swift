@@ -2,7 +2,7 @@ import CLinux
 import Testing
 
 /// `cl_find_delimiter` must answer exactly as glibc's memmem: the same first occurrence or none, for every
-/// haystack length (below, at and past the vector loop's bounds), needle length and position, including
+/// haystack length (below, at and past the bounds of the 64- and 32-position vector loops), needle length and position, including
 /// near-misses that match the first and last bytes only.
 @Suite struct FindDelimiterTests {
     private func both(_ hay: [UInt8], _ needle: [UInt8]) -> (Int?, Int?) {
@@ -25,7 +25,9 @@ import Testing
         for needleLength in [1, 2, 3, 5, 16, 17, 31, 32, 33, 44, 74] {
             let needle = [UInt8(ascii: "\n"), UInt8(ascii: "-"), UInt8(ascii: "-")].prefix(needleLength)
                 + (0..<max(0, needleLength - 3)).map { _ in UInt8(ascii: "a") + UInt8(next() % 26) }
-            for length in [0, 1, needleLength - 1, needleLength, needleLength + 30, needleLength + 31, 64, 65, 200] where length >= 0 {
+            for length in [0, 1, needleLength - 1, needleLength, needleLength + 30, needleLength + 31, needleLength + 62,
+                           needleLength + 63, needleLength + 64, needleLength + 95, needleLength + 96, 64, 65, 200]
+                where length >= 0 {
                 // Random bytes from a small alphabet that includes the needle's first and last bytes, so that
                 // the filter often passes and the memcmp decides.
                 let alphabet = [needle.first!, needle.last!, UInt8(ascii: "-"), 0x0D, 0x00]
@@ -54,7 +56,7 @@ import Testing
         let needle = Array("\n--formwallBoundary0123456789abcdefghijklmn".utf8)
         let (none, noneGlibc) = both(hay, needle)
         #expect(none == noneGlibc)
-        for at in [0, 1, 31, 32, 33, 4095, 65_536 - 7, hay.count - needle.count - 40, hay.count - needle.count] {
+        for at in [0, 1, 31, 32, 33, 63, 64, 65, 95, 96, 127, 128, 4095, 65_536 - 7, hay.count - needle.count - 40, hay.count - needle.count] {
             var planted = hay
             planted.replaceSubrange(at..<(at + needle.count), with: needle)
             let (ours, glibc) = both(planted, needle)
