@@ -36,6 +36,8 @@ public struct HTTPRequestHeadParser: Sendable {
     private var target = ""
     private var version = HTTPVersion.http1_1
     private var headers: [HTTPHeaderField] = []
+    /// The field storage reserved at a head's first field (browsers send 10 to 20).
+    static let initialFieldCapacity = 16
 
     /// Creates a parser with the given limits.
     public init(limits: HTTPLimits = HTTPLimits()) {
@@ -101,6 +103,10 @@ public struct HTTPRequestHeadParser: Sendable {
             }
             guard self.headers.count < self.limits.maxHeaderCount else {
                 throw .tooManyHeaders
+            }
+            if self.headers.capacity == 0 {
+                // A head's usual field count at once: growing from empty would allocate at 1, 2, 4, 8 and 16.
+                self.headers.reserveCapacity(Self.initialFieldCapacity)
             }
             self.headers.append(try HTTPHeaderField.parse(line: line))
             return nil

@@ -62,6 +62,8 @@ public struct HeaderParameters: Sendable, Equatable {
         let value = ASCII.lowercasedShared(b[valueStart..<valueEnd])
 
         var params: [Parameter] = []
+        // Room for the usual few (name and filename, boundary and charset) at once, not at 1 and 2.
+        if i < n { params.reserveCapacity(4) }
         while i < n {
             // Separator: one `;`, possibly more (empty parameters are skipped).
             if b[i] == ASCII.semicolon {

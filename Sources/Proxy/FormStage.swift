@@ -357,6 +357,8 @@ public final class FormStage {
     }
 
     private func partBegin(_ part: MultipartPart, out: FormOutput) throws(FormStageError) {
+        // Room for a typical form at once (each growth of the list would allocate and move the records again).
+        if records.capacity == 0 { records.reserveCapacity(4) }
         var record = PartRecord(index: records.count, part: part)
         var mode = Mode.stream
         var pending: PolicyEvaluator.PendingChecks = []
