@@ -28,9 +28,13 @@ public struct MultipartEncoder: Sendable {
 
     /// Appends the delimiter and canonical headers of `part` to `out`; the part's data follows.
     public mutating func writePartHead(_ part: MultipartPart, into out: inout [UInt8]) {
-        if started { out.append(contentsOf: [ASCII.cr, ASCII.lf]) }
+        if started {
+            out.append(ASCII.cr)
+            out.append(ASCII.lf)
+        }
         started = true
-        out.append(contentsOf: [ASCII.hyphen, ASCII.hyphen])
+        out.append(ASCII.hyphen)
+        out.append(ASCII.hyphen)
         out.append(contentsOf: boundary)
         out.append(contentsOf: Self.crlfDisposition)
         Self.appendEscaped(part.name ?? [], to: &out)
@@ -42,14 +46,21 @@ public struct MultipartEncoder: Sendable {
             out.append(contentsOf: Self.crlfContentType)
             out.append(contentsOf: Self.canonicalContentType(part.contentType))
         }
-        out.append(contentsOf: [ASCII.cr, ASCII.lf, ASCII.cr, ASCII.lf])
+        out.append(ASCII.cr)
+        out.append(ASCII.lf)
+        out.append(ASCII.cr)
+        out.append(ASCII.lf)
     }
 
     /// Appends the close delimiter (and a final CRLF) to `out`.
     public mutating func writeClose(into out: inout [UInt8]) {
-        if started { out.append(contentsOf: [ASCII.cr, ASCII.lf]) }
+        if started {
+            out.append(ASCII.cr)
+            out.append(ASCII.lf)
+        }
         started = true
-        out.append(contentsOf: [ASCII.hyphen, ASCII.hyphen])
+        out.append(ASCII.hyphen)
+        out.append(ASCII.hyphen)
         out.append(contentsOf: boundary)
         out.append(contentsOf: [ASCII.hyphen, ASCII.hyphen, ASCII.cr, ASCII.lf])
     }
@@ -72,8 +83,15 @@ public struct MultipartEncoder: Sendable {
     /// Normalises a declared file Content-Type: lowercase `type/subtype` of valid tokens, keeping only a
     /// token `charset` parameter; anything missing or malformed becomes `application/octet-stream`.
     public static func canonicalContentType(_ declared: [UInt8]?) -> [UInt8] {
-        let fallback = Array("application/octet-stream".utf8)
-        guard let declared else { return fallback }
+        guard let declared else { return octetStream }
+        // Already canonical (the usual `type/subtype` a client sends): the parse below would return it unchanged.
+        if isPlainLowercaseMediaType(declared) { return declared }
+        return parsedContentType(declared)
+    }
+
+    /// `canonicalContentType` through the parameter parser (what it does for any input that is not already plain).
+    static func parsedContentType(_ declared: [UInt8]) -> [UInt8] {
+        let fallback = octetStream
         let parsed = HeaderParameters.parse(declared)
         let v = parsed.value
         guard let slash = v.firstIndex(of: 0x2F), slash > 0, slash < v.count - 1,
@@ -87,11 +105,33 @@ public struct MultipartEncoder: Sendable {
         return out
     }
 
+    private static let octetStream = Array("application/octet-stream".utf8)
+
+    /// `type/subtype`: tokens without an uppercase letter, one slash with a token on each side, nothing else.
+    static func isPlainLowercaseMediaType(_ bytes: [UInt8]) -> Bool {
+        var slash = -1
+        for index in bytes.indices {
+            let byte = bytes[index]
+            if byte == 0x2F {
+                guard slash < 0 else { return false }
+                slash = index
+            } else if !ASCII.isTChar(byte) || (byte >= 0x41 && byte <= 0x5A) {
+                return false
+            }
+        }
+        return slash > 0 && slash < bytes.count - 1
+    }
+
     private static let crlfDisposition = Array("\r\nContent-Disposition: form-data; name=\"".utf8)
     private static let filenameParam = Array("; filename=\"".utf8)
     private static let crlfContentType = Array("\r\nContent-Type: ".utf8)
 
     private static func appendEscaped(_ value: [UInt8], to out: inout [UInt8]) {
+        // Names and filenames seldom hold a byte to escape: then one copy instead of an append per byte.
+        if !value.contains(where: { $0 == ASCII.quote || $0 == ASCII.cr || $0 == ASCII.lf || $0 == ASCII.backslash }) {
+            out.append(contentsOf: value)
+            return
+        }
         for c in value {
             switch c {
             case ASCII.quote: out.append(contentsOf: [ASCII.percent, 0x32, 0x32])
