@@ -39,10 +39,7 @@ struct HTTPHeadScanner {
             switch self.state {
             case .inLine:
                 let start = offset
-                var end = offset
-                while end < input.count, input[end] != HTTPSyntax.cr, input[end] != HTTPSyntax.lf {
-                    end += 1
-                }
+                let end = HTTPSyntax.firstLineEnd(input, from: offset)
                 try self.count(end - offset)
                 offset = end
                 guard end < input.count else {

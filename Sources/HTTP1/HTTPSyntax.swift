@@ -85,6 +85,31 @@ enum HTTPSyntax {
         return true
     }
 
+    /// The index of the first CR or LF at or after `start`, or `input.count`: eight bytes at a time. For each of
+    /// the two bytes, `word ^ byte` has a zero byte where it occurs, and subtracting 0x01 from every byte sets the
+    /// high bit of a zero byte whose own high bit was clear; a borrow can mark bytes above a true zero too, never
+    /// below, so the lowest mark (the first byte in memory) is exact.
+    static func firstLineEnd(_ input: UnsafeRawBufferPointer, from start: Int) -> Int {
+        let count = input.count
+        var index = start
+        if let base = input.baseAddress {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let highBits: UInt64 = 0x8080_8080_8080_8080
+            while index &+ 8 <= count {
+                let word = UInt64(littleEndian: (base + index).loadUnaligned(as: UInt64.self))
+                let cr = word ^ 0x0D0D_0D0D_0D0D_0D0D
+                let lf = word ^ 0x0A0A_0A0A_0A0A_0A0A
+                let marks = ((cr &- ones) & ~cr | (lf &- ones) & ~lf) & highBits
+                if marks != 0 { return index &+ marks.trailingZeroBitCount >> 3 }
+                index &+= 8
+            }
+        }
+        while index < count, input[index] != cr, input[index] != lf {
+            index &+= 1
+        }
+        return index
+    }
+
     /// Whether one of the eight bytes of `word` is below 0x20 or is 0x7F: for a byte below n (n at most 0x80),
     /// subtracting n borrows into its high bit while the byte's own high bit is clear; DEL is the zero byte of
     /// `word ^ 0x7F..`. Exact as to whether such a byte exists (a borrow can only start at one).

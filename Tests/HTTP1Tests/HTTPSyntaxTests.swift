@@ -102,4 +102,23 @@ import TestRandom
             #expect(got == bytes.allSatisfy(HTTPSyntax.isFieldValueByte), "\(bytes)")
         }
     }
+
+    /// The first CR or LF, eight bytes at a time, against a byte loop: random buffers of every length up to 40
+    /// over bytes around CR and LF (and their borrow neighbours), from every start.
+    @Test func firstLineEndMatchesAByteLoop() {
+        var random = SplitMix64(seed: 0x0D0A)
+        let alphabet: [UInt8] = [0x0D, 0x0A, 0x0B, 0x0C, 0x0E, 0x09, 0x00, 0x01, 0x8D, 0x8A, 0x41, 0x20]
+        for _ in 0..<5_000 {
+            let count = Int(random.next() % 41)
+            let bytes = (0..<count).map { _ in
+                random.next() % 6 == 0 ? alphabet[Int(random.next() % UInt64(alphabet.count))] : UInt8(0x61)
+            }
+            bytes.withUnsafeBytes { raw in
+                for start in 0...count {
+                    let expected = bytes[start...].firstIndex { $0 == 0x0D || $0 == 0x0A } ?? count
+                    #expect(HTTPSyntax.firstLineEnd(raw, from: start) == expected, "\(bytes) from \(start)")
+                }
+            }
+        }
+    }
 }
