@@ -122,6 +122,14 @@ struct HTTPHeadScanner {
 }
 
 extension HTTPHeaderField {
+    /// Parses `line` (see `parse(line:)`) onto a head's field list. The first field reserves room for 16, a
+    /// head's usual count (browsers send 10 to 20): growing from empty would allocate at 1, 2, 4, 8 and 16.
+    static func append(parsing line: UnsafeRawBufferPointer, to fields: inout [HTTPHeaderField]) throws(HTTPParseError) {
+        let field = try parse(line: line)
+        if fields.capacity == 0 { fields.reserveCapacity(16) }
+        fields.append(field)
+    }
+
     /// Parses one non-empty header line (without CRLF): `token ":" OWS value OWS`.
     static func parse(line: UnsafeRawBufferPointer) throws(HTTPParseError) -> HTTPHeaderField {
         guard let first = line.first, !HTTPSyntax.isWhitespace(first) else {

@@ -39,8 +39,6 @@ public struct HTTPResponseHeadParser: Sendable {
     private var status = 0
     private var reason = ""
     private var headers: [HTTPHeaderField] = []
-    /// The field storage reserved at a head's first field (browsers send 10 to 20).
-    static let initialFieldCapacity = 16
 
     /// Creates a parser with the given limits.
     public init(limits: HTTPLimits = HTTPLimits()) {
@@ -100,11 +98,7 @@ public struct HTTPResponseHeadParser: Sendable {
             guard self.headers.count < self.limits.maxHeaderCount else {
                 throw .tooManyHeaders
             }
-            if self.headers.capacity == 0 {
-                // A head's usual field count at once: growing from empty would allocate at 1, 2, 4, 8 and 16.
-                self.headers.reserveCapacity(Self.initialFieldCapacity)
-            }
-            self.headers.append(try HTTPHeaderField.parse(line: line))
+            try HTTPHeaderField.append(parsing: line, to: &self.headers)
             return nil
         case .failed:
             // Unreachable: parse() throws the stored error before it scans in the failed state.

@@ -85,21 +85,15 @@ enum HTTPSyntax {
         return true
     }
 
-    /// The index of the first CR or LF at or after `start`, or `input.count`: eight bytes at a time. For each of
-    /// the two bytes, `word ^ byte` has a zero byte where it occurs, and subtracting 0x01 from every byte sets the
-    /// high bit of a zero byte whose own high bit was clear; a borrow can mark bytes above a true zero too, never
-    /// below, so the lowest mark (the first byte in memory) is exact.
+    /// The index of the first CR or LF at or after `start`, or `input.count`: eight bytes at a time
+    /// (`zeroByteMarks` of the word with each of the two bytes cleared where it occurs).
     static func firstLineEnd(_ input: UnsafeRawBufferPointer, from start: Int) -> Int {
         let count = input.count
         var index = start
         if let base = input.baseAddress {
-            let ones: UInt64 = 0x0101_0101_0101_0101
-            let highBits: UInt64 = 0x8080_8080_8080_8080
             while index &+ 8 <= count {
                 let word = UInt64(littleEndian: (base + index).loadUnaligned(as: UInt64.self))
-                let cr = word ^ 0x0D0D_0D0D_0D0D_0D0D
-                let lf = word ^ 0x0A0A_0A0A_0A0A_0A0A
-                let marks = ((cr &- ones) & ~cr | (lf &- ones) & ~lf) & highBits
+                let marks = zeroByteMarks(word ^ 0x0D0D_0D0D_0D0D_0D0D) | zeroByteMarks(word ^ 0x0A0A_0A0A_0A0A_0A0A)
                 if marks != 0 { return index &+ marks.trailingZeroBitCount >> 3 }
                 index &+= 8
             }
@@ -110,16 +104,23 @@ enum HTTPSyntax {
         return index
     }
 
-    /// Whether one of the eight bytes of `word` is below 0x20 or is 0x7F: for a byte below n (n at most 0x80),
-    /// subtracting n borrows into its high bit while the byte's own high bit is clear; DEL is the zero byte of
-    /// `word ^ 0x7F..`. Exact as to whether such a byte exists (a borrow can only start at one).
+    /// Whether one of the eight bytes of `word` is below 0x20 or is 0x7F: subtracting 0x20 from every byte
+    /// borrows into the high bit of a byte below 0x20 (its own high bit clear), as in `zeroByteMarks`; DEL is a
+    /// zero byte of `word ^ 0x7F..`. Exact as to whether such a byte exists (a borrow can only start at one).
     static func hasControlOrDelete(_ word: UInt64) -> Bool {
-        let highBits: UInt64 = 0x8080_8080_8080_8080
         let control = (word &- 0x2020_2020_2020_2020) & ~word & highBits
-        let delete = word ^ 0x7F7F_7F7F_7F7F_7F7F
-        let zero = (delete &- 0x0101_0101_0101_0101) & ~delete & highBits
-        return control | zero != 0
+        return control | zeroByteMarks(word ^ 0x7F7F_7F7F_7F7F_7F7F) != 0
     }
+
+    /// The high bit of every byte of `word` that is zero, and possibly of bytes above one (a borrow from
+    /// subtracting 0x01 runs upward): none at all exactly when no byte is zero, and the lowest mark (the first
+    /// byte in memory, little-endian) is always a true zero.
+    @inline(__always) static func zeroByteMarks(_ word: UInt64) -> UInt64 {
+        (word &- 0x0101_0101_0101_0101) & ~word & highBits
+    }
+
+    /// The high bit of each of a word's eight bytes.
+    static let highBits: UInt64 = 0x8080_8080_8080_8080
 
     /// A byte allowed in a request-target: visible ASCII only.
     @inline(__always) static func isTargetByte(_ byte: UInt8) -> Bool {
@@ -212,7 +213,7 @@ enum HTTPSyntax {
         let low7 = word & 0x7F7F_7F7F_7F7F_7F7F
         let atLeastA = low7 &+ 0x3F3F_3F3F_3F3F_3F3F
         let pastZ = low7 &+ 0x2525_2525_2525_2525
-        let upper = atLeastA & ~pastZ & ~word & 0x8080_8080_8080_8080
+        let upper = atLeastA & ~pastZ & ~word & highBits
         return word | (upper >> 2)
     }
 

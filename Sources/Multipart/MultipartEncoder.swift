@@ -94,9 +94,8 @@ public struct MultipartEncoder: Sendable {
         let fallback = octetStream
         let parsed = HeaderParameters.parse(declared)
         let v = parsed.value
-        guard let slash = v.firstIndex(of: 0x2F), slash > 0, slash < v.count - 1,
-              v[..<slash].allSatisfy(ASCII.isTChar), v[(slash + 1)...].allSatisfy(ASCII.isTChar)
-        else { return fallback }
+        // Lowercased already, so this is the `type/subtype` check alone.
+        guard isPlainLowercaseMediaType(v) else { return fallback }
         var out = v
         if let cs = parsed.first("charset"), !cs.value.isEmpty, cs.value.allSatisfy(ASCII.isTChar) {
             out.append(contentsOf: Array("; charset=".utf8))
@@ -128,18 +127,29 @@ public struct MultipartEncoder: Sendable {
 
     private static func appendEscaped(_ value: [UInt8], to out: inout [UInt8]) {
         // Names and filenames seldom hold a byte to escape: then one copy instead of an append per byte.
-        if !value.contains(where: { $0 == ASCII.quote || $0 == ASCII.cr || $0 == ASCII.lf || $0 == ASCII.backslash }) {
+        guard value.contains(where: { escape($0) != nil }) else {
             out.append(contentsOf: value)
             return
         }
         for c in value {
-            switch c {
-            case ASCII.quote: out.append(contentsOf: [ASCII.percent, 0x32, 0x32])
-            case ASCII.cr: out.append(contentsOf: [ASCII.percent, 0x30, 0x44])
-            case ASCII.lf: out.append(contentsOf: [ASCII.percent, 0x30, 0x41])
-            case ASCII.backslash: out.append(contentsOf: [ASCII.percent, 0x35, 0x43])
-            default: out.append(c)
+            if let (high, low) = escape(c) {
+                out.append(ASCII.percent)
+                out.append(high)
+                out.append(low)
+            } else {
+                out.append(c)
             }
+        }
+    }
+
+    /// The two hex digits `%XX` replaces `c` with in a name or filename: `"`, CR, LF and backslash.
+    private static func escape(_ c: UInt8) -> (UInt8, UInt8)? {
+        switch c {
+        case ASCII.quote: (0x32, 0x32)
+        case ASCII.cr: (0x30, 0x44)
+        case ASCII.lf: (0x30, 0x41)
+        case ASCII.backslash: (0x35, 0x43)
+        default: nil
         }
     }
 }

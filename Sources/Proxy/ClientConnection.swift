@@ -161,7 +161,6 @@ final class ClientConnection: EventHandler, BatchEndHandler {
                 queue.append(e)
             }
             if queue.isEmpty, transport.hasBufferedInput, machine.wantsClientRead {
-                machine.upstreamOut.settle()
                 let before = machine.clientIn.readableBytes
                 readClient()
                 if queue.isEmpty && machine.clientIn.readableBytes == before { break }
