@@ -72,7 +72,7 @@ public enum HTTPHeadSerializer {
         let fields = headers.fields
         for index in fields.indices {
             let name = FieldName(fields[index].name)
-            if host == nil && HTTPSyntax.equalsIgnoringCase(fields[index].name, lowercase: "host") {
+            if host == nil && name.contains(.host) {
                 host = fields[index].value
             }
             if !dropsFromRequest(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
@@ -183,11 +183,31 @@ public enum HTTPHeadSerializer {
 
     /// Appends `name: value\r\n`; traps on a name or value that would break the framing of the head.
     static func writeField(_ name: String, _ value: String, into buffer: inout [UInt8]) {
+        // Both strings' bytes in place (native strings, small ones too): one check and one copy each.
+        let written: Bool? = name.utf8.withContiguousStorageIfAvailable { nameBytes in
+            value.utf8.withContiguousStorageIfAvailable { valueBytes in
+                appendField(UnsafeRawBufferPointer(nameBytes), UnsafeRawBufferPointer(valueBytes), into: &buffer)
+            } != nil
+        }
+        guard written != true else { return }
+        // Bridged strings (never the parsers'): the same through copies.
+        Array(name.utf8).withUnsafeBytes { nameBytes in
+            Array(value.utf8).withUnsafeBytes { valueBytes in appendField(nameBytes, valueBytes, into: &buffer) }
+        }
+    }
+
+    /// `writeField` on the bytes of the name and the value.
+    static func appendField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, into buffer: inout [UInt8]) {
         // Unreachable from input: forwarded names passed HTTPHeaderField.parse (tokens); the others are constants.
-        precondition(!name.utf8.isEmpty && allBytes(of: name, satisfy: HTTPSyntax.isTokenChar), "invalid field name")
-        appendName(name, to: &buffer)
-        appendValue(value, to: &buffer)
-        appendCRLF(to: &buffer)
+        precondition(!name.isEmpty && HTTPSyntax.allTokenBytes(name), "invalid field name")
+        // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are validated.
+        precondition(HTTPSyntax.allFieldValueBytes(value), "invalid field value")
+        buffer.append(contentsOf: name)
+        buffer.append(HTTPSyntax.colon)
+        buffer.append(HTTPSyntax.sp)
+        buffer.append(contentsOf: value)
+        buffer.append(HTTPSyntax.cr)
+        buffer.append(HTTPSyntax.lf)
     }
 
     /// `Via: ` with the peer's Via values and ours, comma-separated, and its CRLF.
@@ -286,14 +306,24 @@ struct FieldName: OptionSet {
 
     /// Classifies a name: ASCII names byte by byte, others through `lowercased()` and the sets.
     init(_ name: String) {
+        if let kind = name.utf8.withContiguousStorageIfAvailable({ FieldName(ascii: $0) }), let kind {
+            self = kind
+            return
+        }
         guard HTTPSyntax.isASCII(name) else {
             self.init(lowercased: name.lowercased())
             return
         }
+        self = Array(name.utf8).withUnsafeBufferPointer { FieldName(ascii: $0) } ?? []
+    }
+
+    /// Classifies an ASCII name in place; nil when it is not ASCII.
+    private init?(ascii name: UnsafeBufferPointer<UInt8>) {
+        guard HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) else { return nil }
         func named(_ literal: StaticString) -> Bool {
-            HTTPSyntax.equalsIgnoringCase(name, lowercase: literal)
+            HTTPSyntax.equalsIgnoringCase(name, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
         }
-        switch name.utf8.count {
+        switch name.count {
         case 2 where named("te"), 7 where named("trailer") || named("upgrade"),
             10 where named("connection") || named("keep-alive"), 16 where named("proxy-connection"):
             self = .hopByHop

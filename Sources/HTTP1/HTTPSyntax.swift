@@ -85,6 +85,34 @@ enum HTTPSyntax {
         return true
     }
 
+    /// Whether every byte is a token character (`isTokenChar`), as a forwarded field name must be.
+    static func allTokenBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let count = bytes.count
+        let start = base.assumingMemoryBound(to: UInt8.self)
+        for index in 0..<count where !isTokenChar(start[index]) {
+            return false
+        }
+        return true
+    }
+
+    /// Whether every byte is below 0x80: eight bytes at a time.
+    static func isASCII(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let count = bytes.count
+        var index = 0
+        if let base = bytes.baseAddress {
+            while index &+ 8 <= count {
+                if (base + index).loadUnaligned(as: UInt64.self) & highBits != 0 { return false }
+                index &+= 8
+            }
+        }
+        while index < count {
+            guard bytes[index] < 0x80 else { return false }
+            index &+= 1
+        }
+        return true
+    }
+
     /// The index of the first CR or LF at or after `start`, or `input.count`: eight bytes at a time
     /// (`zeroByteMarks` of the word with each of the two bytes cleared where it occurs).
     static func firstLineEnd(_ input: UnsafeRawBufferPointer, from start: Int) -> Int {

@@ -121,4 +121,21 @@ import TestRandom
             }
         }
     }
+
+    /// The serializer's checks on a field's bytes agree with byte-by-byte definitions: every name that is
+    /// all token characters, every byte string that is all ASCII, at every length and with the odd byte anywhere.
+    @Test func tokenAndASCIIChecksMatchAByteLoop() {
+        var random = SplitMix64(seed: 0x70CE)
+        let tokenSet = Set(Array("!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8))
+        for _ in 0..<5_000 {
+            let count = Int(random.next() % 41)
+            let bytes = (0..<count).map { _ in
+                random.next() % 8 == 0 ? UInt8(truncatingIfNeeded: random.next()) : UInt8(0x61 + random.next() % 26)
+            }
+            bytes.withUnsafeBytes { raw in
+                #expect(HTTPSyntax.allTokenBytes(raw) == bytes.allSatisfy(tokenSet.contains), "\(bytes)")
+                #expect(HTTPSyntax.isASCII(raw) == bytes.allSatisfy { $0 < 0x80 }, "\(bytes)")
+            }
+        }
+    }
 }
