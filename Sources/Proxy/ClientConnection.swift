@@ -107,7 +107,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     private func readClient() {
         // Part data still lent from clientIn (writes deferred to the batch's end, see `deferWrites`) is copied
         // before the read can move or overwrite it.
-        machine.upstreamOut.settle()
+        machine.settleClientInput()
         let input = machine.clientIn
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return }

@@ -212,6 +212,9 @@ struct ConnectionMachine {
     private var lastTick: UInt64
     /// Bytes still allowed to be discarded while answering and lingering; nil until discarding starts.
     private var lingerBudget: Int?
+    /// The storage of an earlier exchange's `replayBorrowed`, emptied, for the next (one allocation per
+    /// connection rather than per request).
+    private var spareBorrowed: [OutputQueue.Borrowed] = []
 
     /// Creates the machine for a connection accepted at `now`.
     /// What a TLS handshake established about this connection; nil for a plain one.
@@ -337,6 +340,8 @@ struct ConnectionMachine {
             ex.server = server
             ex.reused = reused
             ex.replayLog = reused ? context.takeReplayBuffer() : nil
+            ex.dropBorrowedReplay()
+            if reused && ex.replayBorrowed.capacity == 0 { swap(&ex.replayBorrowed, &spareBorrowed) }
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
         case .upstreamTLSFailed(let why):
             guard case .exchanging(let ex) = state, ex.upstream == .connected, !ex.responseStarted else { break }
@@ -858,9 +863,12 @@ struct ConnectionMachine {
             ex.upstreamActivity = now
             if var log = ex.replayLog {
                 ex.replayLog = nil
-                if log.count + n <= config.pool.replayLimit {
-                    upstreamOut.copyPrefix(n, into: &log)
+                if log.count + ex.replayBorrowedBytes + n <= config.pool.replayLimit {
+                    // Part data lent from clientIn is only recorded: see settleClientInput.
+                    ex.replayBorrowedBytes += upstreamOut.recordPrefix(n, copying: &log, borrowing: &ex.replayBorrowed)
                     ex.replayLog = log
+                } else {
+                    ex.dropBorrowedReplay()
                 }
             }
             upstreamOut.consume(n)
@@ -868,6 +876,16 @@ struct ConnectionMachine {
         } else {
             upstreamOut.consume(n)
         }
+    }
+
+    /// Copies whatever still points into `clientIn` (part data lent to `upstreamOut`, the replay log's borrowed
+    /// runs) into owned memory. The driver calls it before every read into `clientIn`; nothing else changes those
+    /// bytes (the parsers only move its reader index).
+    mutating func settleClientInput() {
+        upstreamOut.settle()
+        guard case .exchanging(let ex) = state, !ex.replayBorrowed.isEmpty else { return }
+        if let log = ex.replayLog { ex.replayLog = OutputQueue.merge(log, ex.replayBorrowed) }
+        ex.dropBorrowedReplay()
     }
 
     /// A reused connection the upstream had closed can be replaced: nothing of the response arrived and every
@@ -1033,7 +1051,9 @@ struct ConnectionMachine {
         if !ex.responseStarted && canReplay(ex) {
             // A pooled connection the upstream had closed: replay the request once on a fresh connection.
             ex.retried = true
-            let log = ex.replayLog ?? []
+            // clientIn is as it was when the borrowed runs were recorded: nothing has read into it since.
+            let log = OutputQueue.merge(ex.replayLog ?? [], ex.replayBorrowed)
+            ex.dropBorrowedReplay()
             var unsent: [UInt8] = []
             upstreamOut.copyPrefix(upstreamOut.pendingBytes, into: &unsent)
             upstreamOut.clear()
@@ -1083,6 +1103,8 @@ struct ConnectionMachine {
             writeFailed: ex.upWriteFailed, draining: context.draining)
         out.append(.releaseUpstream(reuse: reuse))
         ex.upstream = .none
+        ex.dropBorrowedReplay()
+        if spareBorrowed.capacity == 0 { swap(&spareBorrowed, &ex.replayBorrowed) }
         if var log = ex.replayLog {
             ex.replayLog = nil
             log.removeAll(keepingCapacity: true)   // in place: `log` is the only reference now
@@ -1109,7 +1131,7 @@ struct ConnectionMachine {
     /// flushed.
     private mutating func releaseIdleBuffers() {
         guard case .awaitingHead(since: nil) = state else { return }
-        upstreamOut.settle()   // nothing may stay lent from the input buffer given back here
+        settleClientInput()   // nothing may stay lent or borrowed from the input buffer given back here
         clientIn.releaseStorage()
         clientOut.releaseStorage()
         upstreamIn.releaseStorage()

@@ -1,4 +1,5 @@
 import HTTP1
+import Reactor
 import Rules
 
 /// The request in progress on a client connection, as `ConnectionMachine` sees it. The two directions move
@@ -72,6 +73,12 @@ final class Exchange {
     var upWriteFailed = false
     /// Every byte written on a reused connection while it fits `pool.replayLimit`; nil once it does not.
     var replayLog: [UInt8]?
+    /// Part data of the replay log still in `clientIn` (written upstream straight from it), recorded instead of
+    /// copied: `ConnectionMachine.settleClientInput` copies it into `replayLog` before `clientIn` changes. Usually
+    /// the response comes first and it is dropped uncopied.
+    var replayBorrowed: [OutputQueue.Borrowed] = []
+    /// Bytes in `replayBorrowed`.
+    var replayBorrowedBytes = 0
     /// Bytes the kernel accepted for the upstream (head, framing and body).
     var upstreamAccepted: UInt64 = 0
 
@@ -106,4 +113,11 @@ final class Exchange {
 
     var requestComplete: Bool { body?.isComplete ?? true }
     var upstreamConnected: Bool { upstream == .connected }
+
+    /// Forgets the replay log's borrowed runs without reading them.
+    func dropBorrowedReplay() {
+        guard !replayBorrowed.isEmpty else { return }
+        replayBorrowed.removeAll(keepingCapacity: true)
+        replayBorrowedBytes = 0
+    }
 }

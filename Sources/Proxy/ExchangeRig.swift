@@ -34,6 +34,9 @@ final class ExchangeRig {
         var firstIsPooled = false
         /// The first connection, if pooled, was already closed by the upstream: it fails before any answer.
         var firstIsStale = false
+        /// A stale first connection fails only once it has received this many bytes (default: its first write),
+        /// so the client may send more in between.
+        var staleAfter = 1
         /// Servers of a group (by index: the first dial is server 0, each `retryUpstream` the next) that refuse,
         /// or never answer the connect, whatever `connect` says.
         var refuseServers: Set<Int> = []
@@ -145,6 +148,8 @@ final class ExchangeRig {
             piece += 1
             if size <= 0 { size = bytes.count - at }
             let n = min(size, room, bytes.count - at)
+            // As ClientConnection.readClient: nothing may point into clientIn when it is read into.
+            machine.settleClientInput()
             poisonConsumedInput()
             _ = try? machine.clientIn.writeBytes(bytes[at..<(at + n)])
             at += n
@@ -323,7 +328,7 @@ final class ExchangeRig {
         if closed || current != index { return moved }
         if conn.stale && !conn.ended {
             // A pooled connection the upstream had closed: the request goes out, EOF comes back.
-            if !conn.received.isEmpty {
+            if conn.received.count >= max(1, script.staleAfter) {
                 conn.ended = true
                 connections[index] = conn
                 send(.upstreamEOF)

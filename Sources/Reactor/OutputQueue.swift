@@ -163,6 +163,61 @@ public final class OutputQueue {
         }
     }
 
+    /// A run of lent bytes recorded by `recordPrefix` instead of copied: `count` bytes at `start`, which belong
+    /// after the first `position` bytes copied into the same log. Valid only while the lending buffer is untouched.
+    public struct Borrowed {
+        public var position: Int
+        public var start: UnsafeRawPointer
+        public var count: Int
+    }
+
+    /// `copyPrefix`, except that lent bytes are only recorded in `borrowed` (the caller copies them with
+    /// `merge` before the lending buffer is read into, compacted or freed, or drops them unread). Returns the
+    /// number of bytes recorded in `borrowed`. Consumes nothing.
+    public func recordPrefix(_ count: Int, copying bytes: inout [UInt8], borrowing borrowed: inout [Borrowed]) -> Int {
+        var left = min(max(count, 0), pendingBytes)
+        var recorded = 0
+        owned.withUnsafeReadableBytes { ownedBytes in
+            var ownedOffset = 0
+            var index = lentHead
+            while left > 0 {
+                let ownedEnd = index < lent.count ? Int(lent[index].at - ownedConsumed) : ownedBytes.count
+                if ownedEnd > ownedOffset {
+                    let n = min(left, ownedEnd - ownedOffset)
+                    bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: ownedBytes[ownedOffset..<(ownedOffset + n)]))
+                    ownedOffset += n
+                    left -= n
+                }
+                guard left > 0, index < lent.count else { break }
+                let n = min(left, lent[index].count)
+                borrowed.append(Borrowed(position: bytes.count, start: lent[index].start, count: n))
+                recorded += n
+                left -= n
+                index += 1
+            }
+        }
+        return recorded
+    }
+
+    /// `copied` with each borrowed run put back at its position: the bytes `copyPrefix` would have copied.
+    public static func merge(_ copied: [UInt8], _ borrowed: [Borrowed]) -> [UInt8] {
+        guard !borrowed.isEmpty else { return copied }
+        var merged: [UInt8] = []
+        merged.reserveCapacity(copied.count + borrowed.reduce(0) { $0 + $1.count })
+        copied.withUnsafeBytes { copiedBytes in
+            var from = 0
+            for run in borrowed {
+                // Positions only grow (recorded in order), and never pass the copied count.
+                let to = min(max(run.position, from), copiedBytes.count)
+                merged.append(contentsOf: UnsafeRawBufferPointer(rebasing: copiedBytes[from..<to]))
+                merged.append(contentsOf: UnsafeRawBufferPointer(start: run.start, count: run.count))
+                from = to
+            }
+            merged.append(contentsOf: UnsafeRawBufferPointer(rebasing: copiedBytes[from...]))
+        }
+        return merged
+    }
+
     /// Consumes the first `count` pending bytes (what the kernel accepted).
     public func consume(_ count: Int) {
         var left = min(max(count, 0), pendingBytes)

@@ -92,10 +92,19 @@ import TestRandom
         let source = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 16)
         defer { source.deallocate() }
         var fill: UInt8 = 0
+        // A replay log kept as the machine keeps it: lent bytes only recorded (`recordPrefix`), merged in before
+        // the source is overwritten.
+        var log: [UInt8] = []
+        var borrowed: [OutputQueue.Borrowed] = []
+        func settleLog() {
+            log = OutputQueue.merge(log, borrowed)
+            borrowed.removeAll()
+        }
         for _ in 0..<400 {
             switch random.next() % 6 {
             case 0, 1:
                 // A slice of "client input": fresh bytes, lent or copied piece by piece.
+                settleLog()
                 for i in source.indices { fill &+= 1; source[i] = fill }
                 queue.lendable = UnsafeRawBufferPointer(source)
                 var at = 0
@@ -121,19 +130,28 @@ import TestRandom
                 // A short send, then the driver's settle, then the source is overwritten.
                 let n = Int(random.next() % UInt64(max(1, queue.pendingBytes + 1)))
                 queue.copyPrefix(n, into: &sent)
+                let before = borrowed.reduce(0) { $0 + $1.count }
+                let recorded = queue.recordPrefix(n, copying: &log, borrowing: &borrowed)
+                #expect(recorded == borrowed.reduce(0) { $0 + $1.count } - before)
                 expectedSent += model.prefix(n)
                 queue.consume(n)
                 model.removeFirst(n)
                 queue.settle()
-                for i in source.indices { source[i] = 0xEE }
+                if random.next() % 2 == 0 {
+                    settleLog()
+                    for i in source.indices { source[i] = 0xEE }
+                }
             default:
                 queue.settle()
+                settleLog()
                 for i in source.indices { source[i] = 0xEE }
             }
             #expect(queue.pendingBytes == model.count)
             if pending(queue) != model { Issue.record("seed \(seed): pieces differ from the model"); return }
         }
         #expect(sent == expectedSent)
+        settleLog()
+        #expect(log == expectedSent)
         // Everything left goes out as one more send.
         queue.consume(queue.pendingBytes)
         #expect(queue.isEmpty && !queue.hasLent)
