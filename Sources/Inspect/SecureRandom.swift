@@ -22,18 +22,23 @@ public enum SecureRandom {
     static func boundary(from source: (Int, (UnsafeRawBufferPointer) -> Void) -> Void) -> [UInt8] {
         let alphabet: StaticString = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
         let prefix: StaticString = "formwall-"
-        var out: [UInt8] = []
-        out.reserveCapacity(prefix.utf8CodeUnitCount + 32)
-        out.append(contentsOf: UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
-        // Rejection sampling keeps the distribution uniform over 62 symbols.
-        while out.count < 9 + 32 {
-            source(48) { random in
-                for b in random where b < 248 && out.count < 9 + 32 {
-                    out.append(alphabet.utf8Start[Int(b % 62)])
+        let total = prefix.utf8CodeUnitCount + 32
+        // Written in place: the prefix, then one symbol per accepted random byte.
+        return [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
+            let symbols = alphabet.utf8Start
+            var count = prefix.utf8CodeUnitCount
+            for index in 0..<count { out[index] = prefix.utf8Start[index] }
+            // Rejection sampling keeps the distribution uniform over 62 symbols.
+            while count < total {
+                source(48) { random in
+                    for b in random where b < 248 && count < total {
+                        out[count] = symbols[Int(b % 62)]
+                        count += 1
+                    }
                 }
             }
+            initialized = count
         }
-        return out
     }
 
     /// A random identifier of `count` bytes as lowercase hex (request ids, quarantine ids).

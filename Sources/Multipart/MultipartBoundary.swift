@@ -36,15 +36,17 @@ public enum MultipartBoundary {
     /// Whether `b` is 1–70 `bchars` not ending in a space.
     public static func isValid(_ b: [UInt8]) -> Bool {
         guard !b.isEmpty, b.count <= 70, b.last != ASCII.space else { return false }
-        return b.allSatisfy(isBChar)
-    }
-
-    /// RFC 2046 bchars: DIGIT / ALPHA / `'()+_,-./:=?` and space.
-    static func isBChar(_ c: UInt8) -> Bool {
-        switch c {
-        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
-        case 0x27, 0x28, 0x29, 0x2B, 0x5F, 0x2C, 0x2D, 0x2E, 0x2F, 0x3A, 0x3D, 0x3F, 0x20: return true
-        default: return false
+        return b.withUnsafeBufferPointer { bytes in
+            for index in bytes.indices where !isBChar(bytes[index]) { return false }
+            return true
         }
     }
+
+    /// RFC 2046 bchars: DIGIT / ALPHA / `'()+_,-./:=?` and space: one bit per byte value below 128.
+    @inline(__always) static func isBChar(_ c: UInt8) -> Bool {
+        let word: UInt64 = c < 64 ? bcharsLow : c < 128 ? bcharsHigh : 0
+        return (word &>> UInt64(c & 63)) & 1 == 1
+    }
+    static let bcharsLow: UInt64 = 0xa7ff_fb81_0000_0000
+    static let bcharsHigh: UInt64 = 0x07ff_fffe_87ff_fffe
 }

@@ -444,13 +444,16 @@ public final class FormStage {
         // per field, and appending to a copied `value` would copy the whole value.
         guard var part = current.take() else { throw .internalError("part data outside a part") }
         let action = observe(span, &part)
-        current = consume part
-        try apply(action, out: out)
-        if var part = current.take() {
-            let finding = part.archiveProbe != nil || part.archive != nil ? archiveStep(&part, span) : nil
+        if case .forward = action {} else {
+            // Rare: the action may end the part. The usual case keeps one move for the observer and archive step.
             current = consume part
-            if let finding { try judgeArchive(finding, out: out) }
+            try apply(action, out: out)
+            guard let next = current.take() else { return }
+            part = next
         }
+        let finding = part.archiveProbe != nil || part.archive != nil ? archiveStep(&part, span) : nil
+        current = consume part
+        if let finding { try judgeArchive(finding, out: out) }
         guard let mode = current?.mode else { return }
         switch mode {
         case .stream: out.write(span)

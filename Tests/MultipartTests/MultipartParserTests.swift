@@ -183,6 +183,17 @@ import Testing
 }
 
 @Suite struct BoundaryTests {
+    /// Every byte value alone, between two letters and at the end: valid exactly when RFC 2046 lists it as a
+    /// `bchars` (DIGIT / ALPHA / `'()+_,-./:=?` / space, and a space not last).
+    @Test func everyByteValueIsJudgedAsRFC2046Says() {
+        let bchars = Set(Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'()+_,-./:=? ".utf8))
+        for value in 0...255 {
+            let c = UInt8(value)
+            #expect(MultipartBoundary.isValid([0x61, c, 0x62]) == bchars.contains(c), "byte \(value)")
+            #expect(MultipartBoundary.isValid([0x61, c]) == (bchars.contains(c) && c != 0x20), "byte \(value) last")
+        }
+    }
+
     @Test func extraction() throws {
         #expect(try MultipartBoundary.parse(contentType: b("multipart/form-data; boundary=abc")).boundary == b("abc"))
         let q = try MultipartBoundary.parse(contentType: b("Multipart/Form-Data; BOUNDARY=\"a b:c\""))
