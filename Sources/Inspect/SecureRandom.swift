@@ -31,9 +31,10 @@ public enum SecureRandom {
             // Rejection sampling keeps the distribution uniform over 62 symbols.
             while count < total {
                 source(48) { random in
-                    for b in random where b < 248 && count < total {
+                    for b in random where b < 248 {
                         out[count] = symbols[Int(b % 62)]
                         count += 1
+                        if count == total { break }
                     }
                 }
             }

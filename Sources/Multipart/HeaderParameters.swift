@@ -95,9 +95,18 @@ public struct HeaderParameters: Sendable, Equatable {
                 i += 1
                 // One allocation for the value: it is at most as long as the rest of the field.
                 var end = i
-                while end < n, b[end] != ASCII.quote { end += b[end] == ASCII.backslash ? 2 : 1 }
-                val.reserveCapacity(min(end, n) - i)
+                var escapes = false
+                while end < n, b[end] != ASCII.quote {
+                    if b[end] == ASCII.backslash { escapes = true; end += 2 } else { end += 1 }
+                }
                 var closed = false
+                if !escapes && end < n {
+                    // No backslash before the closing quote (the usual case): the value is copied at once.
+                    val = Array(b[i..<end])
+                    i = end
+                } else {
+                    val.reserveCapacity(min(end, n) - i)
+                }
                 while i < n {
                     let c = b[i]
                     if c == ASCII.quote { closed = true; i += 1; break }
@@ -184,13 +193,21 @@ package enum ASCII {
     /// of a new allocation (part headers are parsed for every part of every request).
     static func lowercasedShared(_ s: Slice<UnsafeRawBufferPointer>) -> [UInt8] {
         let bytes = UnsafeRawBufferPointer(rebasing: s)
-        for known in sharedLowercase where known.count == bytes.count {
-            // Concrete types and a plain loop: a generic comparison costs allocations in debug builds, which the
-            // allocation-count test measures.
-            var i = 0
-            while i < bytes.count, lowercased(bytes[i]) == known[i] { i += 1 }
-            if i == bytes.count { return known }
+        // Index loops over the list's and each entry's storage: `for known in` would retain and release every
+        // entry. Concrete types and a plain loop: a generic comparison costs allocations in debug builds, which
+        // the allocation-count test measures.
+        let found: Int? = sharedLowercase.withUnsafeBufferPointer { list in
+            for index in 0..<list.count where list[index].count == bytes.count {
+                let same = list[index].withUnsafeBufferPointer { known in
+                    var i = 0
+                    while i < known.count, lowercased(bytes[i]) == known[i] { i += 1 }
+                    return i == known.count
+                }
+                if same { return index }
+            }
+            return nil
         }
+        if let found { return sharedLowercase[found] }
         return lowercased(s)
     }
 

@@ -95,9 +95,13 @@ public final class MultipartParser {
         precondition(!boundary.contains(ASCII.lf) && !boundary.contains(ASCII.cr), "boundary must be validated first")
         self.limits = limits
         self.anomalies = anomalies
-        let pattern = [ASCII.cr, ASCII.lf, ASCII.hyphen, ASCII.hyphen] + boundary
-        crlfPattern = .allocate(byteCount: pattern.count, alignment: 1)
-        crlfPattern.copyBytes(from: pattern)
+        // CRLF, `--` and the boundary, written straight into the pattern's own allocation.
+        crlfPattern = .allocate(byteCount: 4 + boundary.count, alignment: 1)
+        crlfPattern[0] = ASCII.cr
+        crlfPattern[1] = ASCII.lf
+        crlfPattern[2] = ASCII.hyphen
+        crlfPattern[3] = ASCII.hyphen
+        UnsafeMutableRawBufferPointer(rebasing: crlfPattern[4...]).copyBytes(from: boundary)
         lfPattern = UnsafeRawBufferPointer(rebasing: crlfPattern[1...])
         tail = .allocate(byteCount: max(limits.maxTransportPadding, 0) + 2, alignment: 1)
         headerBuf.reserveCapacity(min(1024, limits.maxPartHeaderBytes))
