@@ -78,7 +78,8 @@ final class UpstreamSink: FormOutput {
             case .chunked:
                 try writeChunkHeader(size: bytes.count)
                 try buffer.append(bytes)
-                try buffer.write(Self.crlf)
+                // The chunk's CRLF goes out with the next chunk's header (or the last chunk): one write, not two.
+                pendingChunkEnd = true
             case .spool(let file):
                 try file.write(bytes)
             }
@@ -113,18 +114,18 @@ final class UpstreamSink: FormOutput {
     func finish() {
         guard failure == nil, case .chunked = kind else { return }
         do {
-            if pendingChunkEnd {
-                try buffer.write(Self.crlf)
-                pendingChunkEnd = false
-            }
+            // The previous chunk's CRLF, if it is still owed, goes out with the last chunk.
+            let closing = pendingChunkEnd
+            pendingChunkEnd = false
             if let fields = trailer?(), !fields.isEmpty {
-                var last: [UInt8] = [0x30, 0x0D, 0x0A]   // "0\r\n", then the fields, then the empty line
+                var last: [UInt8] = closing ? [0x0D, 0x0A] : []
+                last.append(contentsOf: [0x30, 0x0D, 0x0A])   // "0\r\n", then the fields, then the empty line
                 last.append(contentsOf: fields)
                 last.append(0x0D)
                 last.append(0x0A)
                 try buffer.write(last)
             } else {
-                try buffer.write(Self.lastChunk)
+                try buffer.write(closing ? Self.crlfLastChunk : Self.lastChunk)
             }
         } catch {
             failure = error
@@ -155,7 +156,7 @@ final class UpstreamSink: FormOutput {
         case chunkHeader(size: Int)
     }
 
-    private static var crlf: UnsafeRawBufferPointer { UnsafeRawBufferPointer(staticString: "\r\n") }
+    private static var crlfLastChunk: UnsafeRawBufferPointer { UnsafeRawBufferPointer(staticString: "\r\n0\r\n\r\n") }
     private static var lastChunk: UnsafeRawBufferPointer { UnsafeRawBufferPointer(staticString: "0\r\n\r\n") }
 }
 
