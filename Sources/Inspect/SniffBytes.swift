@@ -1,3 +1,5 @@
+import Glibc
+
 /// A bounds-checked read-only view over the retained prefix, with the small matchers the sniffing
 /// table needs. Every accessor returns `false` / `nil` instead of reading past the end, so a rule
 /// that needs more bytes than the prefix holds simply does not match.
@@ -44,12 +46,16 @@ struct SniffBytes {
     func find(_ needle: StaticString, from: Int = 0, to: Int? = nil) -> Int? {
         let end = min(to ?? raw.count, raw.count)
         let n = needle.utf8CodeUnitCount
-        guard n > 0, from >= 0, end - from >= n else { return nil }
-        let first = needle.utf8Start[0]
+        guard n > 0, from >= 0, end - from >= n, let base = raw.baseAddress else { return nil }
+        let first = Int32(needle.utf8Start[0])
+        let last = end - n  // the last offset a match can start at
         var i = from
-        while i <= end - n {
-            if raw[i] == first && has(needle, at: i) { return i }
-            i += 1
+        while i <= last {
+            // memchr finds the next place the first byte occurs (a vector scan); the rest is compared there.
+            guard let hit = memchr(base + i, first, last - i + 1) else { return nil }
+            let at = base.distance(to: UnsafeRawPointer(hit))
+            if has(needle, at: at) { return at }
+            i = at + 1
         }
         return nil
     }

@@ -138,7 +138,9 @@ public final class FormStage {
         /// Archive inspection (docs/rules.md, "Archives"): the first bytes until the format is known, then the
         /// inspector; nil once done, or for parts that are not inspected.
         var archiveProbe: [UInt8]?
-        var archiveLimits: ArchiveLimits?
+        /// The rule's archive settings, turned into the inspector's limits only once the probe finds an archive
+        /// (building the limits hashes every denied extension: most files are not archives).
+        var archiveSettings: ArchiveSettings?
         var archive: ArchiveInspector?
         /// `disarm` on the part's rule: the part is held, then rewritten at its end.
         var disarm: DisarmMode?
@@ -427,7 +429,7 @@ public final class FormStage {
         if !part.isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
         if part.isFile, let settings = archiveSettings, settings.inspect {
             current?.archiveProbe = []
-            current?.archiveLimits = ArchiveLimits(settings)
+            current?.archiveSettings = settings
         }
     }
 
@@ -737,7 +739,7 @@ public final class FormStage {
             cur.archive = nil
             return finding
         }
-        guard var probe = cur.archiveProbe, let limits = cur.archiveLimits else { return nil }
+        guard let settings = cur.archiveSettings, var probe = cur.archiveProbe.take() else { return nil }
         let take = min(512 - probe.count, span.count)
         probe.append(contentsOf: span.prefix(take))
         let format = probe.withUnsafeBytes { ArchiveInspector.format(sniffing: $0) }
@@ -746,9 +748,8 @@ public final class FormStage {
             cur.archiveProbe = probe
             return nil
         }
-        cur.archiveProbe = nil
         guard let format else { return nil }
-        let inspector = ArchiveInspector(format: format, limits: limits)
+        let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings))
         if let finding = inspector.feed(probe) { return finding }
         if take < span.count, let finding = inspector.feed(UnsafeRawBufferPointer(rebasing: span[take...])) {
             return finding
@@ -759,10 +760,9 @@ public final class FormStage {
 
     /// The part ended: an undecided probe is judged on what arrived; the inspector checks the archive's end.
     private func archiveEnd(_ cur: inout Current) -> ArchiveFinding? {
-        if let probe = cur.archiveProbe, let limits = cur.archiveLimits {
-            cur.archiveProbe = nil
+        if let settings = cur.archiveSettings, let probe = cur.archiveProbe.take() {
             guard let format = probe.withUnsafeBytes({ ArchiveInspector.format(sniffing: $0) }) else { return nil }
-            let inspector = ArchiveInspector(format: format, limits: limits)
+            let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings))
             return inspector.feed(probe) ?? inspector.finish()
         }
         guard let inspector = cur.archive else { return nil }
