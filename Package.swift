@@ -40,7 +40,7 @@ let package = Package(
         ),
         .target(name: "Multipart", dependencies: ["CLinux"], swiftSettings: proxySettings),
         .target(name: "HTTP1", swiftSettings: proxySettings),
-        .target(name: "Inspect", dependencies: ["COpenSSL", "CZlib"], swiftSettings: proxySettings),
+        .target(name: "Inspect", dependencies: ["CLinux", "COpenSSL", "CZlib"], swiftSettings: proxySettings),
         .target(name: "Rules", dependencies: ["Multipart"], swiftSettings: proxySettings),
         .target(name: "Audit", dependencies: ["CZlib"], swiftSettings: proxySettings),
         .target(name: "Quarantine", dependencies: ["Inspect", "COpenSSL"], swiftSettings: proxySettings),

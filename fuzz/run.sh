@@ -14,7 +14,8 @@ build_inspect_fuzzer() {
     rm -f "fuzz/build/$1"
     swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name "$2" \
         -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
-        -I Sources/COpenSSL -I Sources/CZlib Sources/Inspect/*.swift "fuzz/$2.swift" -lcrypto -lz \
+        -I Sources/CLinux/include -I Sources/COpenSSL -I Sources/CZlib Sources/Inspect/*.swift "fuzz/$2.swift" \
+        -lcrypto -lz \
         -o "fuzz/build/$1" 2>&1 | grep -v "warning:" || true
     test -x "fuzz/build/$1"
 }

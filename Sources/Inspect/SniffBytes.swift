@@ -1,4 +1,4 @@
-import Glibc
+import CLinux
 
 /// A bounds-checked read-only view over the retained prefix, with the small matchers the sniffing
 /// table needs. Every accessor returns `false` / `nil` instead of reading past the end, so a rule
@@ -47,17 +47,9 @@ struct SniffBytes {
         let end = min(to ?? raw.count, raw.count)
         let n = needle.utf8CodeUnitCount
         guard n > 0, from >= 0, end - from >= n, let base = raw.baseAddress else { return nil }
-        let first = Int32(needle.utf8Start[0])
-        let last = end - n  // the last offset a match can start at
-        var i = from
-        while i <= last {
-            // memchr finds the next place the first byte occurs (a vector scan); the rest is compared there.
-            guard let hit = memchr(base + i, first, last - i + 1) else { return nil }
-            let at = base.distance(to: UnsafeRawPointer(hit))
-            if has(needle, at: at) { return at }
-            i = at + 1
-        }
-        return nil
+        // glibc's memmem (the shim's `cl_memmem`): a vector scan, not a compare at every offset.
+        guard let hit = cl_memmem(base + from, end - from, needle.utf8Start, n) else { return nil }
+        return base.distance(to: UnsafeRawPointer(hit))
     }
 
     /// Little-endian 16-bit value at `i`, or nil past the end.

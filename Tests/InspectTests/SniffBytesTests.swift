@@ -10,7 +10,7 @@ import Testing
         return nil
     }
 
-    /// `find` (memchr for the first byte, then a compare) agrees with a compare at every offset, for needles
+    /// `find` (glibc's memmem) agrees with a compare at every offset, for needles
     /// of one to five bytes, in buffers dense with the needle's first byte and near-misses, for every start and
     /// several ends, including ends past the buffer and ranges shorter than the needle.
     @Test func findMatchesAByteByByteSearch() {

@@ -68,7 +68,7 @@ def main():
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ",".join(CONFIGS))
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=3)
-    base.add_small_upload_args(ap)
+    base.add_small_upload_args(ap, wrk_reps=1)
     ap.add_argument("--rss-interval", type=float, default=0.05)
     ap.add_argument("--curl-timeout", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/costs.json"))

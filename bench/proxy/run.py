@@ -571,12 +571,12 @@ def measure(args, target, files, sink_pid, workdir):
     result["large"] = large
     if args.wrk_duration > 0:
         runs = []
-        for i in range(max(args.wrk_reps, 1)):
+        for i in range(args.wrk_reps):
             w = run_wrk(args, target, files["lua_path"])
             shown = (f"{w['rps']:.0f} req/s, p50 {w['p50_us'] / 1000:.2f} ms, p99 {w['p99_us'] / 1000:.2f} ms"
                      if w.get("ok") else f"FAILED ({w.get('error')})")
             print(f"  [{target.name}] wrk {args.small_kib} KiB x {args.wrk_connections} conns "
-                  f"{i + 1}/{max(args.wrk_reps, 1)}: {shown}", flush=True)
+                  f"{i + 1}/{args.wrk_reps}: {shown}", flush=True)
             runs.append(w)
             if not w.get("ok"):
                 break
@@ -585,6 +585,14 @@ def measure(args, target, files, sink_pid, workdir):
 
 
 WRK_ERRORS = ("connect", "read", "write", "status", "timeout")
+
+
+def positive_int(text):
+    """argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def median_wrk(runs):
@@ -681,7 +689,7 @@ def report(results, args):
     if args.wrk_duration > 0:
         print()
         print(f"{args.small_kib} KiB multipart uploads, {args.wrk_connections} connections, {args.wrk_duration} s "
-              f"(wrk -t{args.wrk_threads}), median of {max(args.wrk_reps, 1)}")
+              f"(wrk -t{args.wrk_threads}), median of {args.wrk_reps}")
         print(row([("target", "<12"), ("req/s", ">9")] + [(PEERS[p], ">9") for p in peers]
                   + [("p50 ms", ">8"), ("p99 ms", ">8"), ("errors", ">8")]))
         for n in names:
@@ -723,12 +731,15 @@ def tool_version(argv):
         return None
 
 
-def add_small_upload_args(ap):
-    """The wrk workload's options, shared with costs.py and scaling.py."""
+def add_small_upload_args(ap, wrk_reps=None):
+    """The wrk workload's options, shared with costs.py and scaling.py. With `wrk_reps` (the default count),
+    also --wrk-reps for `measure`'s medians (scaling.py runs wrk itself and has its own --reps)."""
     ap.add_argument("--small-kib", type=int, default=10, help="file part size of the wrk uploads")
     ap.add_argument("--wrk-duration", type=int, default=10, help="seconds per wrk run (0 = skip)")
-    ap.add_argument("--wrk-reps", type=int, default=1,
-                    help="wrk runs per target; requests/s, p50 and p99 are the medians of the runs")
+    if wrk_reps is not None:
+        ap.add_argument("--wrk-reps", type=positive_int, default=wrk_reps,
+                        help=f"wrk runs per target; requests/s, p50 and p99 are the medians of the runs "
+                             f"(default {wrk_reps})")
     ap.add_argument("--wrk-connections", type=int, default=64)
     ap.add_argument("--wrk-threads", type=int, default=2)
     ap.add_argument("--sink-threads", type=int, default=2)
@@ -783,13 +794,13 @@ def main():
                     help="comma-separated subset of direct,nginx,nginx-tuned,haproxy,formwall")
     ap.add_argument("--size-mib", type=int, default=1024, help="file part size of the large upload")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of the large upload")
-    add_small_upload_args(ap)
+    # The proxy issue's targets are medians of at least 5 runs.
+    add_small_upload_args(ap, wrk_reps=5)
     ap.add_argument("--rss-interval", type=float, default=0.05)
     ap.add_argument("--wait-idle", type=float, default=60,
                     help="seconds to wait for other CPU load to stop before measuring (0 = don't)")
     ap.add_argument("--curl-timeout", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(REPO, "bench/out/results.json"))
-    ap.set_defaults(wrk_reps=5)  # the proxy issue's targets are medians of at least 5 runs
     args = ap.parse_args()
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
 
