@@ -122,6 +122,12 @@ struct HTTPHeadScanner {
 }
 
 extension HTTPHeaderField {
+    /// A parser's `adoptStorage`: an empty recycled array becomes the field list of a parser holding no storage.
+    static func adopt(_ storage: [HTTPHeaderField], into fields: inout [HTTPHeaderField]) {
+        guard fields.capacity == 0, storage.isEmpty else { return }
+        fields = storage
+    }
+
     /// Parses `line` (see `parse(line:)`) onto a head's field list. The first field reserves room for 16, a
     /// head's usual count (browsers send 10 to 20): growing from empty would allocate at 1, 2, 4, 8 and 16.
     static func append(parsing line: UnsafeRawBufferPointer, to fields: inout [HTTPHeaderField]) throws(HTTPParseError) {

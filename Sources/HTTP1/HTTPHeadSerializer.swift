@@ -11,6 +11,10 @@ public struct HTTPForwardingContext: Hashable, Sendable {
     /// Fields the proxy adds after its own (`X-Formwall-Modified`): written whatever the peer's Connection
     /// names, so a client cannot suppress them; the caller removes the client's fields of the same names.
     public var added: [HTTPHeaderField] = []
+    /// A Content-Type for the upstream in place of the client's (a re-encoded body's): the client's field is
+    /// left out and this one written after the forwarded fields, where appending it to the head would put it.
+    /// Set here rather than edited into the head, whose field array the request's exchange shares.
+    public var contentType: String?
     /// Whether the client's X-Forwarded-For values are kept before `clientAddress` (a trusted proxy sent
     /// them); false: X-Forwarded-For is `clientAddress` alone.
     public var keepForwardedFor = true
@@ -75,9 +79,13 @@ public enum HTTPHeadSerializer {
             if host == nil && name.contains(.host) {
                 host = fields[index].value
             }
+            if context.contentType != nil && name.contains(.contentType) { continue }
             if !dropsFromRequest(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
                 writeField(fields[index].name, fields[index].value, into: &buffer)
             }
+        }
+        if let contentType = context.contentType {
+            writeField("Content-Type", contentType, into: &buffer)
         }
         if host == nil, let defaultHost = context.defaultHost {
             writeField("Host", defaultHost, into: &buffer)
@@ -299,6 +307,7 @@ struct FieldName: OptionSet {
     static let host = FieldName(rawValue: 4)
     static let via = FieldName(rawValue: 8)
     static let transferEncoding = FieldName(rawValue: 16)
+    static let contentType = FieldName(rawValue: 32)
 
     init(rawValue: UInt8) {
         self.rawValue = rawValue
@@ -335,6 +344,8 @@ struct FieldName: OptionSet {
             15 where named("x-forwarded-for"), 16 where named("x-forwarded-host"),
             17 where named("x-forwarded-proto"):
             self = .replacedInRequests
+        case 12 where named("content-type"):
+            self = .contentType
         case 17 where named("transfer-encoding"):
             self = [.hopByHop, .transferEncoding]
         default:
@@ -358,6 +369,9 @@ struct FieldName: OptionSet {
         }
         if name == "transfer-encoding" {
             kind.insert(.transferEncoding)
+        }
+        if name == "content-type" {
+            kind.insert(.contentType)
         }
         self = kind
     }

@@ -24,6 +24,23 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         self.fields = fields
     }
 
+    /// Creates headers from a parser's field list, taking its array and leaving `fields` empty without storage
+    /// (so the parser, reset for the next head, does not copy an array it still shared).
+    init(taking fields: inout [HTTPHeaderField]) {
+        self.fields = []
+        swap(&self.fields, &fields)
+    }
+
+    /// Empties the headers and returns their array emptied with its capacity kept, for a later head's parser
+    /// (`adoptStorage`), which then parses into it without allocating. Call it on the last copy of the headers:
+    /// an array still shared elsewhere is copied rather than emptied in place.
+    public mutating func takeStorage() -> [HTTPHeaderField] {
+        var taken: [HTTPHeaderField] = []
+        swap(&taken, &self.fields)
+        taken.removeAll(keepingCapacity: true)
+        return taken
+    }
+
     /// Creates headers from `["Name": "value", ...]` in literal order; repeated names are kept.
     public init(dictionaryLiteral elements: (String, String)...) {
         self.fields = elements.map { HTTPHeaderField(name: $0.0, value: $0.1) }

@@ -69,6 +69,16 @@ public struct HTTPRequestHeadParser: Sendable {
         return .needMore(consumed: input.count)
     }
 
+    /// Whether the parser holds no storage for header fields (a completed head took its array): `adoptStorage`
+    /// gives it a recycled one.
+    public var needsStorage: Bool { self.headers.capacity == 0 }
+
+    /// Parses the next head's fields into `storage` (empty, from `HTTPHeaders.takeStorage()`) instead of a new
+    /// array; ignored while the parser holds storage.
+    public mutating func adoptStorage(_ storage: [HTTPHeaderField]) {
+        HTTPHeaderField.adopt(storage, into: &self.headers)
+    }
+
     /// Forgets any partial head (and any error) and waits for a new request line.
     public mutating func reset() {
         self.state = .requestLine
@@ -135,14 +145,14 @@ public struct HTTPRequestHeadParser: Sendable {
     }
 
     /// Applies the whole-head rules once the empty line arrived.
-    private func finish() throws(HTTPParseError) -> HTTPRequestHead {
-        let headers = HTTPHeaders(self.headers)
+    private mutating func finish() throws(HTTPParseError) -> HTTPRequestHead {
+        let headers = HTTPHeaders(taking: &self.headers)
         var hostCount = 0
         var contentTypeCount = 0
         var expectIndex: Int?
         // One index loop (fields read in place, not copied) for the fields the head rules count.
-        for index in self.headers.indices {
-            let name = self.headers[index].name
+        for index in headers.fields.indices {
+            let name = headers.fields[index].name
             if HTTPSyntax.equalsIgnoringCase(name, lowercase: "host") {
                 hostCount += 1
             } else if HTTPSyntax.equalsIgnoringCase(name, lowercase: "content-type") {
@@ -168,9 +178,9 @@ public struct HTTPRequestHeadParser: Sendable {
         }
         var expectsContinue = false
         if let first = expectIndex {
-            for index in first..<self.headers.count
-            where HTTPSyntax.equalsIgnoringCase(self.headers[index].name, lowercase: "expect") {
-                guard HTTPSyntax.equalsIgnoringCase(self.headers[index].value, lowercase: "100-continue") else {
+            for index in first..<headers.fields.count
+            where HTTPSyntax.equalsIgnoringCase(headers.fields[index].name, lowercase: "expect") {
+                guard HTTPSyntax.equalsIgnoringCase(headers.fields[index].value, lowercase: "100-continue") else {
                     throw .unsupportedExpectation
                 }
                 // RFC 9110 §10.1.1: a 100-continue from an HTTP/1.0 client is ignored.

@@ -73,6 +73,16 @@ public struct HTTPResponseHeadParser: Sendable {
         return .needMore(consumed: input.count)
     }
 
+    /// Whether the parser holds no storage for header fields (a completed head took its array): `adoptStorage`
+    /// gives it a recycled one.
+    public var needsStorage: Bool { self.headers.capacity == 0 }
+
+    /// Parses the next head's fields into `storage` (empty, from `HTTPHeaders.takeStorage()`) instead of a new
+    /// array; ignored while the parser holds storage.
+    public mutating func adoptStorage(_ storage: [HTTPHeaderField]) {
+        HTTPHeaderField.adopt(storage, into: &self.headers)
+    }
+
     /// Forgets any partial head (and any error) and waits for a new status line.
     public mutating func reset() {
         self.state = .statusLine
@@ -136,8 +146,8 @@ public struct HTTPResponseHeadParser: Sendable {
         self.reason = reason
     }
 
-    private func finish(requestMethod: String) throws(HTTPParseError) -> HTTPResponseHead {
-        let headers = HTTPHeaders(self.headers)
+    private mutating func finish(requestMethod: String) throws(HTTPParseError) -> HTTPResponseHead {
+        let headers = HTTPHeaders(taking: &self.headers)
         let declared = try headers.declaredFraming(version: self.version)
         let framing: BodyFraming
         if requestMethod == "HEAD" || (100..<200).contains(self.status) || self.status == 204 || self.status == 304 {

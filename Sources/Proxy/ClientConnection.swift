@@ -246,10 +246,13 @@ final class ClientConnection: EventHandler, BatchEndHandler {
                 try? transport.shutdownWrite()
             case .closeClient:
                 closeSocket()
+            case .requestCounted:
+                worker.stats.completedRequests.add(1, ordering: .relaxed)
+                worker.requestsSinceTrim += 1
             case .requestEnded(let record):
                 worker.stats.completedRequests.add(1, ordering: .relaxed)
                 worker.requestsSinceTrim += 1
-                if let record { worker.requestEnded(record) }
+                worker.requestEnded(record)
             case .log(let line):
                 worker.logFailure(line)
             }

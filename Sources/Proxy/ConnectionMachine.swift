@@ -12,7 +12,7 @@ import Rules
 //   clientData, clientEOF, clientReset, ──►┌────────────────────┐──► connectUpstream, reconnectUpstream,
 //   clientWrote(n), upstreamConnected,     │ ConnectionMachine  │    releaseUpstream(reuse:),
 //   upstreamConnectFailed, upstreamData,   │  head parser       │    shutdownClientWrite, closeClient,
-//   upstreamEOF, upstreamReadFailed,       │  body stages       │    requestEnded(audit record), log
+//   upstreamEOF, upstreamReadFailed,       │  body stages       │    requestEnded(record)/requestCounted, log
 //   upstreamWriteFailed, upstreamWrote(n), │  one evaluator     │
 //   timer, drain                        ──►│  deadlines, ledger │◄─► clientIn  clientOut
 //                                          └────────────────────┘◄─► upstreamIn upstreamOut
@@ -34,7 +34,8 @@ import Rules
 //   closing      ──► lingering      the answer is flushed and the client may still be sending
 //   closing      ──► closed         the answer is flushed and nothing more is expected
 //   lingering    ──► closed         client EOF, byte budget spent, total deadline or idle deadline
-// Every request that reached `exchanging`, and every head error, ends with exactly one `.requestEnded`.
+// Every request that reached `exchanging`, and every head error, ends with exactly one `.requestEnded` (or
+// `.requestCounted`, without an audit log).
 
 /// What the machine needs from the worker it runs on, injected so that tests and the fuzzer can run it alone.
 protocol ExchangeContext: AnyObject {
@@ -64,6 +65,10 @@ protocol ExchangeContext: AnyObject {
     func takeHeadScratch() -> [UInt8]
     /// Gives a head's array back, emptied, for the next head.
     func recycleHeadScratch(_ buffer: [UInt8])
+    /// An empty array for a head parser's fields (`adoptStorage`), from an earlier head when the worker kept one.
+    func takeFieldStorage() -> [HTTPHeaderField]
+    /// Gives a finished head's field array, emptied (`HTTPHeaders.takeStorage()`), back for a later head.
+    func recycleFieldStorage(_ storage: [HTTPHeaderField])
 }
 
 extension ExchangeContext {
@@ -73,6 +78,8 @@ extension ExchangeContext {
     func recycleReplayBuffer(_ buffer: [UInt8]) {}
     func takeHeadScratch() -> [UInt8] { [] }
     func recycleHeadScratch(_ buffer: [UInt8]) {}
+    func takeFieldStorage() -> [HTTPHeaderField] { [] }
+    func recycleFieldStorage(_ storage: [HTTPHeaderField]) {}
 }
 
 /// One client connection's protocol state. See the diagram above.
@@ -140,9 +147,18 @@ struct ConnectionMachine {
         case shutdownClientWrite
         /// Close the client connection. No event is handled after it.
         case closeClient
-        /// A request ended: count it, and write its audit record when there is one (audit log configured).
-        /// Indirect (boxed), like `log`: the record is large, and every connection keeps an action array.
-        indirect case requestEnded(AuditRecord?)
+        /// A request ended without an audit record (no audit log configured): count it.
+        case requestCounted
+        /// A request ended: count it, and write its audit record. Indirect (boxed), like `log`: the record is
+        /// large, and every connection keeps an action array. (Without an audit log, `requestCounted` ends a
+        /// request with no box to allocate.)
+        indirect case requestEnded(AuditRecord)
+
+        /// `requestEnded` with the record, or `requestCounted` without one.
+        static func ended(_ record: AuditRecord?) -> Action {
+            guard let record else { return .requestCounted }
+            return .requestEnded(record)
+        }
         /// A failure the operator must hear of (upstream, spool, staging, quarantine): one line for stderr, which
         /// the driver rate-limits per `kind`. The client's answer carries only a generic detail.
         indirect case log(FailureLine)
@@ -455,6 +471,7 @@ struct ConnectionMachine {
                 return true
             }
         }
+        if headParser.needsStorage { headParser.adoptStorage(context.takeFieldStorage()) }
         let result = clientIn.withUnsafeReadableBytes { bytes in
             Result { () throws(HTTPParseError) in try headParser.parse(bytes) }
         }
@@ -546,6 +563,8 @@ struct ConnectionMachine {
         let bodyMode = evaluator?.routeUpstreamBody ?? config.upstreamBody
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
+        // A re-encoded body's Content-Type, written in place of the client's (HTTPForwardingContext.contentType).
+        var upstreamContentType: String?
         let contentType = head.header(named: "content-type")
         let looksMultipart = contentType.map { ASCII.hasPrefix($0, lowercase: "multipart/form-data") } ?? false
         var isMultipart = bodyKind == .multipart || (bodyKind == nil && looksMultipart)
@@ -599,8 +618,7 @@ struct ConnectionMachine {
             }
             ex.form = stage
             transform = .form(stage)
-            head.headers.removeAll(named: "content-type")
-            head.headers.append(name: "Content-Type", value: encoder.contentType)
+            upstreamContentType = encoder.contentType
             upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
         } else if isMultipart {
             respond(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary",
@@ -613,8 +631,7 @@ struct ConnectionMachine {
             ex.urlencoded = stage
             transform = .urlencoded(stage)
             if !verbatim {
-                head.headers.removeAll(named: "content-type")
-                head.headers.append(name: "Content-Type", value: "application/x-www-form-urlencoded")
+                upstreamContentType = "application/x-www-form-urlencoded"
             }
             upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
         }
@@ -637,6 +654,7 @@ struct ConnectionMachine {
         var forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: secureFacts == nil ? "http" : "https",
                                                requestID: requestID)
         forwarding.keepForwardedFor = resolution.keepChain
+        forwarding.contentType = upstreamContentType
         // The client-certificate field is Formwall's alone: a client's copy never passes, on any listener.
         if let name = config.tls?.clientSubjectHeader {
             head.headers.removeAll(named: name)
@@ -907,12 +925,15 @@ struct ConnectionMachine {
                     if ex.upReadEnded { upstreamEnded(ex, into: &out); return true }
                     return progressed
                 }
+                if ex.responseParser.needsStorage { ex.responseParser.adoptStorage(context.takeFieldStorage()) }
                 let result = upstreamIn.withUnsafeReadableBytes { bytes in
                     Result { () throws(HTTPParseError) in
                         try ex.responseParser.parse(bytes, requestMethod: ex.head.method)
                     }
                 }
-                switch result {
+                // Consumed, so that `head` below is the last copy of the response head's fields, recycled once
+                // the head is written.
+                switch consume result {
                 case .failure(let error):
                     log(kind: "upstream", "malformed upstream response head", error: "\(error)", into: &out)
                     reportHealth(ex, ok: false, into: &out)
@@ -968,6 +989,7 @@ struct ConnectionMachine {
                     case .chunked: ex.response = .chunked(ChunkedDecoder(limits: config.http))
                     case .closeDelimited: ex.response = .closeDelimited
                     }
+                    context.recycleFieldStorage(head.headers.takeStorage())
                 }
             case .contentLength(let remaining):
                 let avail = upstreamIn.readableBytes
@@ -1081,7 +1103,7 @@ struct ConnectionMachine {
             // Never let a truncated response look complete: close the client.
             out.append(.releaseUpstream(reuse: false))
             ex.upstream = .none
-            out.append(.requestEnded(auditRecord(ex, status: ex.status, reason: "upstream_closed",
+            out.append(.ended(auditRecord(ex, status: ex.status, reason: "upstream_closed",
                                                  error: "upstream_closed_mid_response")))
             clientEOF = true
             state = .closing(discard: false)
@@ -1113,7 +1135,9 @@ struct ConnectionMachine {
         upstreamIn.clear()
         upstreamOut.clear()
         let unread = !ex.requestComplete || ex.bodyDiscarded
-        out.append(.requestEnded(auditRecord(ex, status: ex.status, reason: nil, error: nil)))
+        out.append(.ended(auditRecord(ex, status: ex.status, reason: nil, error: nil)))
+        // The request head's field array, for a later head (the exchange is done with it).
+        context.recycleFieldStorage(ex.takeHeadFieldStorage())
         headParser.reset()
         if unread || ex.closeAfter || context.draining {
             if unread { startDiscarding() }
@@ -1188,7 +1212,7 @@ struct ConnectionMachine {
             respond(status: status, kind: kind, requestID: ex.requestID, detail: detail, violation: violation,
                     exchange: ex, into: &out)
         } else {
-            out.append(.requestEnded(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status, reason: kind,
+            out.append(.ended(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status, reason: kind,
                                                  error: kind)))
             clientEOF = true   // a cut response: close without lingering
             state = .closing(discard: false)
@@ -1236,10 +1260,10 @@ struct ConnectionMachine {
         }
         _ = try? clientOut.writeBytes(bytes)
         if let ex {
-            out.append(.requestEnded(auditRecord(ex, status: status, reason: kind,
+            out.append(.ended(auditRecord(ex, status: status, reason: kind,
                                                  error: violation == nil ? kind : nil, violation: violation)))
         } else {
-            out.append(.requestEnded(headErrorRecord(status: status, kind: kind, requestID: requestID)))
+            out.append(.ended(headErrorRecord(status: status, kind: kind, requestID: requestID)))
         }
         // The request's body (or what follows a bad head) is not read to its end: read and discard it while
         // the answer goes out, then linger, so the client sees the answer rather than a reset.
@@ -1254,7 +1278,7 @@ struct ConnectionMachine {
     private mutating func peerGone(into out: inout [Action]) {
         if case .exchanging(let ex) = state {
             drop(ex, into: &out)
-            out.append(.requestEnded(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status,
+            out.append(.ended(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status,
                                                  reason: "client_closed", error: "client_closed")))
         }
         close(into: &out)
@@ -1368,7 +1392,7 @@ struct ConnectionMachine {
     mutating func forceClose(into out: inout [Action]) {
         if case .exchanging(let ex) = state {
             drop(ex, into: &out)
-            out.append(.requestEnded(auditRecord(ex, status: ex.status == 0 ? 503 : ex.status, reason: "shutdown",
+            out.append(.ended(auditRecord(ex, status: ex.status == 0 ? 503 : ex.status, reason: "shutdown",
                                                  error: "drain_timeout")))
         }
         close(into: &out)

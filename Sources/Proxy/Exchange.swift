@@ -27,7 +27,7 @@ final class Exchange {
         case connected
     }
 
-    let head: HTTPRequestHead
+    private(set) var head: HTTPRequestHead
     let requestID: String
     let startedAt: UInt64
     var body: RequestBodyStage?
@@ -110,6 +110,10 @@ final class Exchange {
         self.startedAt = startedAt
         responseParser = HTTPResponseHeadParser(limits: limits)
     }
+
+    /// The request head's field array, emptied, for a later head's parser; the head keeps no fields afterwards,
+    /// so call it only once the exchange has ended and its audit record is built.
+    func takeHeadFieldStorage() -> [HTTPHeaderField] { head.headers.takeStorage() }
 
     var requestComplete: Bool { body?.isComplete ?? true }
     var upstreamConnected: Bool { upstream == .connected }

@@ -262,6 +262,8 @@ final class ExchangeRig {
             shutdownSent = true
         case .closeClient:
             closed = true
+        case .requestCounted:
+            records.append(nil)
         case .requestEnded(let record):
             records.append(record)
         case .log(let line):

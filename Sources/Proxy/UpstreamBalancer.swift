@@ -27,6 +27,9 @@ struct UpstreamBalancer {
     /// Servers that are down are skipped unless every untried server is down: then they are tried anyway, so a
     /// group whose servers all failed once still serves when they come back.
     mutating func pick(excluding tried: [Int], now: UInt64) -> Int? {
+        // One server (the usual group): the only candidate whether it is marked down or not, as below, and the
+        // round-robin weights cancel out. No candidate arrays are built for it.
+        if group.servers.count == 1 { return tried.contains(0) ? nil : 0 }
         let untried = group.servers.indices.filter { !tried.contains($0) }
         guard !untried.isEmpty else { return nil }
         let up = untried.filter { downUntil[$0] <= now }

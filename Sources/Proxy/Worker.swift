@@ -2,6 +2,7 @@ import Audit
 import CLinux
 import Foundation
 import Glibc
+import HTTP1
 import Inspect
 import Quarantine
 import Reactor
@@ -63,6 +64,11 @@ final class Worker {
     static let replayBufferCount = 8
     /// The array request and response heads are serialized into (`takeHeadScratch`), kept up to 64 KiB.
     private var headScratch: [UInt8] = []
+    /// Field arrays of finished heads for the head parsers (`takeFieldStorage`): at most `fieldStorageCount`
+    /// arrays of at most `fieldStorageFields` fields' capacity (about 2 KiB each), so an idle connection keeps none.
+    private var fieldStorage: [[HTTPHeaderField]] = []
+    static let fieldStorageCount = 64
+    static let fieldStorageFields = 64
     /// Storage for the buffers of this worker's connections, kept between requests (Reactor's `StoragePool`).
     let storagePool: StoragePool? = StoragePool()
     /// This worker's share of /metrics: plain counters, touched only on this loop's thread (a scrape copies them
@@ -449,5 +455,13 @@ extension Worker: ExchangeContext {
     func recycleHeadScratch(_ buffer: [UInt8]) {
         guard buffer.isEmpty, buffer.capacity <= 64 * 1024 else { return }
         headScratch = buffer
+    }
+
+    func takeFieldStorage() -> [HTTPHeaderField] { fieldStorage.popLast() ?? [] }
+
+    func recycleFieldStorage(_ storage: [HTTPHeaderField]) {
+        guard storage.isEmpty, storage.capacity > 0, storage.capacity <= Self.fieldStorageFields,
+              fieldStorage.count < Self.fieldStorageCount else { return }
+        fieldStorage.append(storage)
     }
 }

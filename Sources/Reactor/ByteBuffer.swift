@@ -87,7 +87,9 @@ public final class ByteBuffer {
         guard required <= maxCapacity else {
             throw CapacityExceeded(required: required, maxCapacity: maxCapacity)
         }
-        var newCapacity = max(capacity, 1)
+        // With a pool, never below its smallest block: a small head or response (a few hundred bytes) then takes
+        // a kept block instead of a fresh allocation on every request.
+        var newCapacity = max(capacity, pool == nil ? 1 : min(StoragePool.smallestBlock, maxCapacity), 1)
         while newCapacity < required {
             newCapacity = newCapacity > maxCapacity / 2 ? maxCapacity : newCapacity * 2
         }
