@@ -24,7 +24,19 @@ public struct MultipartEncoder: Sendable {
     }
 
     /// The request Content-Type for the encoded body.
-    public var contentType: String { "multipart/form-data; boundary=" + String(decoding: boundary, as: UTF8.self) }
+    public var contentType: String {
+        // One allocation, written in place (concatenating a decoded boundary would make two strings).
+        let prefix: StaticString = "multipart/form-data; boundary="
+        let prefixCount = prefix.utf8CodeUnitCount
+        return String(unsafeUninitializedCapacity: prefixCount + boundary.count) { out in
+            UnsafeMutableRawBufferPointer(out).copyMemory(
+                from: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefixCount))
+            boundary.withUnsafeBytes {
+                UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: out[prefixCount...])).copyMemory(from: $0)
+            }
+            return prefixCount + boundary.count
+        }
+    }
 
     /// Appends the delimiter and canonical headers of `part` to `out`; the part's data follows.
     public mutating func writePartHead(_ part: MultipartPart, into out: inout [UInt8]) {

@@ -71,7 +71,7 @@ public final class MultipartParser {
 
     private let crlfPattern: UnsafeMutableRawBufferPointer   // "\r\n--" + boundary
     private let lfPattern: UnsafeRawBufferPointer            // "\n--" + boundary (a view of crlfPattern)
-    private let tail: UnsafeMutableRawBufferPointer
+    private let tail: UnsafeMutableRawBufferPointer          // after the pattern, in its allocation
     private var tailCount = 0
     private var headerBuf: [UInt8] = []
     private var lineStart = 0
@@ -95,21 +95,44 @@ public final class MultipartParser {
         precondition(!boundary.contains(ASCII.lf) && !boundary.contains(ASCII.cr), "boundary must be validated first")
         self.limits = limits
         self.anomalies = anomalies
-        // CRLF, `--` and the boundary, written straight into the pattern's own allocation.
-        crlfPattern = .allocate(byteCount: 4 + boundary.count, alignment: 1)
+        // CRLF, `--` and the boundary, written straight into the start of one allocation that also holds the
+        // transport-padding tail after it.
+        let patternCount = 4 + boundary.count
+        let block = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: patternCount + max(limits.maxTransportPadding, 0) + 2, alignment: 16)
+        crlfPattern = UnsafeMutableRawBufferPointer(rebasing: block[..<patternCount])
         crlfPattern[0] = ASCII.cr
         crlfPattern[1] = ASCII.lf
         crlfPattern[2] = ASCII.hyphen
         crlfPattern[3] = ASCII.hyphen
         UnsafeMutableRawBufferPointer(rebasing: crlfPattern[4...]).copyBytes(from: boundary)
         lfPattern = UnsafeRawBufferPointer(rebasing: crlfPattern[1...])
-        tail = .allocate(byteCount: max(limits.maxTransportPadding, 0) + 2, alignment: 1)
-        headerBuf.reserveCapacity(min(1024, limits.maxPartHeaderBytes))
+        tail = UnsafeMutableRawBufferPointer(rebasing: block[patternCount...])
+        // headerBuf is reserved when a header block first has to be copied (one split across inputs).
+    }
+
+    /// A part's header block lying whole in `count` bytes at `base`: its length (the lines before the blank
+    /// line), the bytes up to and including the blank line, and whether that blank line is a bare LF. Nil when
+    /// the blank line is not there, or when the block and blank line exceed `limit` (the copying loop then
+    /// reports it at the same offset).
+    private static func wholeHeaderBlock(_ base: UnsafeRawPointer, count: Int, limit: Int)
+        -> (length: Int, consumed: Int, bareBlankLine: Bool)? {
+        var cursor = 0
+        while cursor < count {
+            guard let nl = memchr(base + cursor, Int32(ASCII.lf), count - cursor) else { return nil }
+            let end = UnsafeRawPointer(nl) - base + 1
+            guard end <= limit else { return nil }
+            let lineCount = end - cursor
+            if lineCount == 1 || (lineCount == 2 && base.load(fromByteOffset: cursor, as: UInt8.self) == ASCII.cr) {
+                return (cursor, end, lineCount == 1)
+            }
+            cursor = end
+        }
+        return nil
     }
 
     deinit {
-        crlfPattern.deallocate()
-        tail.deallocate()
+        crlfPattern.deallocate()   // the whole block: the pattern starts it, the tail lies inside it
     }
 
     /// Bytes the parser currently retains between calls: the partial header block, a held-back delimiter
@@ -305,6 +328,25 @@ public final class MultipartParser {
                 let avail = input.count - pos
                 if avail == 0 { return nil }
                 let base = input.baseAddress! + pos
+                if headerBuf.isEmpty, let block = Self.wholeHeaderBlock(base, count: avail, limit: limits.maxPartHeaderBytes) {
+                    // The usual case: the whole block and its blank line are in this input, within the limit.
+                    // Parsed in place: the same block, lines and result as the copying loop below.
+                    pos += block.consumed
+                    let errorOffset = offset + UInt64(pos - startPos)
+                    let result = Result { () throws(MultipartError) -> MultipartPart in
+                        try MultipartPart.parse(headerBlock: UnsafeRawBufferPointer(start: base, count: block.length))
+                    }
+                    var part: MultipartPart
+                    switch result {
+                    case .success(let parsed): part = parsed
+                    case .failure(let error): throw MultipartError(error.kind, at: errorOffset)
+                    }
+                    if block.bareBlankLine { part.anomalies.insert(.lfLine) }
+                    inPart = true
+                    state = .scanning(heldFrom: 0, heldTo: 0)
+                    return .partBegin(part)
+                }
+                if headerBuf.capacity == 0 { headerBuf.reserveCapacity(min(1024, limits.maxPartHeaderBytes)) }
                 guard let nl = memchr(base, Int32(ASCII.lf), avail) else {
                     guard headerBuf.count + avail <= limits.maxPartHeaderBytes else {
                         throw MultipartError(.partHeadersTooLarge, at: offset + UInt64(pos - startPos))

@@ -61,9 +61,10 @@ protocol ExchangeContext: AnyObject {
     func recycleReplayBuffer(_ buffer: [UInt8])
     /// The worker's buffer storage pool, shared by its connections' buffers; nil: the allocator.
     var storagePool: StoragePool? { get }
-    /// An empty array to serialize a head into, with the capacity of the last one when the worker kept it.
+    /// An empty array to serialize a head (or a form stage's part heads) into, with the capacity of an earlier
+    /// one when the worker kept it.
     func takeHeadScratch() -> [UInt8]
-    /// Gives a head's array back, emptied, for the next head.
+    /// Gives such an array back, emptied, for a later head.
     func recycleHeadScratch(_ buffer: [UInt8])
     /// An empty array for a head parser's fields (`adoptStorage`), from an earlier head when the worker kept one.
     func takeFieldStorage() -> [HTTPHeaderField]
@@ -609,7 +610,8 @@ struct ConnectionMachine {
                                   quarantine: quarantine, spoolDirectory: config.spoolDirectory,
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
                                   previewFields: config.audit?.fields ?? [], scanFiles: config.antivirus != nil,
-                                  allowScanFailure: config.antivirus?.allowOnFailure ?? false)
+                                  allowScanFailure: config.antivirus?.allowOnFailure ?? false,
+                                  scratch: context.takeHeadScratch())
             guard let encoder = stage.encoder else {
                 // Unreachable: a stage built with a re-encode boundary always has an encoder.
                 respond(status: 500, kind: "internal_error", requestID: requestID, detail: "no encoder",
@@ -1136,8 +1138,10 @@ struct ConnectionMachine {
         upstreamOut.clear()
         let unread = !ex.requestComplete || ex.bodyDiscarded
         out.append(.ended(auditRecord(ex, status: ex.status, reason: nil, error: nil)))
-        // The request head's field array, for a later head (the exchange is done with it).
+        // The request head's field array and the form stage's encoding array, for later requests (the exchange
+        // is done with them).
         context.recycleFieldStorage(ex.takeHeadFieldStorage())
+        if let form = ex.form { context.recycleHeadScratch(form.takeScratch()) }
         headParser.reset()
         if unread || ex.closeAfter || context.draining {
             if unread { startDiscarding() }

@@ -180,7 +180,8 @@ public final class FormStage {
     public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
                 spoolDirectory: String = "/tmp", holdPending: Bool = false, observe: Bool = true,
-                previewFields: Set<String>? = nil, scanFiles: Bool = false, allowScanFailure: Bool = false) {
+                previewFields: Set<String>? = nil, scanFiles: Bool = false, allowScanFailure: Bool = false,
+                scratch: [UInt8] = []) {
         self.holdPending = holdPending
         self.scanFiles = scanFiles
         self.allowScanFailure = allowScanFailure
@@ -191,7 +192,18 @@ public final class FormStage {
         evaluatorSlot = EvaluatorSlot(evaluator)
         self.quarantine = quarantine
         self.spoolDirectory = spoolDirectory
-        scratch.reserveCapacity(512)
+        self.scratch = scratch
+        self.scratch.removeAll(keepingCapacity: true)
+        if self.scratch.capacity == 0 { self.scratch.reserveCapacity(512) }
+    }
+
+    /// The array part heads were encoded in, emptied, for a later stage (`scratch:`); the stage must not
+    /// write again.
+    func takeScratch() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &scratch)
+        taken.removeAll(keepingCapacity: true)
+        return taken
     }
 
     /// `upstream-body hold`: every file part with a pending verdict is held until it passes.

@@ -62,8 +62,10 @@ final class Worker {
     /// `replayBufferCount` arrays, each of at most `pool.replayLimit` bytes of capacity.
     private var replayBuffers: [[UInt8]] = []
     static let replayBufferCount = 8
-    /// The array request and response heads are serialized into (`takeHeadScratch`), kept up to 64 KiB.
-    private var headScratch: [UInt8] = []
+    /// Arrays request and response heads are serialized into, and multipart stages encode part heads in
+    /// (`takeHeadScratch`): at most `headScratchCount`, each kept up to 64 KiB.
+    private var headScratch: [[UInt8]] = []
+    static let headScratchCount = 4
     /// Field arrays of finished heads for the head parsers (`takeFieldStorage`): at most `fieldStorageCount`
     /// arrays of at most `fieldStorageFields` fields' capacity (about 2 KiB each), so an idle connection keeps none.
     private var fieldStorage: [[HTTPHeaderField]] = []
@@ -446,15 +448,12 @@ extension Worker: ExchangeContext {
         replayBuffers.append(buffer)
     }
 
-    func takeHeadScratch() -> [UInt8] {
-        var taken: [UInt8] = []
-        swap(&taken, &headScratch)
-        return taken
-    }
+    func takeHeadScratch() -> [UInt8] { headScratch.popLast() ?? [] }
 
     func recycleHeadScratch(_ buffer: [UInt8]) {
-        guard buffer.isEmpty, buffer.capacity <= 64 * 1024 else { return }
-        headScratch = buffer
+        guard buffer.isEmpty, buffer.capacity > 0, buffer.capacity <= 64 * 1024,
+              headScratch.count < Self.headScratchCount else { return }
+        headScratch.append(buffer)
     }
 
     func takeFieldStorage() -> [HTTPHeaderField] { fieldStorage.popLast() ?? [] }

@@ -281,7 +281,9 @@ public final class OutputQueue {
     public func releaseStorage() {
         guard isEmpty else { return }
         owned.releaseStorage()
-        lent = []
+        // The span list stays when it is small (a request's usual one or two spans): dropping it would cost the
+        // next request an allocation for a few dozen bytes.
+        if lent.capacity > 4 { lent = [] } else { lent.removeAll(keepingCapacity: true) }
         scratch = []
     }
 
