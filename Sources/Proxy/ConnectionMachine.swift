@@ -55,32 +55,14 @@ protocol ExchangeContext: AnyObject {
     func newBoundary() -> [UInt8]
     /// The wall-clock time for an audit record.
     func timestamp() -> AuditTimestamp
-    /// An empty array for a replay log, with the capacity of an earlier request's log when the worker kept one.
-    func takeReplayBuffer() -> [UInt8]
-    /// Gives a finished exchange's replay log, emptied, back for a later request.
-    func recycleReplayBuffer(_ buffer: [UInt8])
-    /// The worker's buffer storage pool, shared by its connections' buffers; nil: the allocator.
-    var storagePool: StoragePool? { get }
-    /// An empty array to serialize a head (or a form stage's part heads) into, with the capacity of an earlier
-    /// one when the worker kept it.
-    func takeHeadScratch() -> [UInt8]
-    /// Gives such an array back, emptied, for a later head.
-    func recycleHeadScratch(_ buffer: [UInt8])
-    /// An empty array for a head parser's fields (`adoptStorage`), from an earlier head when the worker kept one.
-    func takeFieldStorage() -> [HTTPHeaderField]
-    /// Gives a finished head's field array, emptied (`HTTPHeaders.takeStorage()`), back for a later head.
-    func recycleFieldStorage(_ storage: [HTTPHeaderField])
+    /// The worker's storage kept between requests (buffers, replay logs, head arrays); nil: every request
+    /// allocates its own.
+    var pools: RequestPools? { get }
 }
 
 extension ExchangeContext {
     func newEvaluator() -> PolicyEvaluator? { policy.map { PolicyEvaluator(policy: $0) } }
-    var storagePool: StoragePool? { nil }
-    func takeReplayBuffer() -> [UInt8] { [] }
-    func recycleReplayBuffer(_ buffer: [UInt8]) {}
-    func takeHeadScratch() -> [UInt8] { [] }
-    func recycleHeadScratch(_ buffer: [UInt8]) {}
-    func takeFieldStorage() -> [HTTPHeaderField] { [] }
-    func recycleFieldStorage(_ storage: [HTTPHeaderField]) {}
+    var pools: RequestPools? { nil }
 }
 
 /// One client connection's protocol state. See the diagram above.
@@ -203,6 +185,8 @@ struct ConnectionMachine {
 
     let context: ExchangeContext
     let config: ProxyConfiguration
+    /// The context's pools (read once: every request takes and gives back through them).
+    private let pools: RequestPools?
     /// `host:port` of the client, for the audit log.
     /// (With `--proxy-protocol`, the source the PROXY header names.)
     private(set) var peer: String
@@ -251,13 +235,14 @@ struct ConnectionMachine {
     init(context: ExchangeContext, peer: String, now: UInt64) {
         self.context = context
         config = context.config
+        pools = context.pools
         self.peer = peer
         peerIP = Self.address(of: peer)
         awaitingProxyHeader = context.config.proxyProtocol
         // Only the client's input starts with room (for a request head); the others grow when first used, so an
         // idle keep-alive connection holds one small buffer, not four.
         // Allocated by the first read (see ClientConnection.readClient): an idle connection holds no input buffer.
-        let pool = context.storagePool
+        let pool = pools?.storage
         clientIn = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.clientRead, pool: pool)
         clientOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4, pool: pool)
         upstreamIn = ByteBuffer(initialCapacity: 0, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024), pool: pool)
@@ -356,7 +341,7 @@ struct ConnectionMachine {
             ex.upstream = .connected
             ex.server = server
             ex.reused = reused
-            ex.replayLog = reused ? context.takeReplayBuffer() : nil
+            ex.replayLog = reused ? (pools?.takeReplayBuffer() ?? []) : nil
             ex.dropBorrowedReplay()
             if reused && ex.replayBorrowed.capacity == 0 { swap(&ex.replayBorrowed, &spareBorrowed) }
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
@@ -472,7 +457,7 @@ struct ConnectionMachine {
                 return true
             }
         }
-        if headParser.needsStorage { headParser.adoptStorage(context.takeFieldStorage()) }
+        if headParser.needsStorage { headParser.adoptStorage(pools?.takeFieldStorage() ?? []) }
         let result = clientIn.withUnsafeReadableBytes { bytes in
             Result { () throws(HTTPParseError) in try headParser.parse(bytes) }
         }
@@ -611,7 +596,7 @@ struct ConnectionMachine {
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
                                   previewFields: config.audit?.fields ?? [], scanFiles: config.antivirus != nil,
                                   allowScanFailure: config.antivirus?.allowOnFailure ?? false,
-                                  scratch: context.takeHeadScratch())
+                                  scratch: pools?.takeScratch() ?? [])
             guard let encoder = stage.encoder else {
                 // Unreachable: a stage built with a re-encode boundary always has an encoder.
                 respond(status: 500, kind: "internal_error", requestID: requestID, detail: "no encoder",
@@ -679,13 +664,13 @@ struct ConnectionMachine {
             // rejected spooled request never opens an upstream connection.
             ex.pendingHead = (head, forwarding)
         } else {
-            var headBytes = context.takeHeadScratch()
+            var headBytes = pools?.takeScratch() ?? []
             headBytes.reserveCapacity(1024)
             HTTPHeadSerializer.writeRequestHead(head, framing: upstreamFraming, context: forwarding, into: &headBytes)
             var queued = true
             do { try upstreamOut.write(headBytes) } catch { queued = false }
             headBytes.removeAll(keepingCapacity: true)
-            context.recycleHeadScratch(headBytes)
+            pools?.recycleScratch(headBytes)
             if !queued {
                 respond(status: 500, kind: "internal_buffer", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
@@ -927,7 +912,7 @@ struct ConnectionMachine {
                     if ex.upReadEnded { upstreamEnded(ex, into: &out); return true }
                     return progressed
                 }
-                if ex.responseParser.needsStorage { ex.responseParser.adoptStorage(context.takeFieldStorage()) }
+                if ex.responseParser.needsStorage { ex.responseParser.adoptStorage(pools?.takeFieldStorage() ?? []) }
                 let result = upstreamIn.withUnsafeReadableBytes { bytes in
                     Result { () throws(HTTPParseError) in
                         try ex.responseParser.parse(bytes, requestMethod: ex.head.method)
@@ -978,11 +963,11 @@ struct ConnectionMachine {
                         ex.closeAfter = true
                         head.headers.removeAll(named: "transfer-encoding")
                     }
-                    var bytes = context.takeHeadScratch()
+                    var bytes = pools?.takeScratch() ?? []
                     HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
                     _ = try? clientOut.writeBytes(bytes)
                     bytes.removeAll(keepingCapacity: true)
-                    context.recycleHeadScratch(bytes)
+                    pools?.recycleScratch(bytes)
                     ex.responseStarted = true
                     ex.status = head.status
                     switch head.framing {
@@ -991,7 +976,7 @@ struct ConnectionMachine {
                     case .chunked: ex.response = .chunked(ChunkedDecoder(limits: config.http))
                     case .closeDelimited: ex.response = .closeDelimited
                     }
-                    context.recycleFieldStorage(head.headers.takeStorage())
+                    pools?.recycleFieldStorage(head.headers.takeStorage())
                 }
             case .contentLength(let remaining):
                 let avail = upstreamIn.readableBytes
@@ -1132,7 +1117,7 @@ struct ConnectionMachine {
         if var log = ex.replayLog {
             ex.replayLog = nil
             log.removeAll(keepingCapacity: true)   // in place: `log` is the only reference now
-            context.recycleReplayBuffer(log)
+            pools?.recycleReplayBuffer(log)
         }
         upstreamIn.clear()
         upstreamOut.clear()
@@ -1140,8 +1125,8 @@ struct ConnectionMachine {
         out.append(.ended(auditRecord(ex, status: ex.status, reason: nil, error: nil)))
         // The request head's field array and the form stage's encoding array, for later requests (the exchange
         // is done with them).
-        context.recycleFieldStorage(ex.takeHeadFieldStorage())
-        if let form = ex.form { context.recycleHeadScratch(form.takeScratch()) }
+        pools?.recycleFieldStorage(ex.takeHeadFieldStorage())
+        if let form = ex.form { pools?.recycleScratch(form.takeScratch()) }
         headParser.reset()
         if unread || ex.closeAfter || context.draining {
             if unread { startDiscarding() }

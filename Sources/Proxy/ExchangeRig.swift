@@ -52,10 +52,13 @@ final class ExchangeRig {
         var policy: Policy?
         var quarantine: QuarantineStore? { nil }
         var draining = false
+        /// Pools as a worker keeps them, so that the rig's requests reuse storage as the worker's do.
+        let pools: RequestPools?
         private var ids = 0
         init(config: ProxyConfiguration, policy: Policy?) {
             self.config = config
             self.policy = policy
+            pools = RequestPools(replayLimit: config.pool.replayLimit)
         }
         func newRequestID() -> String {
             ids += 1

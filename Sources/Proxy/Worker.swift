@@ -58,21 +58,8 @@ final class Worker {
     private var balancers: [UpstreamBalancer]
     /// Request ids and boundaries come from here (one RAND_bytes call per ~100 requests).
     let random = SecureRandomPool()
-    /// Replay-log storage between requests on reused upstream connections (`takeReplayBuffer`): at most
-    /// `replayBufferCount` arrays, each of at most `pool.replayLimit` bytes of capacity.
-    private var replayBuffers: [[UInt8]] = []
-    static let replayBufferCount = 8
-    /// Arrays request and response heads are serialized into, and multipart stages encode part heads in
-    /// (`takeHeadScratch`): at most `headScratchCount`, each kept up to 64 KiB.
-    private var headScratch: [[UInt8]] = []
-    static let headScratchCount = 4
-    /// Field arrays of finished heads for the head parsers (`takeFieldStorage`): at most `fieldStorageCount`
-    /// arrays of at most `fieldStorageFields` fields' capacity (about 2 KiB each), so an idle connection keeps none.
-    private var fieldStorage: [[HTTPHeaderField]] = []
-    static let fieldStorageCount = 64
-    static let fieldStorageFields = 64
-    /// Storage for the buffers of this worker's connections, kept between requests (Reactor's `StoragePool`).
-    let storagePool: StoragePool? = StoragePool()
+    /// Buffers, replay logs and head arrays kept between this worker's requests (RequestPools).
+    let pools: RequestPools?
     /// This worker's share of /metrics: plain counters, touched only on this loop's thread (a scrape copies them
     /// here, inside `execute`). Counted only with `--admin`.
     private(set) var metrics = RequestMetrics()
@@ -100,6 +87,7 @@ final class Worker {
         self.quarantine = quarantine
         self.audit = audit
         balancers = config.upstreams.map { UpstreamBalancer(group: $0) }
+        pools = RequestPools(replayLimit: config.pool.replayLimit)
     }
 
     /// A request ended: counts it for /metrics (with `--admin`) and appends its audit record.
@@ -440,27 +428,4 @@ extension Worker: ExchangeContext {
     func timestamp() -> AuditTimestamp { .now() }
 
     func newEvaluator() -> PolicyEvaluator? { evaluatorTemplate.map { PolicyEvaluator(policyOf: $0) } }
-
-    func takeReplayBuffer() -> [UInt8] { replayBuffers.popLast() ?? [] }
-
-    func recycleReplayBuffer(_ buffer: [UInt8]) {
-        guard replayBuffers.count < Self.replayBufferCount, buffer.capacity <= config.pool.replayLimit else { return }
-        replayBuffers.append(buffer)
-    }
-
-    func takeHeadScratch() -> [UInt8] { headScratch.popLast() ?? [] }
-
-    func recycleHeadScratch(_ buffer: [UInt8]) {
-        guard buffer.isEmpty, buffer.capacity > 0, buffer.capacity <= 64 * 1024,
-              headScratch.count < Self.headScratchCount else { return }
-        headScratch.append(buffer)
-    }
-
-    func takeFieldStorage() -> [HTTPHeaderField] { fieldStorage.popLast() ?? [] }
-
-    func recycleFieldStorage(_ storage: [HTTPHeaderField]) {
-        guard storage.isEmpty, storage.capacity > 0, storage.capacity <= Self.fieldStorageFields,
-              fieldStorage.count < Self.fieldStorageCount else { return }
-        fieldStorage.append(storage)
-    }
 }
