@@ -81,7 +81,7 @@ public enum HTTPHeadSerializer {
             }
             if context.contentType != nil && name.contains(.contentType) { continue }
             if !dropsFromRequest(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
-                writeField(fields[index].name, fields[index].value, into: &buffer)
+                writeField(fields[index].name, fields[index].value, into: &buffer, checked: !headers.parsed)
             }
         }
         if let contentType = context.contentType {
@@ -111,7 +111,7 @@ public enum HTTPHeadSerializer {
         appendCRLF(to: &buffer)
         writeField("X-Forwarded-Proto", context.scheme, into: &buffer)
         if let host {
-            writeField("X-Forwarded-Host", host, into: &buffer)
+            writeField("X-Forwarded-Host", host, into: &buffer, checked: !headers.parsed)
         }
         appendVia(headers, to: &buffer)
         writeField("X-Request-Id", context.requestID, into: &buffer)
@@ -140,7 +140,7 @@ public enum HTTPHeadSerializer {
         for index in fields.indices {
             let name = FieldName(fields[index].name)
             if !dropsFromResponse(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
-                writeField(fields[index].name, fields[index].value, into: &buffer)
+                writeField(fields[index].name, fields[index].value, into: &buffer, checked: !headers.parsed)
             }
         }
         appendVia(headers, to: &buffer)
@@ -190,26 +190,35 @@ public enum HTTPHeadSerializer {
     }
 
     /// Appends `name: value\r\n`; traps on a name or value that would break the framing of the head.
-    static func writeField(_ name: String, _ value: String, into buffer: inout [UInt8]) {
+    /// `checked: false` only for fields a head parser produced (`HTTPHeaders.parsed`), whose bytes it checked.
+    static func writeField(_ name: String, _ value: String, into buffer: inout [UInt8], checked: Bool = true) {
         // Both strings' bytes in place (native strings, small ones too): one check and one copy each.
         let written: Bool? = name.utf8.withContiguousStorageIfAvailable { nameBytes in
             value.utf8.withContiguousStorageIfAvailable { valueBytes in
-                appendField(UnsafeRawBufferPointer(nameBytes), UnsafeRawBufferPointer(valueBytes), into: &buffer)
+                appendField(UnsafeRawBufferPointer(nameBytes), UnsafeRawBufferPointer(valueBytes), into: &buffer,
+                            checked: checked)
             } != nil
         }
         guard written != true else { return }
         // Bridged strings (never the parsers'): the same through copies.
         Array(name.utf8).withUnsafeBytes { nameBytes in
-            Array(value.utf8).withUnsafeBytes { valueBytes in appendField(nameBytes, valueBytes, into: &buffer) }
+            Array(value.utf8).withUnsafeBytes { valueBytes in
+                appendField(nameBytes, valueBytes, into: &buffer, checked: checked)
+            }
         }
     }
 
     /// `writeField` on the bytes of the name and the value.
-    static func appendField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, into buffer: inout [UInt8]) {
-        // Unreachable from input: forwarded names passed HTTPHeaderField.parse (tokens); the others are constants.
-        precondition(!name.isEmpty && HTTPSyntax.allTokenBytes(name), "invalid field name")
-        // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are validated.
-        precondition(HTTPSyntax.allFieldValueBytes(value), "invalid field value")
+    static func appendField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, into buffer: inout [UInt8],
+                            checked: Bool = true) {
+        if checked {
+            // Unreachable from input: forwarded names passed HTTPHeaderField.parse (tokens); the others are
+            // constants.
+            precondition(!name.isEmpty && HTTPSyntax.allTokenBytes(name), "invalid field name")
+            // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are
+            // validated.
+            precondition(HTTPSyntax.allFieldValueBytes(value), "invalid field value")
+        }
         buffer.append(contentsOf: name)
         buffer.append(HTTPSyntax.colon)
         buffer.append(HTTPSyntax.sp)
@@ -234,7 +243,7 @@ public enum HTTPHeadSerializer {
     ) {
         let fields = headers.fields
         for index in fields.indices where HTTPSyntax.equalsIgnoringCase(fields[index].name, lowercase: lowercaseName) {
-            appendValue(fields[index].value, to: &buffer)
+            if headers.parsed { append(fields[index].value, to: &buffer) } else { appendValue(fields[index].value, to: &buffer) }
             buffer.append(UInt8(ascii: ","))
             buffer.append(HTTPSyntax.sp)
         }

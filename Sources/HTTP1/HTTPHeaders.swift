@@ -18,6 +18,10 @@ public struct HTTPHeaderField: Hashable, Sendable {
 public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, ExpressibleByDictionaryLiteral {
     /// The fields in order.
     public private(set) var fields: [HTTPHeaderField]
+    /// Whether every field passed a head parser's checks (a token name, field-value bytes): set only by the
+    /// parsers and cleared by `append`, so the serializers re-check the bytes of every other field before
+    /// writing it, and skip that for these. Not part of equality.
+    private(set) var parsed = false
 
     /// Creates headers from fields in order.
     public init(_ fields: [HTTPHeaderField] = []) {
@@ -29,7 +33,13 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     init(taking fields: inout [HTTPHeaderField]) {
         self.fields = []
         swap(&self.fields, &fields)
+        self.parsed = true
     }
+
+    /// Equal when the fields are, in order (whether they were parsed does not matter).
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool { lhs.fields == rhs.fields }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(fields) }
 
     /// Empties the headers and returns their array emptied with its capacity kept, for a later head's parser
     /// (`adoptStorage`), which then parses into it without allocating. Call it on the last copy of the headers:
@@ -56,6 +66,7 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// Appends a field at the end.
     public mutating func append(name: String, value: String) {
         self.fields.append(HTTPHeaderField(name: name, value: value))
+        self.parsed = false
     }
 
     /// Removes every field with this name (case-insensitive).

@@ -184,6 +184,54 @@ enum ReferenceSerializer {
         }
     }
 
+    /// Heads from the parsers carry `HTTPHeaders.parsed` (the serializers then skip re-checking their bytes):
+    /// they serialize exactly as the same fields appended by hand (which are checked) and as the reference,
+    /// requests and responses; equality and hashing ignore the flag, and appending a field clears it.
+    @Test func parsedHeadsSerializeAsAppendedOnes() throws {
+        var rng = SplitMix64(seed: 5)
+        var requests = 0
+        var responses = 0
+        for _ in 0..<4_000 {
+            let fields = randomHeaders(&rng, names: Self.tokenNames).fields
+            var text = ""
+            for field in fields { text += "\(field.name): \(field.value)\r\n" }
+            let context = HTTPForwardingContext(clientAddress: "203.0.113.7", scheme: "http", requestID: "req-1")
+            var requestParser = HTTPRequestHeadParser()
+            let request = Array("POST /up HTTP/1.1\r\n\(text)\r\n".utf8)
+            if case .complete(let head, _)? = request.withUnsafeBytes({ try? requestParser.parse($0) }) {
+                requests += 1
+                var manual = HTTPHeaders()
+                for field in head.headers { manual.append(name: field.name, value: field.value) }
+                #expect(head.headers.parsed && !manual.parsed)
+                #expect(head.headers == manual && head.headers.hashValue == manual.hashValue)
+                var byHand = head
+                byHand.headers = manual
+                var parsedBytes: [UInt8] = []
+                var manualBytes: [UInt8] = []
+                HTTPHeadSerializer.writeRequestHead(head, framing: head.framing, context: context, into: &parsedBytes)
+                HTTPHeadSerializer.writeRequestHead(byHand, framing: head.framing, context: context, into: &manualBytes)
+                #expect(parsedBytes == manualBytes, "\(fields)")
+                #expect(parsedBytes == ReferenceSerializer.writeRequestHead(head, framing: head.framing, context: context))
+            }
+            var responseParser = HTTPResponseHeadParser()
+            let response = Array("HTTP/1.1 200 OK\r\n\(text)\r\n".utf8)
+            if case .complete(let head, _)? = response.withUnsafeBytes({ try? responseParser.parse($0, requestMethod: "GET") }) {
+                responses += 1
+                var byHand = head
+                byHand.headers = HTTPHeaders(head.headers.fields)
+                #expect(head.headers.parsed && !byHand.headers.parsed)
+                var parsedBytes: [UInt8] = []
+                var manualBytes: [UInt8] = []
+                HTTPHeadSerializer.writeResponseHead(head, close: false, into: &parsedBytes)
+                HTTPHeadSerializer.writeResponseHead(byHand, close: false, into: &manualBytes)
+                #expect(parsedBytes == manualBytes, "\(fields)")
+                #expect(parsedBytes == ReferenceSerializer.writeResponseHead(head, close: false))
+            }
+        }
+        // The parsers reject many random heads (a missing Host, conflicting framing): enough must remain.
+        #expect(requests >= 300 && responses >= 300, "\(requests) requests, \(responses) responses parsed")
+    }
+
     @Test func persistenceMatchesTheTokenArray() {
         var rng = SplitMix64(seed: 4)
         for _ in 0..<20_000 {
