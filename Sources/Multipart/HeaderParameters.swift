@@ -47,8 +47,32 @@ public struct HeaderParameters: Sendable, Equatable {
         return Array(bytes).withUnsafeBytes { parse(raw: $0) }
     }
 
+    /// `scan(raw:_:)` over any byte collection (contiguous ones in place).
+    static func scan(
+        _ bytes: some Collection<UInt8>, _ body: (Parameter) -> Void
+    ) -> (value: [UInt8], anomalies: MultipartAnomalies) {
+        if let result = bytes.withContiguousStorageIfAvailable({ scan(raw: UnsafeRawBufferPointer($0), body) }) {
+            return result
+        }
+        return Array(bytes).withUnsafeBytes { scan(raw: $0, body) }
+    }
+
     /// Parses a header field value held in contiguous memory, without copying it first.
     static func parse(raw b: UnsafeRawBufferPointer) -> HeaderParameters {
+        var params: [Parameter] = []
+        let (value, anomalies) = scan(raw: b) { parameter in
+            // Room for the usual few (name and filename, boundary and charset) at once, not at 1 and 2.
+            if params.isEmpty { params.reserveCapacity(4) }
+            params.append(parameter)
+        }
+        return HeaderParameters(value: value, parameters: params, anomalies: anomalies)
+    }
+
+    /// `parse(raw:)` without the list: `body` gets each parameter in order (its arrays may be kept), and the
+    /// leading value and the anomalies are returned. For callers that look at each parameter once.
+    static func scan(
+        raw b: UnsafeRawBufferPointer, _ body: (Parameter) -> Void
+    ) -> (value: [UInt8], anomalies: MultipartAnomalies) {
         var i = 0
         var anomalies = MultipartAnomalies()
         let n = b.count
@@ -61,9 +85,6 @@ public struct HeaderParameters: Sendable, Equatable {
         while valueEnd > valueStart, b[valueEnd - 1] == ASCII.space || b[valueEnd - 1] == ASCII.tab { valueEnd -= 1 }
         let value = ASCII.lowercasedShared(b[valueStart..<valueEnd])
 
-        var params: [Parameter] = []
-        // Room for the usual few (name and filename, boundary and charset) at once, not at 1 and 2.
-        if i < n { params.reserveCapacity(4) }
         while i < n {
             // Separator: one `;`, possibly more (empty parameters are skipped).
             if b[i] == ASCII.semicolon {
@@ -82,7 +103,7 @@ public struct HeaderParameters: Sendable, Equatable {
             guard i < n, b[i] == ASCII.equals else {
                 // A bare word: either a missing `=` or two parameters without `;`.
                 if !name.isEmpty { anomalies.insert(.invalidQuoting) }
-                params.append(Parameter(name: name, value: [], quoted: false, spaceAroundEquals: spaced))
+                body(Parameter(name: name, value: [], quoted: false, spaceAroundEquals: spaced))
                 if i < n, b[i] != ASCII.semicolon { anomalies.insert(.missingSemicolon) }
                 continue
             }
@@ -136,10 +157,9 @@ public struct HeaderParameters: Sendable, Equatable {
                     anomalies.insert(.invalidQuoting)
                 }
             }
-            if params.isEmpty { params.reserveCapacity(4) }
-            params.append(Parameter(name: name, value: val, quoted: quoted, spaceAroundEquals: spaced))
+            body(Parameter(name: name, value: val, quoted: quoted, spaceAroundEquals: spaced))
         }
-        return HeaderParameters(value: value, parameters: params, anomalies: anomalies)
+        return (value, anomalies)
     }
 }
 

@@ -17,13 +17,17 @@ public enum MultipartBoundary {
         throws(MultipartError) -> Parsed
     {
         guard contentType.count <= limits.maxContentTypeBytes else { throw MultipartError(.contentTypeTooLong) }
-        let header = HeaderParameters.parse(contentType)
+        // One pass over the parameters, keeping only the first boundary and how many there were.
+        var count = 0
+        var first: HeaderParameters.Parameter?
+        let header = HeaderParameters.scan(contentType) { parameter in
+            guard ASCII.equals(parameter.name, "boundary") else { return }
+            count += 1
+            if first == nil { first = parameter }
+        }
         guard ASCII.equals(header.value, "multipart/form-data") else { throw MultipartError(.notMultipart) }
-        let count = header.count("boundary")
-        guard count > 0 else { throw MultipartError(.missingBoundary) }
+        guard let param = first else { throw MultipartError(.missingBoundary) }
         guard count == 1 else { throw MultipartError(.duplicateBoundary) }
-        // Cannot fail: `count == 1` was checked just above.
-        let param = header.first("boundary")!
         var anomalies = MultipartAnomalies()
         if param.quoted { anomalies.insert(.boundaryQuoted) }
         if param.spaceAroundEquals { anomalies.insert(.boundaryWhitespace) }

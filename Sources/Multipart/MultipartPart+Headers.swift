@@ -177,37 +177,43 @@ extension MultipartPart {
             part.anomalies.insert(.missingName)
             return part
         }
-        let cd = HeaderParameters.parse(raw: UnsafeRawBufferPointer(rebasing: block[disposition]))
-        part.anomalies.formUnion(cd.anomalies)
-        if !ASCII.equals(cd.value, "form-data") { part.anomalies.insert(.dispositionNotFormData) }
         var plainFilename: [UInt8]?
         var starFilename: [UInt8]?
-        // Duplicate names: a linear look back for the usual handful of parameters, a set beyond.
-        var seen: Set<[UInt8]>? = cd.parameters.count > 16 ? [] : nil
-        for (index, p) in cd.parameters.enumerated() {
+        // Duplicate names: flags for the three known ones, a set (made only then) for any other.
+        var seenKnown: UInt8 = 0
+        var seenOthers: Set<[UInt8]>?
+        var found = part.anomalies
+        let cd = HeaderParameters.scan(raw: UnsafeRawBufferPointer(rebasing: block[disposition])) { p in
+            let known: UInt8 = ASCII.equals(p.name, "name") ? 1 : ASCII.equals(p.name, "filename") ? 2
+                : ASCII.equals(p.name, "filename*") ? 4 : 0
             let duplicate: Bool
-            if seen != nil {
-                // Cannot fail: inside `if seen != nil`.
-                duplicate = !seen!.insert(p.name).inserted
+            if known != 0 {
+                duplicate = seenKnown & known != 0
+                seenKnown |= known
             } else {
-                duplicate = cd.parameters[..<index].contains { $0.name == p.name }
+                duplicate = seenOthers?.insert(p.name).inserted == false
+                if seenOthers == nil { seenOthers = [p.name] }
             }
-            if duplicate { part.anomalies.insert(.duplicateParameter); continue }
-            if ASCII.equals(p.name, "name") {
+            if duplicate { found.insert(.duplicateParameter); return }
+            switch known {
+            case 1:
                 part.name = p.value
-            } else if ASCII.equals(p.name, "filename") {
+            case 2:
                 plainFilename = p.value
-            } else if ASCII.equals(p.name, "filename*") {
-                if p.quoted { part.anomalies.insert(.invalidQuoting) }
+            case 4:
+                if p.quoted { found.insert(.invalidQuoting) }
                 if let decoded = ExtendedValue.decode(p.value) {
                     starFilename = decoded
                 } else {
-                    part.anomalies.insert(.invalidExtendedValue)
+                    found.insert(.invalidExtendedValue)
                 }
-            } else {
-                part.anomalies.insert(.unknownParameter)
+            default:
+                found.insert(.unknownParameter)
             }
         }
+        part.anomalies = found
+        part.anomalies.formUnion(cd.anomalies)
+        if !ASCII.equals(cd.value, "form-data") { part.anomalies.insert(.dispositionNotFormData) }
         if let star = starFilename {
             if let plain = plainFilename, plain != star { part.anomalies.insert(.filenameMismatch) }
             part.filename = star

@@ -341,7 +341,7 @@ struct ConnectionMachine {
             ex.upstream = .connected
             ex.server = server
             ex.reused = reused
-            ex.replayLog = reused ? (pools?.takeReplayBuffer() ?? []) : nil
+            ex.replayLog = reused ? (pools?.replayLogs.take() ?? []) : nil
             ex.dropBorrowedReplay()
             if reused && ex.replayBorrowed.capacity == 0 { swap(&ex.replayBorrowed, &spareBorrowed) }
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
@@ -457,7 +457,7 @@ struct ConnectionMachine {
                 return true
             }
         }
-        if headParser.needsStorage { headParser.adoptStorage(pools?.takeFieldStorage() ?? []) }
+        if headParser.needsStorage { headParser.adoptStorage(pools?.fieldStorage.take() ?? []) }
         let result = clientIn.withUnsafeReadableBytes { bytes in
             Result { () throws(HTTPParseError) in try headParser.parse(bytes) }
         }
@@ -596,7 +596,7 @@ struct ConnectionMachine {
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
                                   previewFields: config.audit?.fields ?? [], scanFiles: config.antivirus != nil,
                                   allowScanFailure: config.antivirus?.allowOnFailure ?? false,
-                                  scratch: pools?.takeScratch() ?? [])
+                                  scratch: pools?.scratch.take() ?? [], records: pools?.partRecords.take() ?? [])
             guard let encoder = stage.encoder else {
                 // Unreachable: a stage built with a re-encode boundary always has an encoder.
                 respond(status: 500, kind: "internal_error", requestID: requestID, detail: "no encoder",
@@ -664,13 +664,13 @@ struct ConnectionMachine {
             // rejected spooled request never opens an upstream connection.
             ex.pendingHead = (head, forwarding)
         } else {
-            var headBytes = pools?.takeScratch() ?? []
+            var headBytes = pools?.scratch.take() ?? []
             headBytes.reserveCapacity(1024)
             HTTPHeadSerializer.writeRequestHead(head, framing: upstreamFraming, context: forwarding, into: &headBytes)
             var queued = true
             do { try upstreamOut.write(headBytes) } catch { queued = false }
             headBytes.removeAll(keepingCapacity: true)
-            pools?.recycleScratch(headBytes)
+            pools?.scratch.recycle(headBytes)
             if !queued {
                 respond(status: 500, kind: "internal_buffer", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
@@ -912,7 +912,7 @@ struct ConnectionMachine {
                     if ex.upReadEnded { upstreamEnded(ex, into: &out); return true }
                     return progressed
                 }
-                if ex.responseParser.needsStorage { ex.responseParser.adoptStorage(pools?.takeFieldStorage() ?? []) }
+                if ex.responseParser.needsStorage { ex.responseParser.adoptStorage(pools?.fieldStorage.take() ?? []) }
                 let result = upstreamIn.withUnsafeReadableBytes { bytes in
                     Result { () throws(HTTPParseError) in
                         try ex.responseParser.parse(bytes, requestMethod: ex.head.method)
@@ -963,11 +963,11 @@ struct ConnectionMachine {
                         ex.closeAfter = true
                         head.headers.removeAll(named: "transfer-encoding")
                     }
-                    var bytes = pools?.takeScratch() ?? []
+                    var bytes = pools?.scratch.take() ?? []
                     HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
                     _ = try? clientOut.writeBytes(bytes)
                     bytes.removeAll(keepingCapacity: true)
-                    pools?.recycleScratch(bytes)
+                    pools?.scratch.recycle(bytes)
                     ex.responseStarted = true
                     ex.status = head.status
                     switch head.framing {
@@ -976,7 +976,7 @@ struct ConnectionMachine {
                     case .chunked: ex.response = .chunked(ChunkedDecoder(limits: config.http))
                     case .closeDelimited: ex.response = .closeDelimited
                     }
-                    pools?.recycleFieldStorage(head.headers.takeStorage())
+                    pools?.fieldStorage.recycle(head.headers.takeStorage())
                 }
             case .contentLength(let remaining):
                 let avail = upstreamIn.readableBytes
@@ -1117,7 +1117,7 @@ struct ConnectionMachine {
         if var log = ex.replayLog {
             ex.replayLog = nil
             log.removeAll(keepingCapacity: true)   // in place: `log` is the only reference now
-            pools?.recycleReplayBuffer(log)
+            pools?.replayLogs.recycle(log)
         }
         upstreamIn.clear()
         upstreamOut.clear()
@@ -1125,8 +1125,11 @@ struct ConnectionMachine {
         out.append(.ended(auditRecord(ex, status: ex.status, reason: nil, error: nil)))
         // The request head's field array and the form stage's encoding array, for later requests (the exchange
         // is done with them).
-        pools?.recycleFieldStorage(ex.takeHeadFieldStorage())
-        if let form = ex.form { pools?.recycleScratch(form.takeScratch()) }
+        pools?.fieldStorage.recycle(ex.takeHeadFieldStorage())
+        if let form = ex.form {
+            pools?.scratch.recycle(form.takeScratch())
+            pools?.partRecords.recycle(form.takeRecords())
+        }
         headParser.reset()
         if unread || ex.closeAfter || context.draining {
             if unread { startDiscarding() }

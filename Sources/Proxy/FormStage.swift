@@ -181,7 +181,7 @@ public final class FormStage {
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
                 spoolDirectory: String = "/tmp", holdPending: Bool = false, observe: Bool = true,
                 previewFields: Set<String>? = nil, scanFiles: Bool = false, allowScanFailure: Bool = false,
-                scratch: [UInt8] = []) {
+                scratch: [UInt8] = [], records: [PartRecord] = []) {
         self.holdPending = holdPending
         self.scanFiles = scanFiles
         self.allowScanFailure = allowScanFailure
@@ -194,6 +194,8 @@ public final class FormStage {
         self.spoolDirectory = spoolDirectory
         self.scratch = scratch
         self.scratch.removeAll(keepingCapacity: true)
+        self.records = records
+        self.records.removeAll(keepingCapacity: true)
         if self.scratch.capacity == 0 { self.scratch.reserveCapacity(512) }
     }
 
@@ -202,6 +204,15 @@ public final class FormStage {
     func takeScratch() -> [UInt8] {
         var taken: [UInt8] = []
         swap(&taken, &scratch)
+        taken.removeAll(keepingCapacity: true)
+        return taken
+    }
+
+    /// The part record list, emptied, for a later stage (`records:`): only once the request's audit record
+    /// has been built from it.
+    func takeRecords() -> [PartRecord] {
+        var taken: [PartRecord] = []
+        swap(&taken, &records)
         taken.removeAll(keepingCapacity: true)
         return taken
     }

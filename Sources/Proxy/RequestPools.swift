@@ -5,53 +5,45 @@ import Reactor
 /// its predecessors gave back instead of allocating them: every pool is bounded, and an idle connection holds
 /// none of it. Used on one event-loop thread only (the worker's, or a test's rig).
 ///
-///   takeX ──► a request's parser, stage or log uses it ──► recycleX (emptied) ──► the next request
+///   take ──► a request's parser, stage or log uses it ──► recycle (emptied) ──► the next request
 final class RequestPools {
     /// Buffers for the connections' ByteBuffers and output queues (Reactor's `StoragePool`).
     let storage = StoragePool()
-    /// Replay logs of requests on reused upstream connections: at most `replayBufferCount`, each of at most
-    /// `replayLimit` bytes of capacity.
-    private var replayBuffers: [[UInt8]] = []
-    static let replayBufferCount = 8
-    private let replayLimit: Int
-    /// Arrays heads are serialized into and form stages encode part heads in: at most `scratchCount`, each of at
-    /// most 64 KiB.
-    private var scratch: [[UInt8]] = []
-    static let scratchCount = 4
-    static let scratchBytes = 64 * 1024
-    /// Field arrays of finished heads, for the head parsers: at most `fieldStorageCount` arrays of at most
-    /// `fieldStorageFields` fields (about 2 KiB each).
-    private var fieldStorage: [[HTTPHeaderField]] = []
-    static let fieldStorageCount = 64
-    static let fieldStorageFields = 64
+    /// Replay logs of requests on reused upstream connections: at most 8, each of at most `replayLimit` bytes.
+    var replayLogs: ArrayPool<UInt8>
+    /// Arrays heads are serialized into and form stages encode part heads in: at most 4 of at most 64 KiB.
+    var scratch = ArrayPool<UInt8>(maxArrays: 4, maxCapacity: 64 * 1024)
+    /// Field arrays of finished heads, for the head parsers: at most 64 arrays of at most 64 fields (2 KiB).
+    var fieldStorage = ArrayPool<HTTPHeaderField>(maxArrays: 64, maxCapacity: 64)
+    /// Part record lists of finished form stages: at most 16 lists of at most 16 records.
+    var partRecords = ArrayPool<PartRecord>(maxArrays: 16, maxCapacity: 16)
 
     /// Pools for requests whose replay logs hold at most `replayLimit` bytes (`pool.replay-limit`).
     init(replayLimit: Int) {
-        self.replayLimit = replayLimit
+        replayLogs = ArrayPool(maxArrays: 8, maxCapacity: replayLimit)
+    }
+}
+
+/// Emptied arrays kept for reuse: at most `maxArrays`, each with room for at most `maxCapacity` elements
+/// (larger ones go back to the allocator).
+struct ArrayPool<Element> {
+    let maxArrays: Int
+    let maxCapacity: Int
+    private var arrays: [[Element]] = []
+
+    init(maxArrays: Int, maxCapacity: Int) {
+        self.maxArrays = maxArrays
+        self.maxCapacity = maxCapacity
     }
 
-    func takeReplayBuffer() -> [UInt8] { replayBuffers.popLast() ?? [] }
+    /// An empty array, with the capacity of a recycled one when the pool holds one.
+    mutating func take() -> [Element] { arrays.popLast() ?? [] }
 
-    func recycleReplayBuffer(_ buffer: [UInt8]) {
-        guard buffer.isEmpty, buffer.capacity <= replayLimit, replayBuffers.count < Self.replayBufferCount else {
+    /// Keeps `array` (emptied by the caller, its capacity kept) for a later `take`, within the bounds.
+    mutating func recycle(_ array: [Element]) {
+        guard array.isEmpty, array.capacity > 0, array.capacity <= maxCapacity, arrays.count < maxArrays else {
             return
         }
-        replayBuffers.append(buffer)
-    }
-
-    func takeScratch() -> [UInt8] { scratch.popLast() ?? [] }
-
-    func recycleScratch(_ buffer: [UInt8]) {
-        guard buffer.isEmpty, buffer.capacity > 0, buffer.capacity <= Self.scratchBytes,
-              scratch.count < Self.scratchCount else { return }
-        scratch.append(buffer)
-    }
-
-    func takeFieldStorage() -> [HTTPHeaderField] { fieldStorage.popLast() ?? [] }
-
-    func recycleFieldStorage(_ storage: [HTTPHeaderField]) {
-        guard storage.isEmpty, storage.capacity > 0, storage.capacity <= Self.fieldStorageFields,
-              fieldStorage.count < Self.fieldStorageCount else { return }
-        fieldStorage.append(storage)
+        arrays.append(array)
     }
 }
