@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""System calls and CPU time per small request: formwall against HAProxy and nginx, in one run.
+
+    python3 bench/proxy/syscalls.py [--targets formwall,haproxy,nginx-tuned] [--seconds 5] [--reps 3]
+
+Each proxy (1 worker or thread, in front of bench/proxy/sink.c, as in run.py) serves run.py's 10 KiB multipart
+uploads from wrk (64 connections, 2 threads) for --seconds, --reps times. During each wrk run the proxy's
+processes are watched:
+  - user and system CPU time, from /proc/PID/stat before and after, per request;
+  - with `perf` (Debian package linux-perf), `perf stat -e raw_syscalls:sys_enter` and the tracepoints of the
+    calls a proxy makes (read, recvfrom, sendmsg, sendto, writev, epoll_wait, ...), per request.
+The medians over --reps are printed and written to bench/out/syscalls.json. Without perf (or without access to
+the tracepoints) only the CPU times are reported. The figures say where a request's time goes, not how fast
+the proxy is: run.py measures that.
+
+Reuses run.py's process handling and peers; every process and file started or written here is removed on exit.
+"""
+
+import argparse
+import datetime
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, sink, peers, wrk's Lua body)
+
+CALLS = ["read", "recvfrom", "recvmsg", "write", "writev", "sendto", "sendmsg", "epoll_wait", "epoll_ctl",
+         "accept4", "close", "splice"]
+
+
+def cpu_ticks(pids):
+    """(user, system) clock ticks summed over `pids`."""
+    user = system = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        user += int(fields[11])
+        system += int(fields[12])
+    return user, system
+
+
+def perf_usable():
+    if shutil.which("perf") is None:
+        return False
+    r = subprocess.run(["perf", "stat", "-x,", "-e", "raw_syscalls:sys_enter", "--", "true"],
+                       capture_output=True, text=True)
+    return r.returncode == 0 and "not supported" not in r.stderr and "<not counted>" not in r.stderr
+
+
+def one_run(args, target, lua, use_perf):
+    pids = target.proxy_pids_fn()
+    perf = None
+    if use_perf:
+        events = ",".join(["raw_syscalls:sys_enter"] + [f"syscalls:sys_enter_{c}" for c in CALLS])
+        perf = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-p", ",".join(map(str, pids)), "--",
+                                 "sleep", str(args.seconds + 1)], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+    before = cpu_ticks(pids)
+    w = subprocess.run(["wrk", "-t2", "-c64", f"-d{args.seconds}s", "-s", lua, target.url()],
+                       capture_output=True, text=True, timeout=args.seconds + 60)
+    after = cpu_ticks(pids)
+    counts = {}
+    if perf is not None:
+        _, err = perf.communicate(timeout=60)
+        for line in err.strip().splitlines():
+            parts = line.split(",")
+            if len(parts) > 2 and re.match(r"^[0-9.]+$", parts[0]):
+                name = parts[2].replace("syscalls:sys_enter_", "").replace("raw_syscalls:sys_enter", "all")
+                counts[name] = float(parts[0])
+    m = re.search(r"WRK_RESULT requests=(\d+).*status=(\d+)", w.stdout)
+    if not m or int(m.group(1)) == 0:
+        return None, f"wrk: {w.stdout[-300:]} {w.stderr[-300:]}"
+    n = int(m.group(1))
+    if int(m.group(2)) != 0:
+        return None, f"{m.group(2)} answers were not 2xx"
+    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
+    result = {"requests": n, "rps": n / args.seconds,
+              "user_us": (after[0] - before[0]) * tick_us / n, "system_us": (after[1] - before[1]) * tick_us / n}
+    result["calls"] = {k: v / n for k, v in counts.items()}
+    return result, None
+
+
+def median_of(runs):
+    out = {k: statistics.median(r[k] for r in runs) for k in ("rps", "user_us", "system_us")}
+    names = set().union(*(r["calls"] for r in runs))
+    out["calls"] = {k: statistics.median(r["calls"].get(k, 0.0) for r in runs) for k in sorted(names)}
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--formwall", default=os.path.join(base.REPO, ".build/release/formwall"))
+    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy")
+    ap.add_argument("--targets", default="formwall,haproxy,nginx-tuned",
+                    help="comma-separated subset of formwall,haproxy,nginx,nginx-tuned")
+    ap.add_argument("--seconds", type=base.positive_int, default=5, help="seconds per wrk run")
+    ap.add_argument("--reps", type=base.positive_int, default=3, help="wrk runs per target (medians reported)")
+    ap.add_argument("--small-kib", type=int, default=10)
+    ap.add_argument("--ready-timeout", type=float, default=10.0)
+    ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/syscalls.json"))
+    args = ap.parse_args()
+    args.formwall_workers = 1
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    for tool in ("gcc", "wrk"):
+        if shutil.which(tool) is None:
+            sys.exit(f"{tool} not found")
+    use_perf = perf_usable()
+    if not use_perf:
+        print("perf with syscall tracepoints is not available: CPU times only", flush=True)
+
+    workdir = base.start_session("formwall-syscalls-")
+    files = base.body_files(workdir, "syscalls")
+    base.write_body(files["small_path"], files["boundary"], args.small_kib * 1024)
+    with open(files["lua_path"], "w") as f:
+        f.write(base.WRK_LUA.format(body=files["small_path"], boundary=files["boundary"]))
+    sink_exe = base.build_sink(workdir)
+    uport = base.free_port()
+    sink = base.PROCS.start([sink_exe, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    if base.wait_port(uport, sink, 5):
+        sys.exit("the sink did not start")
+
+    results, failures = {}, []
+    for name in targets:
+        try:
+            if name == "formwall":
+                target, why = base.start_formwall(args, workdir, uport)
+                if target is None:
+                    raise RuntimeError(why)
+            elif name == "haproxy":
+                target = base.start_haproxy(args, workdir, uport)
+            elif name in ("nginx", "nginx-tuned"):
+                target = base.start_nginx(args, workdir, name, uport, tuned=name == "nginx-tuned")
+            else:
+                raise RuntimeError(f"unknown target {name}")
+        except RuntimeError as e:
+            failures.append(f"{name}: {e}")
+            continue
+        runs = []
+        for rep in range(args.reps):
+            r, why = one_run(args, target, files["lua_path"], use_perf)
+            if r is None:
+                failures.append(f"{name}: {why}")
+                break
+            runs.append(r)
+            print(f"  [{name}] {rep + 1}/{args.reps}: {r['rps']:.0f} req/s, user {r['user_us']:.1f} µs, system "
+                  f"{r['system_us']:.1f} µs, {r['calls'].get('all', 0):.2f} calls per request", flush=True)
+        base.PROCS.stop(target.proc)
+        if runs:
+            results[name] = median_of(runs)
+
+    print(f"\nper 10 KiB upload, 1 worker, wrk -t2 -c64, median of {args.reps} runs of {args.seconds} s")
+    print(f"{'target':12} {'req/s':>8} {'user µs':>8} {'sys µs':>8} {'calls':>6}  by call")
+    for name, r in results.items():
+        by = ", ".join(f"{k} {v:.2f}" for k, v in r["calls"].items() if k != "all" and v >= 0.01)
+        print(f"{name:12} {r['rps']:8.0f} {r['user_us']:8.1f} {r['system_us']:8.1f} "
+              f"{r['calls'].get('all', float('nan')):6.2f}  {by}")
+    base.finish_session(args.out, {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "seconds": args.seconds, "reps": args.reps, "perf": use_perf, "results": results}, failures)
+
+
+if __name__ == "__main__":
+    main()
