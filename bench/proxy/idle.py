@@ -17,7 +17,6 @@ import atexit
 import json
 import os
 import resource
-import shutil
 import socket
 import sys
 import tempfile
@@ -82,9 +81,7 @@ def phase(target, n, served, settle):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--formwall", default=os.path.join(base.REPO, ".build/release/formwall"))
-    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
-    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy")
+    base.add_binary_args(ap)
     ap.add_argument("--connections", type=int, default=10000)
     ap.add_argument("--workers", type=int, default=1, help="workers / worker_processes / nbthread (default 1)")
     ap.add_argument("--settle", type=float, default=4.0,

@@ -452,6 +452,21 @@ def start_formwall(args, workdir, uport, extra=()):
     return Target("formwall", port, p, proxy_pids_fn=lambda: [p.pid] + descendants(p.pid)), None
 
 
+def start_target(args, directory, name, uport):
+    """Starts proxy `name` (formwall, nginx, nginx-tuned or haproxy) with its files in `directory`, in front of
+    the sink on `uport`. Raises RuntimeError when it does not come up, SystemExit for an unknown name."""
+    if name == "formwall":
+        target, reason = start_formwall(args, directory, uport)
+        if target is None:
+            raise RuntimeError(reason)
+        return target
+    if name in ("nginx", "nginx-tuned"):
+        return start_nginx(args, directory, name, uport, tuned=name == "nginx-tuned")
+    if name == "haproxy":
+        return start_haproxy(args, directory, uport)
+    raise SystemExit(f"unknown target {name}")
+
+
 # ---------------------------------------------------------------------------------------
 # measurements
 
@@ -731,6 +746,16 @@ def tool_version(argv):
         return None
 
 
+def add_binary_args(ap):
+    """--formwall, --nginx and --haproxy: the binaries the scripts start (shared with idle.py, soak.py and
+    syscalls.py)."""
+    ap.add_argument("--formwall", default=os.path.join(REPO, ".build/release/formwall"),
+                    help="formwall binary (default: .build/release/formwall of this checkout)")
+    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
+    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy",
+                    help="HAProxy binary; if it is missing the haproxy target is skipped with a message")
+
+
 def add_small_upload_args(ap, wrk_reps=None):
     """The wrk workload's options, shared with costs.py and scaling.py. With `wrk_reps` (the default count),
     also --wrk-reps for `measure`'s medians (scaling.py runs wrk itself and has its own --reps)."""
@@ -783,13 +808,9 @@ def start_session(prefix):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--formwall", default=os.path.join(REPO, ".build/release/formwall"),
-                    help="formwall binary (default: .build/release/formwall of this checkout)")
+    add_binary_args(ap)
     ap.add_argument("--formwall-workers", type=int, default=2,
                     help="formwall's --workers, also nginx's worker_processes and HAProxy's nbthread (default: 2)")
-    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
-    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy",
-                    help="HAProxy binary; if it is missing the haproxy target is skipped with a message")
     ap.add_argument("--targets", default="direct,nginx,nginx-tuned,haproxy,formwall",
                     help="comma-separated subset of direct,nginx,nginx-tuned,haproxy,formwall")
     ap.add_argument("--size-mib", type=int, default=1024, help="file part size of the large upload")

@@ -48,17 +48,7 @@ def pin_all_threads(pid, cpus):
 
 def start_proxy(args, workdir, name, workers, uport):
     args.formwall_workers = workers  # run.py's starters read the worker/thread count from here
-    d = tempfile.mkdtemp(dir=workdir)
-    if name == "formwall":
-        target, reason = base.start_formwall(args, d, uport)
-        if target is None:
-            raise RuntimeError(reason)
-        return target
-    if name == "nginx":
-        return base.start_nginx(args, d, "nginx", uport, tuned=False)
-    if name == "haproxy":
-        return base.start_haproxy(args, d, uport)
-    raise SystemExit(f"unknown proxy {name}")
+    return base.start_target(args, tempfile.mkdtemp(dir=workdir), name, uport)
 
 
 def one_run(args, workdir, name, workers, uport, lua, small_path, boundary, placement):

@@ -36,7 +36,6 @@ import json
 import os
 import resource
 import secrets
-import shutil
 import signal
 import socket
 import struct
@@ -202,9 +201,7 @@ def soak(args, target, boundary, deadline):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--formwall", default=os.path.join(base.REPO, ".build/release/formwall"))
-    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
-    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy")
+    base.add_binary_args(ap)
     ap.add_argument("--targets", default="formwall", help="comma-separated: formwall,nginx,haproxy")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=8)
@@ -269,16 +266,7 @@ def main():
         d = tempfile.mkdtemp(dir=workdir)
         target = None
         try:
-            if name == "formwall":
-                target, reason = base.start_formwall(args, d, uport)
-                if target is None:
-                    raise RuntimeError(reason)
-            elif name == "nginx":
-                target = base.start_nginx(args, d, "nginx", uport, tuned=False)
-            elif name == "haproxy":
-                target = base.start_haproxy(args, d, uport)
-            else:
-                sys.exit(f"unknown target {name}")
+            target = base.start_target(args, d, name, uport)
             results[name] = soak(args, target, boundary, deadline)
         except (RuntimeError, OSError, TimeoutError) as e:
             print(f"  {name}: FAILED: {e!r}", flush=True)

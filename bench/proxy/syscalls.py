@@ -24,6 +24,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -97,9 +98,7 @@ def median_of(runs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--formwall", default=os.path.join(base.REPO, ".build/release/formwall"))
-    ap.add_argument("--nginx", default=shutil.which("nginx") or "/usr/sbin/nginx")
-    ap.add_argument("--haproxy", default=shutil.which("haproxy") or "/usr/sbin/haproxy")
+    base.add_binary_args(ap)
     ap.add_argument("--targets", default="formwall,haproxy,nginx-tuned",
                     help="comma-separated subset of formwall,haproxy,nginx,nginx-tuned")
     ap.add_argument("--seconds", type=base.positive_int, default=5, help="seconds per wrk run")
@@ -131,16 +130,7 @@ def main():
     results, failures = {}, []
     for name in targets:
         try:
-            if name == "formwall":
-                target, why = base.start_formwall(args, workdir, uport)
-                if target is None:
-                    raise RuntimeError(why)
-            elif name == "haproxy":
-                target = base.start_haproxy(args, workdir, uport)
-            elif name in ("nginx", "nginx-tuned"):
-                target = base.start_nginx(args, workdir, name, uport, tuned=name == "nginx-tuned")
-            else:
-                raise RuntimeError(f"unknown target {name}")
+            target = base.start_target(args, tempfile.mkdtemp(dir=workdir), name, uport)
         except RuntimeError as e:
             failures.append(f"{name}: {e}")
             continue
