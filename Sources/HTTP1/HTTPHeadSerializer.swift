@@ -212,11 +212,12 @@ public enum HTTPHeadSerializer {
     static func appendField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, into buffer: inout [UInt8],
                             checked: Bool = true) {
         if checked {
-            // Unreachable from input: forwarded names passed HTTPHeaderField.parse (tokens); the others are
-            // constants.
+            // Unreachable from input. Fields a parser produced come with `checked: false` (its checks are these).
+            // Every other field is Formwall's: names are constants or operator settings validated as tokens at
+            // start-up (`modified-header`, `--tls-client-subject-header`); values are constants, generated ids
+            // and boundaries, a client's X-Request-Id only when `RequestID.isValid`, addresses formatted by
+            // inet_ntop, and certificate subjects through `fieldSafe` (printable ASCII only).
             precondition(!name.isEmpty && HTTPSyntax.allTokenBytes(name), "invalid field name")
-            // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are
-            // validated.
             precondition(HTTPSyntax.allFieldValueBytes(value), "invalid field value")
         }
         buffer.append(contentsOf: name)
@@ -243,7 +244,7 @@ public enum HTTPHeadSerializer {
     ) {
         let fields = headers.fields
         for index in fields.indices where HTTPSyntax.equalsIgnoringCase(fields[index].name, lowercase: lowercaseName) {
-            if headers.parsed { append(fields[index].value, to: &buffer) } else { appendValue(fields[index].value, to: &buffer) }
+            appendValue(fields[index].value, to: &buffer, checked: !headers.parsed)
             buffer.append(UInt8(ascii: ","))
             buffer.append(HTTPSyntax.sp)
         }
@@ -256,10 +257,11 @@ public enum HTTPHeadSerializer {
         buffer.append(HTTPSyntax.sp)
     }
 
-    /// Appends a field value; traps on a byte that would break the framing of the head.
-    private static func appendValue(_ value: String, to buffer: inout [UInt8]) {
+    /// Appends a field value; traps on a byte that would break the framing of the head (`checked: false` only for
+    /// a parser's value, see `writeField`).
+    private static func appendValue(_ value: String, to buffer: inout [UInt8], checked: Bool = true) {
         // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are validated.
-        precondition(isFieldValue(value), "invalid field value")
+        if checked { precondition(isFieldValue(value), "invalid field value") }
         append(value, to: &buffer)
     }
 

@@ -41,13 +41,12 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     public func hash(into hasher: inout Hasher) { hasher.combine(fields) }
 
-    /// Empties the headers and returns their array emptied with its capacity kept, for a later head's parser
-    /// (`adoptStorage`), which then parses into it without allocating. Call it on the last copy of the headers:
-    /// an array still shared elsewhere is copied rather than emptied in place.
+    /// Takes the fields' array out, leaving the headers empty, so that it can be emptied in place (capacity
+    /// kept) and handed to a later head's parser (`adoptStorage`), which then parses into it without
+    /// allocating. Call it on the last copy of the headers: an array still shared elsewhere would be copied.
     public mutating func takeStorage() -> [HTTPHeaderField] {
         var taken: [HTTPHeaderField] = []
         swap(&taken, &self.fields)
-        taken.removeAll(keepingCapacity: true)
         return taken
     }
 

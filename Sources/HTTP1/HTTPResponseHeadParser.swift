@@ -77,8 +77,8 @@ public struct HTTPResponseHeadParser: Sendable {
     /// gives it a recycled one.
     public var needsStorage: Bool { self.headers.capacity == 0 }
 
-    /// Parses the next head's fields into `storage` (empty, from `HTTPHeaders.takeStorage()`) instead of a new
-    /// array; ignored while the parser holds storage.
+    /// Parses the next head's fields into `storage` (an empty array, such as an earlier head's
+    /// `HTTPHeaders.takeStorage()` emptied) instead of a new array; ignored while the parser holds storage.
     public mutating func adoptStorage(_ storage: [HTTPHeaderField]) {
         HTTPHeaderField.adopt(storage, into: &self.headers)
     }

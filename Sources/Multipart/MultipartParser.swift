@@ -131,6 +131,29 @@ public final class MultipartParser {
         return nil
     }
 
+    /// A complete part header block parsed (its errors reported at `errorOffset`), with `lf-line` when its blank
+    /// line was a bare LF.
+    private static func part(_ block: UnsafeRawBufferPointer, bareBlankLine: Bool,
+                             errorOffset: UInt64) throws(MultipartError) -> MultipartPart {
+        var part: MultipartPart
+        do {
+            part = try MultipartPart.parse(headerBlock: block)
+        } catch {
+            throw MultipartError(error.kind, at: errorOffset)
+        }
+        if bareBlankLine { part.anomalies.insert(.lfLine) }
+        return part
+    }
+
+    /// The part's data follows: the header buffer is emptied and scanning for the next delimiter starts.
+    private func begin(_ part: MultipartPart) -> MultipartEvent {
+        headerBuf.removeAll(keepingCapacity: true)
+        lineStart = 0
+        inPart = true
+        state = .scanning(heldFrom: 0, heldTo: 0)
+        return .partBegin(part)
+    }
+
     deinit {
         crlfPattern.deallocate()   // the whole block: the pattern starts it, the tail lies inside it
     }
@@ -332,19 +355,9 @@ public final class MultipartParser {
                     // The usual case: the whole block and its blank line are in this input, within the limit.
                     // Parsed in place: the same block, lines and result as the copying loop below.
                     pos += block.consumed
-                    let errorOffset = offset + UInt64(pos - startPos)
-                    let result = Result { () throws(MultipartError) -> MultipartPart in
-                        try MultipartPart.parse(headerBlock: UnsafeRawBufferPointer(start: base, count: block.length))
-                    }
-                    var part: MultipartPart
-                    switch result {
-                    case .success(let parsed): part = parsed
-                    case .failure(let error): throw MultipartError(error.kind, at: errorOffset)
-                    }
-                    if block.bareBlankLine { part.anomalies.insert(.lfLine) }
-                    inPart = true
-                    state = .scanning(heldFrom: 0, heldTo: 0)
-                    return .partBegin(part)
+                    return begin(try Self.part(UnsafeRawBufferPointer(start: base, count: block.length),
+                                               bareBlankLine: block.bareBlankLine,
+                                               errorOffset: offset + UInt64(pos - startPos)))
                 }
                 if headerBuf.capacity == 0 { headerBuf.reserveCapacity(min(1024, limits.maxPartHeaderBytes)) }
                 guard let nl = memchr(base, Int32(ASCII.lf), avail) else {
@@ -371,20 +384,11 @@ public final class MultipartParser {
                 let blockEnd = lineStart
                 let result = headerBuf.withUnsafeBytes { all in
                     Result { () throws(MultipartError) -> MultipartPart in
-                        try MultipartPart.parse(headerBlock: UnsafeRawBufferPointer(rebasing: all[0..<blockEnd]))
+                        try Self.part(UnsafeRawBufferPointer(rebasing: all[0..<blockEnd]), bareBlankLine: lineCount == 1,
+                                      errorOffset: errorOffset)
                     }
                 }
-                var part: MultipartPart
-                switch result {
-                case .success(let parsed): part = parsed
-                case .failure(let error): throw MultipartError(error.kind, at: errorOffset)
-                }
-                if lineCount == 1 { part.anomalies.insert(.lfLine) }
-                headerBuf.removeAll(keepingCapacity: true)
-                lineStart = 0
-                inPart = true
-                state = .scanning(heldFrom: 0, heldTo: 0)
-                return .partBegin(part)
+                return begin(try result.get())
 
             case .pendingEnd:
                 state = .epilogue(seen: 0)

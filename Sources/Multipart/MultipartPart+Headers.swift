@@ -182,7 +182,6 @@ extension MultipartPart {
         // Duplicate names: flags for the three known ones, a set (made only then) for any other.
         var seenKnown: UInt8 = 0
         var seenOthers: Set<[UInt8]>?
-        var found = part.anomalies
         let cd = HeaderParameters.scan(raw: UnsafeRawBufferPointer(rebasing: block[disposition])) { p in
             let known: UInt8 = ASCII.equals(p.name, "name") ? 1 : ASCII.equals(p.name, "filename") ? 2
                 : ASCII.equals(p.name, "filename*") ? 4 : 0
@@ -194,24 +193,23 @@ extension MultipartPart {
                 duplicate = seenOthers?.insert(p.name).inserted == false
                 if seenOthers == nil { seenOthers = [p.name] }
             }
-            if duplicate { found.insert(.duplicateParameter); return }
+            if duplicate { part.anomalies.insert(.duplicateParameter); return }
             switch known {
             case 1:
                 part.name = p.value
             case 2:
                 plainFilename = p.value
             case 4:
-                if p.quoted { found.insert(.invalidQuoting) }
+                if p.quoted { part.anomalies.insert(.invalidQuoting) }
                 if let decoded = ExtendedValue.decode(p.value) {
                     starFilename = decoded
                 } else {
-                    found.insert(.invalidExtendedValue)
+                    part.anomalies.insert(.invalidExtendedValue)
                 }
             default:
-                found.insert(.unknownParameter)
+                part.anomalies.insert(.unknownParameter)
             }
         }
-        part.anomalies = found
         part.anomalies.formUnion(cd.anomalies)
         if !ASCII.equals(cd.value, "form-data") { part.anomalies.insert(.dispositionNotFormData) }
         if let star = starFilename {

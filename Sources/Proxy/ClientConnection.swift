@@ -247,11 +247,8 @@ final class ClientConnection: EventHandler, BatchEndHandler {
             case .closeClient:
                 closeSocket()
             case .requestCounted:
-                worker.stats.completedRequests.add(1, ordering: .relaxed)
-                worker.requestsSinceTrim += 1
+                worker.requestEnded(nil)
             case .requestEnded(let record):
-                worker.stats.completedRequests.add(1, ordering: .relaxed)
-                worker.requestsSinceTrim += 1
                 worker.requestEnded(record)
             case .log(let line):
                 worker.logFailure(line)

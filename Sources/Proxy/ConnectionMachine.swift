@@ -669,8 +669,7 @@ struct ConnectionMachine {
             HTTPHeadSerializer.writeRequestHead(head, framing: upstreamFraming, context: forwarding, into: &headBytes)
             var queued = true
             do { try upstreamOut.write(headBytes) } catch { queued = false }
-            headBytes.removeAll(keepingCapacity: true)
-            pools?.scratch.recycle(headBytes)
+            pools?.scratch.recycle(consume headBytes)
             if !queued {
                 respond(status: 500, kind: "internal_buffer", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
@@ -966,8 +965,7 @@ struct ConnectionMachine {
                     var bytes = pools?.scratch.take() ?? []
                     HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
                     _ = try? clientOut.writeBytes(bytes)
-                    bytes.removeAll(keepingCapacity: true)
-                    pools?.scratch.recycle(bytes)
+                    pools?.scratch.recycle(consume bytes)
                     ex.responseStarted = true
                     ex.status = head.status
                     switch head.framing {
@@ -1114,10 +1112,8 @@ struct ConnectionMachine {
         ex.upstream = .none
         ex.dropBorrowedReplay()
         if spareBorrowed.capacity == 0 { swap(&spareBorrowed, &ex.replayBorrowed) }
-        if var log = ex.replayLog {
-            ex.replayLog = nil
-            log.removeAll(keepingCapacity: true)   // in place: `log` is the only reference now
-            pools?.replayLogs.recycle(log)
+        if let log = ex.replayLog.take() {
+            pools?.replayLogs.recycle(consume log)   // emptied in place: `log` is the only reference now
         }
         upstreamIn.clear()
         upstreamOut.clear()
@@ -1126,10 +1122,7 @@ struct ConnectionMachine {
         // The request head's field array and the form stage's encoding array, for later requests (the exchange
         // is done with them).
         pools?.fieldStorage.recycle(ex.takeHeadFieldStorage())
-        if let form = ex.form {
-            pools?.scratch.recycle(form.takeScratch())
-            pools?.partRecords.recycle(form.takeRecords())
-        }
+        if let pools { ex.form?.giveBack(to: pools) }
         headParser.reset()
         if unread || ex.closeAfter || context.draining {
             if unread { startDiscarding() }

@@ -192,29 +192,21 @@ public final class FormStage {
         evaluatorSlot = EvaluatorSlot(evaluator)
         self.quarantine = quarantine
         self.spoolDirectory = spoolDirectory
-        self.scratch = scratch
-        self.scratch.removeAll(keepingCapacity: true)
+        self.scratch = scratch   // empty, from the pools
         self.records = records
-        self.records.removeAll(keepingCapacity: true)
         if self.scratch.capacity == 0 { self.scratch.reserveCapacity(512) }
     }
 
-    /// The array part heads were encoded in, emptied, for a later stage (`scratch:`); the stage must not
+    /// Gives the array part heads were encoded in and the part-record list to `pools` for later stages
+    /// (`scratch:`, `records:`): only once the request's audit record has been built, and the stage must not
     /// write again.
-    func takeScratch() -> [UInt8] {
-        var taken: [UInt8] = []
-        swap(&taken, &scratch)
-        taken.removeAll(keepingCapacity: true)
-        return taken
-    }
-
-    /// The part record list, emptied, for a later stage (`records:`): only once the request's audit record
-    /// has been built from it.
-    func takeRecords() -> [PartRecord] {
-        var taken: [PartRecord] = []
-        swap(&taken, &records)
-        taken.removeAll(keepingCapacity: true)
-        return taken
+    func giveBack(to pools: RequestPools) {
+        var scratch: [UInt8] = []
+        var records: [PartRecord] = []
+        swap(&scratch, &self.scratch)
+        swap(&records, &self.records)
+        pools.scratch.recycle(consume scratch)
+        pools.partRecords.recycle(consume records)
     }
 
     /// `upstream-body hold`: every file part with a pending verdict is held until it passes.

@@ -5,7 +5,7 @@ import Reactor
 /// its predecessors gave back instead of allocating them: every pool is bounded, and an idle connection holds
 /// none of it. Used on one event-loop thread only (the worker's, or a test's rig).
 ///
-///   take ──► a request's parser, stage or log uses it ──► recycle (emptied) ──► the next request
+///   take ──► a request's parser, stage or log uses it ──► recycle (emptied there) ──► the next request
 final class RequestPools {
     /// Buffers for the connections' ByteBuffers and output queues (Reactor's `StoragePool`).
     let storage = StoragePool()
@@ -39,11 +39,11 @@ struct ArrayPool<Element> {
     /// An empty array, with the capacity of a recycled one when the pool holds one.
     mutating func take() -> [Element] { arrays.popLast() ?? [] }
 
-    /// Keeps `array` (emptied by the caller, its capacity kept) for a later `take`, within the bounds.
-    mutating func recycle(_ array: [Element]) {
-        guard array.isEmpty, array.capacity > 0, array.capacity <= maxCapacity, arrays.count < maxArrays else {
-            return
-        }
+    /// Empties `array`, keeping its capacity, and keeps it for a later `take`, within the bounds. Pass the last
+    /// reference (`consume`, or a value just taken out of its owner): a shared array would be copied to empty it.
+    mutating func recycle(_ array: consuming [Element]) {
+        guard array.capacity > 0, array.capacity <= maxCapacity, arrays.count < maxArrays else { return }
+        array.removeAll(keepingCapacity: true)
         arrays.append(array)
     }
 }

@@ -90,8 +90,12 @@ final class Worker {
         pools = RequestPools(replayLimit: config.pool.replayLimit)
     }
 
-    /// A request ended: counts it for /metrics (with `--admin`) and appends its audit record.
-    func requestEnded(_ record: AuditRecord) {
+    /// A request ended: counts it, and with its audit record (an audit log is configured) counts it for /metrics
+    /// (with `--admin`) and appends the record.
+    func requestEnded(_ record: AuditRecord?) {
+        stats.completedRequests.add(1, ordering: .relaxed)
+        requestsSinceTrim += 1
+        guard let record else { return }
         if config.admin != nil { metrics.record(record) }
         writeAudit(record)
     }

@@ -132,15 +132,20 @@ def proc_pss(pid):
     return 0
 
 
-def cpu_ticks(pid):
-    """utime + stime of a process in clock ticks, or 0 if it is gone."""
+def cpu_times(pid):
+    """(utime, stime) of a process in clock ticks, or (0, 0) if it is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except (FileNotFoundError, ProcessLookupError):
-        return 0
+        return 0, 0
     fields = data[data.rindex(b")") + 2:].split()
-    return int(fields[11]) + int(fields[12])
+    return int(fields[11]), int(fields[12])
+
+
+def cpu_ticks(pid):
+    """utime + stime of a process in clock ticks, or 0 if it is gone."""
+    return sum(cpu_times(pid))
 
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -35,17 +35,9 @@ CALLS = ["read", "recvfrom", "recvmsg", "write", "writev", "sendto", "sendmsg", 
 
 
 def cpu_ticks(pids):
-    """(user, system) clock ticks summed over `pids`."""
-    user = system = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        user += int(fields[11])
-        system += int(fields[12])
-    return user, system
+    """(user, system) clock ticks summed over `pids` (run.py's `cpu_times`)."""
+    times = [base.cpu_times(pid) for pid in pids]
+    return sum(t[0] for t in times), sum(t[1] for t in times)
 
 
 def perf_usable():
@@ -82,7 +74,7 @@ def one_run(args, target, lua, use_perf):
     n = int(m.group(1))
     if int(m.group(2)) != 0:
         return None, f"{m.group(2)} answers were not 2xx"
-    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
+    tick_us = 1e6 / base.TICK
     result = {"requests": n, "rps": n / args.seconds,
               "user_us": (after[0] - before[0]) * tick_us / n, "system_us": (after[1] - before[1]) * tick_us / n}
     result["calls"] = {k: v / n for k, v in counts.items()}
