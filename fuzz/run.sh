@@ -85,7 +85,7 @@ clang -O1 -g -fsanitize=address -I Sources/CLinux/include -c Sources/CLinux/shim
 rm -f fuzz/build/request-fuzz
 swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name RequestPathFuzz \
     fuzz/RequestPathFuzz.swift Sources/Proxy/FormStage.swift Sources/Proxy/UrlencodedStage.swift \
-    Sources/Proxy/EvaluatorSlot.swift \
+    Sources/Proxy/EvaluatorSlot.swift Sources/Proxy/RequestPools.swift \
     -L "$B" -lRules -lQuarantine -lInspect -lMultipart -lHTTP1 -lReactor "$B/shim.o" -lcrypto -lz \
     -o fuzz/build/request-fuzz 2>&1 | grep -v "warning:" || true
 test -x fuzz/build/request-fuzz
