@@ -95,12 +95,15 @@ final class UpstreamConnection: EventHandler {
     /// Connected and attached: bytes can flow.
     var isConnected: Bool { phase == .attached }
 
-    /// Whether a pooled connection can carry another request: a non-blocking peek shows whether the upstream
-    /// closed it (or sent stray bytes) while it was idle, even when the loop has not yet seen that event.
-    /// A close racing the reuse is still possible; the machine replays small requests for that.
+    /// Whether a pooled connection can carry another request. An idle connection is watched for reads, so the
+    /// upstream closing it (or sending stray bytes) is an event: handled already, it closed the connection;
+    /// fetched in this loop iteration but not yet delivered, it makes the connection unusable here, with no
+    /// system call. An unwatched one is asked with a non-blocking peek. A close that reaches the kernel after
+    /// this iteration's `epoll_wait` can still race the reuse; the machine replays small requests for that.
     var isReusable: Bool {
-        guard phase == .idle, socket.isOpen else { return false }
-        return socket.isIdleAndOpen
+        guard phase == .idle, socket.isOpen, !transport.hasBufferedInput else { return false }
+        guard let registration else { return socket.isIdleAndOpen }
+        return !worker.loop.hasUndeliveredEvent(registration)
     }
 
     /// Hands the connection to `client` for one exchange.

@@ -89,6 +89,12 @@ public final class EventLoop {
         selector.interest(of: registration)
     }
 
+    /// Whether the events fetched by this iteration's `epoll_wait` include one for `registration` that has not
+    /// been delivered yet (its handler runs later in the same batch). Costs no system call.
+    public func hasUndeliveredEvent(_ registration: Registration) -> Bool {
+        selector.hasUndeliveredEvent(registration)
+    }
+
     /// Removes a registration and releases its handler. Call it before closing the descriptor. Idempotent.
     public func deregister(_ registration: Registration) throws {
         assertInLoop()

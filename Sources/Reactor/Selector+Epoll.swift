@@ -36,6 +36,19 @@ final class EpollSelector {
     private let eventMasks: UnsafeMutablePointer<UInt32>
     private var closed = false
 
+    /// Per fd, the last event `epoll_wait` fetched for it: its registration's generation, the batch it came in
+    /// (counted from 1) and its place in that batch. `hasUndeliveredEvent` reads it; kept as long as `slots`.
+    private struct Fetched {
+        var generation: UInt32 = 0
+        var batch: UInt32 = 0
+        var index: UInt32 = 0
+    }
+    private var fetched: [Fetched] = []
+    /// The batch being (or last) dispatched, and the index of the event being delivered (`batchSize` once the
+    /// whole batch is delivered).
+    private var batch: UInt32 = 0
+    private var dispatching = EpollSelector.batchSize
+
     /// Events discarded because their generation no longer matched the fd's registration (for tests and metrics).
     private(set) var droppedStaleEvents = 0
     /// Number of live registrations.
@@ -70,6 +83,7 @@ final class EpollSelector {
         }
         if Int(fd) >= slots.count {
             slots.append(contentsOf: repeatElement(nil, count: Int(fd) + 1 - slots.count))
+            fetched.append(contentsOf: repeatElement(Fetched(), count: slots.count - fetched.count))
         }
         slots[Int(fd)] = Slot(generation: generation, interest: interest, handler: handler)
         registrationCount += 1
@@ -121,10 +135,32 @@ final class EpollSelector {
         let count = try Syscall.run("epoll_wait") {
             cl_epoll_wait(epfd, eventData, eventMasks, Int32(Self.batchSize), timeoutMilliseconds)
         }
-        for index in 0..<Int(count) {
+        let events = Int(count)
+        batch &+= 1
+        for index in 0..<events {
+            let data = eventData[index]
+            let fd = Int(Int32(truncatingIfNeeded: data))
+            if fd >= 0, fd < fetched.count {
+                fetched[fd] = Fetched(generation: UInt32(truncatingIfNeeded: data >> 32), batch: batch,
+                                      index: UInt32(index))
+            }
+        }
+        defer { dispatching = Self.batchSize }
+        for index in 0..<events {
+            dispatching = index
             dispatch(data: eventData[index], events: eventMasks[index], loop: loop)
         }
-        return Int(count)
+        return events
+    }
+
+    /// Whether the batch being dispatched holds an event for `registration` that has not been delivered yet: its
+    /// fd became readable, writable or hung up before this batch was fetched, and its handler has not run. (A
+    /// pooled upstream connection that the upstream closed is one; reusing it would fail.)
+    func hasUndeliveredEvent(_ registration: Registration) -> Bool {
+        let fd = Int(registration.fd)
+        guard fd >= 0, fd < fetched.count else { return false }
+        let event = fetched[fd]
+        return event.batch == batch && event.generation == registration.generation && Int(event.index) > dispatching
     }
 
     /// Delivers one raw epoll event, dropping it if its generation is stale. Internal so tests can inject events.

@@ -72,6 +72,59 @@ import Testing
         try loop.deregister(newRegistration)
     }
 
+    /// Two pipes readable in one batch: while the first handler runs, the other registration's event is fetched and
+    /// not delivered; while the second runs, the first's is delivered. Outside a batch nothing is undelivered, and
+    /// an event fetched for an fd's earlier registration does not count for its new one.
+    @Test func undeliveredEventsOfTheCurrentBatch() throws {
+        let loop = try EventLoop()
+        let first = try Pipe()
+        let second = try Pipe()
+        first.write("a")
+        second.write("b")
+        var registrations: [Registration] = []
+        var seen: [(ran: Int, otherUndelivered: Bool, selfUndelivered: Bool)] = []
+        func observe(_ me: Int) -> (EventLoop) -> Void {
+            { loop in
+                seen.append((me, loop.hasUndeliveredEvent(registrations[1 - me]),
+                             loop.hasUndeliveredEvent(registrations[me])))
+            }
+        }
+        let handlers = [RecordingHandler(onReadable: observe(0)), RecordingHandler(onReadable: observe(1))]
+        registrations.append(try loop.register(fd: first.readFD, interest: .readable, handler: handlers[0]))
+        registrations.append(try loop.register(fd: second.readFD, interest: .readable, handler: handlers[1]))
+        #expect(!loop.hasUndeliveredEvent(registrations[0]) && !loop.hasUndeliveredEvent(registrations[1]))
+
+        let events = try loop.runOnce(timeout: .seconds(5))
+        #expect(events == 2, "both pipes must be reported in the same batch for the scenario to mean anything")
+        #expect(seen.count == 2)
+        if seen.count == 2 {
+            #expect(seen[0].ran != seen[1].ran)
+            #expect(seen[0].otherUndelivered, "the later event of the batch was not seen as undelivered")
+            #expect(!seen[1].otherUndelivered, "a delivered event was still seen as undelivered")
+            #expect(!seen[0].selfUndelivered && !seen[1].selfUndelivered, "the event being delivered counted")
+        }
+        #expect(!loop.hasUndeliveredEvent(registrations[0]) && !loop.hasUndeliveredEvent(registrations[1]))
+
+        // Same batch again; the first handler to run re-registers the other's fd: the event fetched for the old
+        // registration is stale and is not reported for the new one.
+        var renewed: Registration?
+        var renewedUndelivered: Bool?
+        let quiet = RecordingHandler()
+        for (index, handler) in handlers.enumerated() {
+            handler.onReadable = { loop in
+                guard renewed == nil else { return }
+                let other = registrations[1 - index]
+                try! loop.deregister(other)
+                renewed = try! loop.register(fd: other.fd, interest: [], handler: quiet)
+                renewedUndelivered = loop.hasUndeliveredEvent(renewed!)
+            }
+        }
+        let again = try loop.runOnce(timeout: .seconds(5))
+        #expect(again == 2)
+        #expect(renewedUndelivered == false, "an event of the fd's old registration counted for the new one")
+        if let renewed { try loop.deregister(renewed) }
+    }
+
     @Test func interestChangesAreObserved() throws {
         let loop = try EventLoop()
         let pipe = try Pipe()
