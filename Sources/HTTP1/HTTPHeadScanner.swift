@@ -164,6 +164,7 @@ extension HTTPHeaderField {
               let value = HTTPSyntax.validString(valueBytes) else {
             throw .invalidHeaderValue
         }
-        return HTTPHeaderField(name: HTTPSyntax.string(line[..<colon]), value: value)
+        let name = UnsafeRawBufferPointer(rebasing: line[..<colon]).assumingMemoryBound(to: UInt8.self)
+        return HTTPHeaderField(name: HTTPSyntax.string(line[..<colon]), value: value, known: KnownField(bytes: name))
     }
 }

@@ -75,7 +75,7 @@ public enum HTTPHeadSerializer {
         // per string).
         let fields = headers.fields
         for index in fields.indices {
-            let name = FieldName(fields[index].name)
+            let name = FieldName(fields[index])
             if host == nil && name.contains(.host) {
                 host = fields[index].value
             }
@@ -105,7 +105,7 @@ public enum HTTPHeadSerializer {
         }
         appendName("X-Forwarded-For", to: &buffer)
         if context.keepForwardedFor {
-            appendValues(of: headers, lowercaseName: "x-forwarded-for", to: &buffer)
+            appendValues(of: headers, .xForwardedFor, to: &buffer)
         }
         appendValue(context.clientAddress, to: &buffer)
         appendCRLF(to: &buffer)
@@ -138,7 +138,7 @@ public enum HTTPHeadSerializer {
 
         let fields = headers.fields
         for index in fields.indices {
-            let name = FieldName(fields[index].name)
+            let name = FieldName(fields[index])
             if !dropsFromResponse(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
                 writeField(fields[index].name, fields[index].value, into: &buffer, checked: !headers.parsed)
             }
@@ -231,19 +231,15 @@ public enum HTTPHeadSerializer {
     /// `Via: ` with the peer's Via values and ours, comma-separated, and its CRLF.
     private static func appendVia(_ headers: HTTPHeaders, to buffer: inout [UInt8]) {
         appendName("Via", to: &buffer)
-        appendValues(of: headers, lowercaseName: "via", to: &buffer)
+        appendValues(of: headers, .via, to: &buffer)
         append(viaEntry, to: &buffer)
         appendCRLF(to: &buffer)
     }
 
     /// Appends the value of every field with this name, each followed by `, `.
-    private static func appendValues(
-        of headers: HTTPHeaders,
-        lowercaseName: StaticString,
-        to buffer: inout [UInt8]
-    ) {
+    private static func appendValues(of headers: HTTPHeaders, _ kind: KnownField, to buffer: inout [UInt8]) {
         let fields = headers.fields
-        for index in fields.indices where HTTPSyntax.equalsIgnoringCase(fields[index].name, lowercase: lowercaseName) {
+        for index in fields.indices where fields[index].known == kind {
             appendValue(fields[index].value, to: &buffer, checked: !headers.parsed)
             buffer.append(UInt8(ascii: ","))
             buffer.append(HTTPSyntax.sp)
@@ -301,7 +297,7 @@ struct HeadScan {
         let fields = headers.fields
         for index in fields.indices {
             self.fieldBytes += fields[index].name.utf8.count + fields[index].value.utf8.count + 4
-            if !self.hasConnection && HTTPSyntax.equalsIgnoringCase(fields[index].name, lowercase: "connection") {
+            if fields[index].known == .connection {
                 self.hasConnection = true
             }
         }
@@ -322,6 +318,21 @@ struct FieldName: OptionSet {
 
     init(rawValue: UInt8) {
         self.rawValue = rawValue
+    }
+
+    /// Classifies a field by its name's kind; a non-ASCII name as `init(_:)` does.
+    init(_ field: HTTPHeaderField) {
+        switch field.known {
+        case .te, .trailer, .upgrade, .connection, .keepAlive, .proxyConnection: self = .hopByHop
+        case .via: self = [.replacedInRequests, .via]
+        case .host: self = .host
+        case .expect, .xRequestID, .contentLength, .xForwardedFor, .xForwardedHost, .xForwardedProto:
+            self = .replacedInRequests
+        case .contentType: self = .contentType
+        case .transferEncoding: self = [.hopByHop, .transferEncoding]
+        case .other, .accept, .contentEncoding: self = []
+        case .nonASCII: self.init(field.name)
+        }
     }
 
     /// Classifies a name: ASCII names byte by byte, others through `lowercased()` and the sets.

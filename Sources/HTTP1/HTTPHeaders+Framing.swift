@@ -17,16 +17,19 @@ extension HTTPHeaders {
         var codingCount = 0
         var firstCoding = ""
         for index in self.fields.indices {
-            if HTTPSyntax.equalsIgnoringCase(self.fields[index].name, lowercase: "content-length") {
+            switch self.fields[index].known {
+            case .contentLength:
                 if lengthCount == 0 {
                     firstLength = self.fields[index].value
                 }
                 lengthCount += 1
-            } else if HTTPSyntax.equalsIgnoringCase(self.fields[index].name, lowercase: "transfer-encoding") {
+            case .transferEncoding:
                 if codingCount == 0 {
                     firstCoding = self.fields[index].value
                 }
                 codingCount += 1
+            default:
+                break
             }
         }
         if lengthCount != 0 && codingCount != 0 {
@@ -103,8 +106,7 @@ extension HTTPHeaders {
     /// Whether the connection persists after this message (RFC 9112 §9.3).
     func persists(version: HTTPVersion) -> Bool {
         var keepAlive = false
-        for index in self.fields.indices
-        where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, lowercase: "connection") {
+        for index in self.fields.indices where self.fields[index].known == .connection {
             let close = HTTPSyntax.firstListElement(self.fields[index].value) { element in
                 guard !element.isEmpty else {
                     return false

@@ -1,14 +1,90 @@
 /// One header field line: a name in its original case and an OWS-trimmed value.
 public struct HTTPHeaderField: Hashable, Sendable {
     /// The field name as received (a token; compare case-insensitively).
-    public var name: String
+    public var name: String {
+        didSet { known = KnownField(name) }
+    }
     /// The field value without leading and trailing whitespace.
     public var value: String
+    /// Which of the names Formwall looks up this one is (ASCII case-insensitively), found once when the field
+    /// is made, so that lookups compare one byte instead of the name.
+    private(set) var known: KnownField
 
     /// Creates a field.
     public init(name: String, value: String) {
         self.name = name
         self.value = value
+        self.known = KnownField(name)
+    }
+
+    /// A parser's field, whose name's kind it found from the bytes.
+    init(name: String, value: String, known: KnownField) {
+        self.name = name
+        self.value = value
+        self.known = known
+    }
+}
+
+/// The field names the parsers, serializers and proxy look up, recognised ASCII case-insensitively. `other` is
+/// any other ASCII name; `nonASCII` a name with other bytes (never a token: lookups compare such names in full).
+/// A name equals a known name ignoring ASCII case exactly when its kind is that name's, which is what lets
+/// `HTTPHeaders` compare kinds instead of names.
+enum KnownField: UInt8, Sendable {
+    case other, nonASCII
+    case accept, connection, contentEncoding, contentLength, contentType, expect, host, keepAlive
+    case proxyConnection, te, trailer, transferEncoding, upgrade, via, xForwardedFor, xForwardedHost
+    case xForwardedProto, xRequestID
+
+    /// The kind of a name held as a String.
+    init(_ name: String) {
+        if let kind = name.utf8.withContiguousStorageIfAvailable({ KnownField(bytes: $0) }) {
+            self = kind
+        } else {
+            self = Array(name.utf8).withUnsafeBufferPointer { KnownField(bytes: $0) }
+        }
+    }
+
+    /// The kind of a name's bytes: its length picks the candidates, one case-insensitive comparison decides.
+    init(bytes name: UnsafeBufferPointer<UInt8>) {
+        func named(_ literal: StaticString) -> Bool {
+            HTTPSyntax.equalsIgnoringCase(name, UnsafeBufferPointer(start: literal.utf8Start,
+                                                                    count: literal.utf8CodeUnitCount))
+        }
+        switch name.count {
+        case 2 where named("te"): self = .te
+        case 3 where named("via"): self = .via
+        case 4 where named("host"): self = .host
+        case 6 where named("accept"): self = .accept
+        case 6 where named("expect"): self = .expect
+        case 7 where named("trailer"): self = .trailer
+        case 7 where named("upgrade"): self = .upgrade
+        case 10 where named("connection"): self = .connection
+        case 10 where named("keep-alive"): self = .keepAlive
+        case 12 where named("content-type"): self = .contentType
+        case 12 where named("x-request-id"): self = .xRequestID
+        case 14 where named("content-length"): self = .contentLength
+        case 15 where named("x-forwarded-for"): self = .xForwardedFor
+        case 16 where named("content-encoding"): self = .contentEncoding
+        case 16 where named("proxy-connection"): self = .proxyConnection
+        case 16 where named("x-forwarded-host"): self = .xForwardedHost
+        case 17 where named("transfer-encoding"): self = .transferEncoding
+        case 17 where named("x-forwarded-proto"): self = .xForwardedProto
+        default: self = HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) ? .other : .nonASCII
+        }
+    }
+
+    /// Whether `field` is called `name` (ASCII case-insensitively), `self` being `name`'s kind: a known name
+    /// is matched by kind alone; an unknown one is compared in full, with every field whose name is unknown too
+    /// (a non-ASCII one with every field).
+    @inline(__always)
+    func matches(_ field: HTTPHeaderField, named name: String) -> Bool {
+        switch self {
+        case .other, .nonASCII:
+            return (field.known == .other || field.known == .nonASCII || self == .nonASCII)
+                && HTTPSyntax.equalsIgnoringCase(field.name, name)
+        default:
+            return field.known == self
+        }
     }
 }
 
@@ -72,12 +148,13 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     public mutating func removeAll(named name: String) {
         // Only a match mutates: the fields are often shared with a copy of the head, and removing nothing from a
         // shared array would still copy it. One pass: the kept fields after the first match slide down.
-        guard let first = self.fields.firstIndex(where: { HTTPSyntax.equalsIgnoringCase($0.name, name) }) else {
+        let kind = KnownField(name)
+        guard let first = self.fields.firstIndex(where: { kind.matches($0, named: name) }) else {
             return
         }
         var kept = first
         for index in (first + 1)..<self.fields.count {
-            guard !HTTPSyntax.equalsIgnoringCase(self.fields[index].name, name) else { continue }
+            guard !kind.matches(self.fields[index], named: name) else { continue }
             self.fields[kept] = self.fields[index]
             kept += 1
         }
@@ -87,7 +164,8 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// The value of the first field with this name (case-insensitive), or nil.
     public func first(named name: String) -> String? {
         // Index loops read the fields in place: `for field in` would copy each (a retain and a release per string).
-        for index in self.fields.indices where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, name) {
+        let kind = KnownField(name)
+        for index in self.fields.indices where kind.matches(self.fields[index], named: name) {
             return self.fields[index].value
         }
         return nil
@@ -96,7 +174,8 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// The values of every field with this name (case-insensitive), in order.
     public func values(named name: String) -> [String] {
         var values: [String] = []
-        for index in self.fields.indices where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, name) {
+        let kind = KnownField(name)
+        for index in self.fields.indices where kind.matches(self.fields[index], named: name) {
             values.append(self.fields[index].value)
         }
         return values
@@ -104,7 +183,8 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// Whether a field with this name (case-insensitive) is present.
     public func contains(named name: String) -> Bool {
-        for index in self.fields.indices where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, name) {
+        let kind = KnownField(name)
+        for index in self.fields.indices where kind.matches(self.fields[index], named: name) {
             return true
         }
         return false
@@ -119,8 +199,7 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// Whether `connectionTokens` contains `token.lowercased()`, found without building the array.
     func connectionNames(_ token: some StringProtocol) -> Bool {
-        for index in self.fields.indices
-        where HTTPSyntax.equalsIgnoringCase(self.fields[index].name, lowercase: "connection") {
+        for index in self.fields.indices where self.fields[index].known == .connection {
             let found = HTTPSyntax.firstListElement(self.fields[index].value) { element in
                 !element.isEmpty && HTTPSyntax.equalsLowercased(element, token)
             }

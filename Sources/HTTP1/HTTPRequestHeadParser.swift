@@ -152,13 +152,11 @@ public struct HTTPRequestHeadParser: Sendable {
         var expectIndex: Int?
         // One index loop (fields read in place, not copied) for the fields the head rules count.
         for index in headers.fields.indices {
-            let name = headers.fields[index].name
-            if HTTPSyntax.equalsIgnoringCase(name, lowercase: "host") {
-                hostCount += 1
-            } else if HTTPSyntax.equalsIgnoringCase(name, lowercase: "content-type") {
-                contentTypeCount += 1
-            } else if expectIndex == nil, HTTPSyntax.equalsIgnoringCase(name, lowercase: "expect") {
-                expectIndex = index
+            switch headers.fields[index].known {
+            case .host: hostCount += 1
+            case .contentType: contentTypeCount += 1
+            case .expect where expectIndex == nil: expectIndex = index
+            default: break
             }
         }
         switch hostCount {
@@ -178,8 +176,7 @@ public struct HTTPRequestHeadParser: Sendable {
         }
         var expectsContinue = false
         if let first = expectIndex {
-            for index in first..<headers.fields.count
-            where HTTPSyntax.equalsIgnoringCase(headers.fields[index].name, lowercase: "expect") {
+            for index in first..<headers.fields.count where headers.fields[index].known == .expect {
                 guard HTTPSyntax.equalsIgnoringCase(headers.fields[index].value, lowercase: "100-continue") else {
                     throw .unsupportedExpectation
                 }

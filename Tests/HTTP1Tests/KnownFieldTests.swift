@@ -1,0 +1,83 @@
+import Testing
+
+@testable import HTTP1
+import TestRandom
+
+/// `KnownField` lets header lookups compare one byte instead of a name. It is only right if matching by kind
+/// gives exactly what comparing the names ASCII case-insensitively gives, for every pair of names.
+@Suite struct KnownFieldTests {
+    /// Every name the kinds stand for, lowercase.
+    static let knownNames = [
+        "accept", "connection", "content-encoding", "content-length", "content-type", "expect", "host", "keep-alive",
+        "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "via", "x-forwarded-for",
+        "x-forwarded-host", "x-forwarded-proto", "x-request-id",
+    ]
+
+    /// A name: a known one in random case, one a byte away from a known one (same length), a random token, or a
+    /// name with a non-ASCII letter (U+212A KELVIN SIGN lowercases to "k" in Unicode, never in ASCII).
+    static func randomName(_ rng: inout SplitMix64) -> String {
+        let known = knownNames[rng.below(knownNames.count)]
+        func randomCase(_ text: String) -> String {
+            String(text.map { rng.below(2) == 0 ? Character($0.uppercased()) : $0 })
+        }
+        switch rng.below(5) {
+        case 0, 1:
+            return randomCase(known)
+        case 2:
+            var bytes = Array(known.utf8)
+            let at = rng.below(bytes.count)
+            bytes[at] = bytes[at] == UInt8(ascii: "z") ? UInt8(ascii: "a") : bytes[at] + 1
+            return randomCase(String(decoding: bytes, as: UTF8.self))
+        case 3:
+            let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!#$%&'*+^`|~")
+            return String((0..<(1 + rng.below(20))).map { _ in alphabet[rng.below(alphabet.count)] })
+        default:
+            return String(randomCase(known).map { $0 == "k" || $0 == "K" ? "\u{212A}" : $0 })
+        }
+    }
+
+    @Test func lookupsByKindMatchNameComparison() {
+        var rng = SplitMix64(seed: 0x6B6E_6F77_6E)
+        for _ in 0..<20_000 {
+            let query = Self.randomName(&rng)
+            let field = HTTPHeaderField(name: Self.randomName(&rng), value: "v")
+            let byName = HTTPSyntax.equalsIgnoringCase(field.name, query)
+            #expect(KnownField(query).matches(field, named: query) == byName, "\(field.name) vs \(query)")
+            // The same through the public lookups.
+            let headers = HTTPHeaders([field])
+            #expect((headers.first(named: query) != nil) == byName)
+            #expect(headers.contains(named: query) == byName)
+            #expect(headers.values(named: query).count == (byName ? 1 : 0))
+        }
+    }
+
+    @Test func kindsOfKnownNamesAreDistinctAndCaseInsensitive() {
+        var seen: [KnownField: String] = [:]
+        for name in Self.knownNames {
+            let kind = KnownField(name)
+            #expect(kind != .other && kind != .nonASCII, "\(name) is not recognised")
+            #expect(seen[kind] == nil, "\(name) and \(seen[kind] ?? "") share a kind")
+            seen[kind] = name
+            #expect(KnownField(name.uppercased()) == kind)
+        }
+        #expect(KnownField("x-forwarded-fox") == .other)
+        #expect(KnownField("\u{212A}eep-alive") == .nonASCII)
+    }
+
+    /// A parser's fields carry the kind of their name, and renaming a field recomputes it.
+    @Test func parsedAndRenamedFieldsCarryTheirNamesKind() throws {
+        var rng = SplitMix64(seed: 42)
+        for _ in 0..<2_000 {
+            var name = Self.randomName(&rng)
+            guard name.utf8.allSatisfy({ $0 < 0x80 }) else { continue }
+            name = name.isEmpty ? "x" : name
+            let line = Array("\(name): value".utf8)
+            let field = try line.withUnsafeBytes { try HTTPHeaderField.parse(line: $0) }
+            #expect(field.known == KnownField(name))
+            #expect(FieldName(field) == FieldName(field.name), "\(name)")
+            var renamed = field
+            renamed.name = Self.knownNames[rng.below(Self.knownNames.count)]
+            #expect(renamed.known == KnownField(renamed.name))
+        }
+    }
+}
