@@ -85,10 +85,10 @@ public enum HTTPHeadSerializer {
             }
         }
         if let contentType = context.contentType {
-            writeField("Content-Type", contentType, into: &buffer)
+            writeOwnField("Content-Type", contentType, into: &buffer)
         }
         if host == nil, let defaultHost = context.defaultHost {
-            writeField("Host", defaultHost, into: &buffer)
+            writeOwnField("Host", defaultHost, into: &buffer)
         }
         switch framing {
         case .none:
@@ -98,7 +98,7 @@ public enum HTTPHeadSerializer {
             HTTPSyntax.appendDecimal(length, to: &buffer)
             appendCRLF(to: &buffer)
         case .chunked:
-            writeField("Transfer-Encoding", "chunked", into: &buffer)
+            writeOwnField("Transfer-Encoding", "chunked", into: &buffer, checked: false)
         case .closeDelimited:
             // Unreachable from input: only the response head parser yields close-delimited framing.
             preconditionFailure("a request body cannot be close-delimited")
@@ -109,12 +109,12 @@ public enum HTTPHeadSerializer {
         }
         appendValue(context.clientAddress, to: &buffer)
         appendCRLF(to: &buffer)
-        writeField("X-Forwarded-Proto", context.scheme, into: &buffer)
+        writeOwnField("X-Forwarded-Proto", context.scheme, into: &buffer)
         if let host {
-            writeField("X-Forwarded-Host", host, into: &buffer, checked: !headers.parsed)
+            writeOwnField("X-Forwarded-Host", host, into: &buffer, checked: !headers.parsed)
         }
         appendVia(headers, to: &buffer)
-        writeField("X-Request-Id", context.requestID, into: &buffer)
+        writeOwnField("X-Request-Id", context.requestID, into: &buffer)
         for field in context.added {
             writeField(field.name, field.value, into: &buffer)
         }
@@ -145,7 +145,7 @@ public enum HTTPHeadSerializer {
         }
         appendVia(headers, to: &buffer)
         if close {
-            writeField("Connection", "close", into: &buffer)
+            writeOwnField("Connection", "close", into: &buffer, checked: false)
         }
         appendCRLF(to: &buffer)
     }
@@ -206,6 +206,17 @@ public enum HTTPHeadSerializer {
                 appendField(nameBytes, valueBytes, into: &buffer, checked: checked)
             }
         }
+    }
+
+    /// `writeField` for one of the serializer's own names, a token literal: only the value is checked (and not
+    /// even that for a literal value, `checked: false`).
+    private static func writeOwnField(_ name: StaticString, _ value: String, into buffer: inout [UInt8],
+                                      checked: Bool = true) {
+        buffer.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        buffer.append(HTTPSyntax.colon)
+        buffer.append(HTTPSyntax.sp)
+        appendValue(value, to: &buffer, checked: checked)
+        appendCRLF(to: &buffer)
     }
 
     /// `writeField` on the bytes of the name and the value.
