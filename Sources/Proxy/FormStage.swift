@@ -44,6 +44,25 @@ public struct PartRecord: Sendable {
     public var disarmed: [String]?
 }
 
+extension PartRecord {
+    /// Moves `record` out, leaving an empty one (no storage) in its place: where `consume` cannot reach (a
+    /// stored property, or a variable the compiler will not consume), this moves without a copy's retains.
+    static func take(_ record: inout PartRecord) -> PartRecord {
+        var out = PartRecord(index: 0, part: MultipartPart(name: nil))
+        swap(&out, &record)
+        return out
+    }
+}
+
+extension MultipartPart {
+    /// `PartRecord.take` for a part description.
+    static func take(_ part: inout MultipartPart) -> MultipartPart {
+        var out = MultipartPart(name: nil)
+        swap(&out, &part)
+        return out
+    }
+}
+
 /// Where a quarantined part goes, and the request facts its sidecar records.
 public struct QuarantineContext {
     public var store: QuarantineStore
@@ -437,9 +456,11 @@ public final class FormStage {
             scanOutcome = nil
         }
         if case .stream = mode { writeHead(head, out: out) }
-        current = Current(record: record, mode: mode, pending: pending,
+        // The record and head are moved in: copies would retain and release every array and string they hold.
+        current = Current(record: PartRecord.take(&record), mode: mode, pending: pending,
                           sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
-                          value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit, head: head)
+                          value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit,
+                          head: MultipartPart.take(&head))
         current?.disarm = disarm
         if !part.isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
         if part.isFile, let settings = archiveSettings, settings.inspect {
@@ -706,9 +727,7 @@ public final class FormStage {
             }
         }
         // Moved into the list rather than copied (a copy costs a retain and a release per string it holds).
-        var record = PartRecord(index: 0, part: MultipartPart(name: nil, filename: nil, contentType: nil))
-        swap(&record, &cur.record)
-        records.append(consume record)
+        records.append(PartRecord.take(&cur.record))
     }
 
     // MARK: Disarm
