@@ -165,6 +165,10 @@ public final class FormStage {
         var disarm: DisarmMode?
         /// Whether a field's value is UTF-8 so far (`invalid-utf8-value`); nil for files and without a policy.
         var text: UTF8Validity?
+
+        /// Runs `body` on the part in place: through optional chaining (`current?.update { ... }`) the stored part
+        /// is modified where it is, neither copied nor moved.
+        mutating func update<R>(_ body: (inout Current) -> R) -> R { body(&self) }
     }
 
     private var current: Current?
@@ -478,20 +482,19 @@ public final class FormStage {
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         // The parser emits data only between partBegin and partEnd; a stage bug must still not trap.
-        // The part is moved out, updated and moved back: a copy of `current` would cost a retain and a release
-        // per field, and appending to a copied `value` would copy the whole value.
-        guard var part = current.take() else { throw .internalError("part data outside a part") }
-        let action = observe(span, &part)
-        if case .forward = action {} else {
-            // Rare: the action may end the part. The usual case keeps one move for the observer and archive step.
-            current = consume part
-            try apply(action, out: out)
-            guard let next = current.take() else { return }
-            part = next
+        // The part is updated where it is stored (`current?.update`): a copy would cost a retain and a release
+        // per field (and appending to a copied `value` would copy the whole value); moving it out and back in
+        // copied its bytes twice per span. Neither `observe` nor `archiveStep` touches `current` itself.
+        guard let action = current?.update({ observe(span, &$0) }) else {
+            throw .internalError("part data outside a part")
         }
-        let finding = part.archiveProbe != nil || part.archive != nil ? archiveStep(&part, span) : nil
-        current = consume part
-        if let finding { try judgeArchive(finding, out: out) }
+        if case .forward = action {} else {
+            // Rare: the action may end the part.
+            try apply(action, out: out)
+            guard current != nil else { return }
+        }
+        let finding = current?.update { $0.archiveProbe != nil || $0.archive != nil ? archiveStep(&$0, span) : nil }
+        if let finding = finding ?? nil { try judgeArchive(finding, out: out) }
         guard let mode = current?.mode else { return }
         switch mode {
         case .stream: out.write(span)
