@@ -210,6 +210,18 @@ void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *n
         if (found != NULL) return (void *)found;
     }
 #endif
-    // Every position before `start` was ruled out; the first occurrence, if any, starts at or after it.
+    // Every position before `start` was ruled out; the first occurrence, if any, starts at or after it. After the
+    // SIMD loop fewer than 32 positions are left: a scalar first/last-byte check with memcmp costs less than
+    // memmem's set-up. Without AVX2 (or for a short haystack) memmem searches the whole haystack.
+    if (needle_len >= 2 && start > 0) {
+        const unsigned char *n = needle;
+        for (size_t i = start; i + needle_len <= haystack_len; i++) {
+            if (h[i] == n[0] && h[i + needle_len - 1] == n[needle_len - 1]
+                && memcmp(h + i + 1, n + 1, needle_len - 2) == 0) {
+                return (void *)(h + i);
+            }
+        }
+        return NULL;
+    }
     return memmem(h + start, haystack_len - start, needle, needle_len);
 }
