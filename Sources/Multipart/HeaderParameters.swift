@@ -1,3 +1,4 @@
+import CLinux
 /// Parsing of `value; name=value; name="quoted"` header fields (Content-Type, Content-Disposition).
 ///
 /// The parser is deliberately tolerant of what real clients send and reports every tolerance as an
@@ -219,9 +220,7 @@ package enum ASCII {
         let found: Int? = sharedLowercase.withUnsafeBufferPointer { list in
             for index in 0..<list.count where list[index].count == bytes.count {
                 let same = list[index].withUnsafeBufferPointer { known in
-                    var i = 0
-                    while i < known.count, lowercased(bytes[i]) == known[i] { i += 1 }
-                    return i == known.count
+                    known.isEmpty || cl_equals_lower(bytes.baseAddress, known.baseAddress, known.count) != 0
                 }
                 if same { return index }
             }
@@ -242,6 +241,13 @@ package enum ASCII {
         var index = 0
         while index < s.count, s[index] == literal.utf8Start[index] { index += 1 }
         return index == s.count
+    }
+
+    /// Case-insensitive comparison against a lowercase ASCII literal, of bytes in place: eight at a time.
+    static func equalsLower(_ s: Slice<UnsafeRawBufferPointer>, _ lower: StaticString) -> Bool {
+        guard s.count == lower.utf8CodeUnitCount else { return false }
+        guard let base = s.base.baseAddress else { return s.isEmpty }
+        return cl_equals_lower(base + s.startIndex, lower.utf8Start, s.count) != 0
     }
 
     /// Case-insensitive comparison against a lowercase ASCII literal.
