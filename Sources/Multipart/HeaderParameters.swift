@@ -214,23 +214,30 @@ package enum ASCII {
     /// of a new allocation (part headers are parsed for every part of every request).
     static func lowercasedShared(_ s: Slice<UnsafeRawBufferPointer>) -> [UInt8] {
         let bytes = UnsafeRawBufferPointer(rebasing: s)
-        // Index loops over the list's and each entry's storage: `for known in` would retain and release every
-        // entry. Concrete types and a plain loop: a generic comparison costs allocations in debug builds, which
-        // the allocation-count test measures.
-        let found: Int? = sharedLowercase.withUnsafeBufferPointer { list in
-            for index in 0..<list.count where list[index].count == bytes.count {
-                let same = list[index].withUnsafeBufferPointer { known in
-                    known.isEmpty || cl_equals_lower(bytes.baseAddress, known.baseAddress, known.count) != 0
-                }
-                if same { return index }
-            }
-            return nil
+        // The candidates are chosen by length and compared as literals: going through the list of arrays
+        // retained and released every entry compared. Only the array returned is retained.
+        func named(_ literal: StaticString) -> Bool {
+            cl_equals_lower(bytes.baseAddress, literal.utf8Start, literal.utf8CodeUnitCount) != 0
+        }
+        let found: Int?
+        switch bytes.count {
+        case 4 where named("name"): found = 0
+        case 8 where named("filename"): found = 1
+        case 9 where named("filename*"): found = 2
+        case 8 where named("boundary"): found = 3
+        case 7 where named("charset"): found = 4
+        case 9 where named("form-data"): found = 5
+        case 19 where named("multipart/form-data"): found = 6
+        case 10 where named("text/plain"): found = 7
+        case 24 where named("application/octet-stream"): found = 8
+        default: found = nil
         }
         if let found { return sharedLowercase[found] }
         return lowercased(s)
     }
 
-    private static let sharedLowercase: [[UInt8]] = [
+    /// The arrays `lowercasedShared` hands out, in the order of its cases.
+    static let sharedLowercase: [[UInt8]] = [
         "name", "filename", "filename*", "boundary", "charset", "form-data", "multipart/form-data", "text/plain",
         "application/octet-stream",
     ].map { Array($0.utf8) }
