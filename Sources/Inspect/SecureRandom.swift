@@ -19,27 +19,42 @@ public enum SecureRandom {
     }
 
     /// The same, drawing random bytes from `source` (which lends `count` bytes to the closure it is given).
+    /// Each three random bytes give four 6-bit values; a value below 62 picks a symbol and 62 or 63 is skipped
+    /// (rejection sampling keeps the distribution uniform over the 62 symbols). 30 bytes give 40 values, of which
+    /// 32 or more are kept but for about one boundary in 10^6, which draws again.
     static func boundary(from source: (Int, (UnsafeRawBufferPointer) -> Void) -> Void) -> [UInt8] {
         let alphabet: StaticString = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
         let prefix: StaticString = "formwall-"
         let total = prefix.utf8CodeUnitCount + 32
-        // Written in place: the prefix, then one symbol per accepted random byte.
+        // Written in place: the prefix, then one symbol per accepted 6-bit value.
         return [UInt8](unsafeUninitializedCapacity: total) { out, initialized in
             let symbols = alphabet.utf8Start
             var count = prefix.utf8CodeUnitCount
             for index in 0..<count { out[index] = prefix.utf8Start[index] }
-            // Rejection sampling keeps the distribution uniform over 62 symbols.
             while count < total {
-                source(48) { random in
-                    for b in random where b < 248 {
-                        out[count] = symbols[Int(b % 62)]
-                        count += 1
-                        if count == total { break }
+                source(30) { random in
+                    var i = 0
+                    while i + 3 <= random.count && count < total {
+                        let bits = UInt32(random[i]) << 16 | UInt32(random[i + 1]) << 8 | UInt32(random[i + 2])
+                        i += 3
+                        place(bits >> 18, into: out, at: &count, total: total, symbols: symbols)
+                        place(bits >> 12 & 63, into: out, at: &count, total: total, symbols: symbols)
+                        place(bits >> 6 & 63, into: out, at: &count, total: total, symbols: symbols)
+                        place(bits & 63, into: out, at: &count, total: total, symbols: symbols)
                     }
                 }
             }
             initialized = count
         }
+    }
+
+    /// One step of `boundary(from:)`: a 6-bit value below 62 becomes the next symbol, while there is room.
+    @inline(__always)
+    private static func place(_ value: UInt32, into out: UnsafeMutableBufferPointer<UInt8>, at count: inout Int,
+                              total: Int, symbols: UnsafePointer<UInt8>) {
+        guard value < 62, count < total else { return }
+        out[count] = symbols[Int(value)]
+        count += 1
     }
 
     /// A random identifier of `count` bytes as lowercase hex (request ids, quarantine ids).

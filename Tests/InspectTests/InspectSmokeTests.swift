@@ -23,24 +23,36 @@ import Testing
         #expect(a.allSatisfy { allowed.contains($0) })
     }
 
-    /// The boundary maps each random byte below 248 to `alphabet[b % 62]` and skips the others (rejection
-    /// sampling), drawing 48 bytes at a time until it has 32 characters.
-    @Test func boundaryMapsRandomBytesByRejectionSampling() {
+    /// The boundary reads the random bytes as 6-bit values (four per three bytes, most significant first), maps each
+    /// value below 62 to `alphabet[value]` and skips 62 and 63 (rejection sampling), drawing 30 bytes at a time
+    /// until it has 32 characters.
+    @Test func boundaryMapsRandomBitsByRejectionSampling() {
         let alphabet = Array("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz".utf8)
-        var draws: [[UInt8]] = []
-        var counter: UInt8 = 0
-        let boundary = SecureRandom.boundary { count, body in
-            // Every third byte is one the sampler must reject.
-            let bytes = (0..<count).map { i -> UInt8 in
-                counter &+= 37
-                return i % 3 == 2 ? 248 + counter % 8 : counter
+        for seed in 0..<64 {
+            var draws: [[UInt8]] = []
+            var state = UInt64(seed)
+            let boundary = SecureRandom.boundary { count, body in
+                // Bytes full of ones at times, so that some 6-bit values are 62 or 63 and must be skipped (seed
+                // 0 draws only 0xFF at first: no value is kept from the first draw).
+                let bytes = (0..<count).map { _ -> UInt8 in
+                    state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                    return seed == 0 && draws.isEmpty ? 0xFF : UInt8(truncatingIfNeeded: state >> 56) | (state & 1 == 0 ? 0xF8 : 0)
+                }
+                draws.append(bytes)
+                bytes.withUnsafeBytes(body)
             }
-            draws.append(bytes)
-            bytes.withUnsafeBytes(body)
+            var values: [Int] = []
+            for draw in draws {
+                for i in stride(from: 0, to: draw.count - 2, by: 3) {
+                    let v = Int(draw[i]) << 16 | Int(draw[i + 1]) << 8 | Int(draw[i + 2])
+                    values += [v >> 18 & 63, v >> 12 & 63, v >> 6 & 63, v & 63]
+                }
+            }
+            let expected = Array(values.filter { $0 < 62 }.prefix(32).map { alphabet[$0] })
+            #expect(boundary == Array("formwall-".utf8) + expected, "seed \(seed)")
+            #expect(draws.allSatisfy { $0.count == 30 })
+            if seed == 0 { #expect(draws.count >= 2, "a draw without a kept value must be followed by another") }
         }
-        let expected = Array(draws.joined().filter { $0 < 248 }.prefix(32).map { alphabet[Int($0 % 62)] })
-        #expect(draws.count == 1, "48 bytes of which 32 are kept: one draw")
-        #expect(boundary == Array("formwall-".utf8) + expected)
     }
 
     @Test func poolIdsAndBoundariesAreFreshAndWellFormed() {
