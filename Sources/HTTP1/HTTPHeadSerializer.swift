@@ -331,9 +331,21 @@ struct FieldName: OptionSet {
         self.rawValue = rawValue
     }
 
-    /// Classifies a field by its name's kind; a non-ASCII name as `init(_:)` does.
+    /// Classifies a field by its name's kind (`KnownField`, the one table of the names the serializers treat
+    /// specially); a non-ASCII name as `init(_:)` does.
     init(_ field: HTTPHeaderField) {
-        switch field.known {
+        self = field.known == .nonASCII ? FieldName(lowercased: field.name.lowercased()) : FieldName(kind: field.known)
+    }
+
+    /// Classifies a name: ASCII names by their kind, others through `lowercased()` and the sets.
+    init(_ name: String) {
+        let kind = KnownField(name)
+        self = kind == .nonASCII ? FieldName(lowercased: name.lowercased()) : FieldName(kind: kind)
+    }
+
+    /// The classes of an ASCII name of this kind.
+    private init(kind: KnownField) {
+        switch kind {
         case .te, .trailer, .upgrade, .connection, .keepAlive, .proxyConnection: self = .hopByHop
         case .via: self = [.replacedInRequests, .via]
         case .host: self = .host
@@ -341,48 +353,7 @@ struct FieldName: OptionSet {
             self = .replacedInRequests
         case .contentType: self = .contentType
         case .transferEncoding: self = [.hopByHop, .transferEncoding]
-        case .other, .accept, .contentEncoding: self = []
-        case .nonASCII: self.init(field.name)
-        }
-    }
-
-    /// Classifies a name: ASCII names byte by byte, others through `lowercased()` and the sets.
-    init(_ name: String) {
-        if let kind = name.utf8.withContiguousStorageIfAvailable({ FieldName(ascii: $0) }), let kind {
-            self = kind
-            return
-        }
-        guard HTTPSyntax.isASCII(name) else {
-            self.init(lowercased: name.lowercased())
-            return
-        }
-        self = Array(name.utf8).withUnsafeBufferPointer { FieldName(ascii: $0) } ?? []
-    }
-
-    /// Classifies an ASCII name in place; nil when it is not ASCII.
-    private init?(ascii name: UnsafeBufferPointer<UInt8>) {
-        guard HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) else { return nil }
-        func named(_ literal: StaticString) -> Bool {
-            HTTPSyntax.equalsIgnoringCase(name, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
-        }
-        switch name.count {
-        case 2 where named("te"), 7 where named("trailer") || named("upgrade"),
-            10 where named("connection") || named("keep-alive"), 16 where named("proxy-connection"):
-            self = .hopByHop
-        case 3 where named("via"):
-            self = [.replacedInRequests, .via]
-        case 4 where named("host"):
-            self = .host
-        case 6 where named("expect"), 12 where named("x-request-id"), 14 where named("content-length"),
-            15 where named("x-forwarded-for"), 16 where named("x-forwarded-host"),
-            17 where named("x-forwarded-proto"):
-            self = .replacedInRequests
-        case 12 where named("content-type"):
-            self = .contentType
-        case 17 where named("transfer-encoding"):
-            self = [.hopByHop, .transferEncoding]
-        default:
-            self = []
+        case .other, .nonASCII, .accept, .contentEncoding: self = []
         }
     }
 

@@ -73,18 +73,13 @@ enum KnownField: UInt8, Sendable {
         }
     }
 
-    /// Whether `field` is called `name` (ASCII case-insensitively), `self` being `name`'s kind: a known name
-    /// is matched by kind alone; an unknown one is compared in full, with every field whose name is unknown too
-    /// (a non-ASCII one with every field).
+    /// Whether `field` is called `name` (ASCII case-insensitively), `self` being `name`'s kind. Equal names have
+    /// equal kinds (ASCII case folding leaves other bytes alone, so an ASCII name never equals a non-ASCII one):
+    /// a known kind decides alone; `other` and `nonASCII` names are then compared in full.
     @inline(__always)
     func matches(_ field: HTTPHeaderField, named name: String) -> Bool {
-        switch self {
-        case .other, .nonASCII:
-            return (field.known == .other || field.known == .nonASCII || self == .nonASCII)
-                && HTTPSyntax.equalsIgnoringCase(field.name, name)
-        default:
-            return field.known == self
-        }
+        guard field.known == self else { return false }
+        return (self != .other && self != .nonASCII) || HTTPSyntax.equalsIgnoringCase(field.name, name)
     }
 }
 

@@ -131,7 +131,7 @@ enum ReferenceSerializer {
             let request = ReferenceSerializer.requestDropped(headers)
             let response = ReferenceSerializer.responseDropped(headers)
             for field in headers {
-                let kind = FieldName(field.name)
+                let kind = FieldName(field)
                 let lowered = field.name.lowercased()
                 #expect(
                     HTTPHeadSerializer.dropsFromRequest(kind, field.name, headers, hasConnection: scan.hasConnection)
