@@ -39,7 +39,7 @@ let package = Package(
             providers: [.apt(["zlib1g-dev"])]
         ),
         .target(name: "Multipart", dependencies: ["CLinux"], swiftSettings: proxySettings),
-        .target(name: "HTTP1", swiftSettings: proxySettings),
+        .target(name: "HTTP1", dependencies: ["CLinux"], swiftSettings: proxySettings),
         .target(name: "Inspect", dependencies: ["CLinux", "COpenSSL", "CZlib"], swiftSettings: proxySettings),
         .target(name: "Rules", dependencies: ["Multipart"], swiftSettings: proxySettings),
         .target(name: "Audit", dependencies: ["CZlib"], swiftSettings: proxySettings),

@@ -1,3 +1,5 @@
+import CLinux
+
 /// Byte classes from RFC 9110 and RFC 9112, shared by the parsers and serializers.
 enum HTTPSyntax {
     static let cr = UInt8(ascii: "\r")
@@ -234,16 +236,9 @@ enum HTTPSyntax {
         return offset == count || wordsMatch(at: count &- 8)
     }
 
-    /// `lowercased` applied to each of the eight bytes of `word` at once: a byte in A-Z (its high bit clear)
-    /// gains 0x20, every other byte, non-ASCII included, is unchanged. Per byte, the low seven bits plus 0x3F
-    /// reach 0x80 from "A" (0x41) up and plus 0x25 from "[" (0x5B) up, never carrying into the next byte.
-    static func lowercased(word: UInt64) -> UInt64 {
-        let low7 = word & 0x7F7F_7F7F_7F7F_7F7F
-        let atLeastA = low7 &+ 0x3F3F_3F3F_3F3F_3F3F
-        let pastZ = low7 &+ 0x2525_2525_2525_2525
-        let upper = atLeastA & ~pastZ & ~word & highBits
-        return word | (upper >> 2)
-    }
+    /// `lowercased` applied to each of the eight bytes of `word` at once: a byte in A-Z gains 0x20, every other
+    /// byte, non-ASCII included, is unchanged (the C shim's `cl_lower_word`, which Multipart's comparisons use too).
+    @inline(__always) static func lowercased(word: UInt64) -> UInt64 { cl_lower_word(word) }
 
     /// Whether every byte of `text` is ASCII.
     static func isASCII(_ text: some StringProtocol) -> Bool {

@@ -47,22 +47,25 @@ static inline void *cl_memmem(const void *haystack, size_t haystack_len, const v
     return memmem(haystack, haystack_len, needle, needle_len);
 }
 
-/// The first occurrence of `needle` in `haystack`, like memmem, for the multipart delimiter: an AVX2 filter on the
-/// needle's first and last bytes (32 positions per step) and a memcmp of the middle only where both match.
-/// glibc's memmem for the rest (short inputs, the tail, needles under 2 bytes, CPUs without AVX2).
+/// Each of the eight bytes of `w` ASCII-lowercased at once: a byte in A-Z (its high bit clear) gains 0x20, every
+/// other byte, non-ASCII included, is unchanged. Per byte, the low seven bits plus 0x3F reach 0x80 from 'A'
+/// (0x41) up and plus 0x25 from '[' (0x5B) up, never carrying into the next byte. (HTTP1's `lowercased(word:)`.)
+static inline uint64_t cl_lower_word(uint64_t w) {
+    const uint64_t low7 = w & 0x7F7F7F7F7F7F7F7FULL;
+    const uint64_t upper = (low7 + 0x3F3F3F3F3F3F3F3FULL) & ~(low7 + 0x2525252525252525ULL) & ~w
+                           & 0x8080808080808080ULL;
+    return w | (upper >> 2);
+}
+
 /// Whether the `n` bytes at `text` equal the `n` bytes at `lower` (lowercase ASCII) when A-Z in `text` are
-/// lowercased; other bytes, non-ASCII ones too, compare as they are. Eight bytes at a time: per byte, the low
-/// seven bits plus 0x3F reach 0x80 from 'A' up and plus 0x25 from '[' up, never carrying into the next byte.
+/// lowercased; other bytes, non-ASCII ones too, compare as they are. Eight bytes at a time (`cl_lower_word`).
 static inline int cl_equals_lower(const void *text, const void *lower, size_t n) {
     const unsigned char *p = (const unsigned char *)text, *q = (const unsigned char *)lower;
-    const uint64_t high = 0x8080808080808080ULL;
     while (n >= 8) {
         uint64_t w, l;
         memcpy(&w, p, 8);
         memcpy(&l, q, 8);
-        uint64_t low7 = w & 0x7F7F7F7F7F7F7F7FULL;
-        uint64_t upper = (low7 + 0x3F3F3F3F3F3F3F3FULL) & ~(low7 + 0x2525252525252525ULL) & ~w & high;
-        if ((w | (upper >> 2)) != l) return 0;
+        if (cl_lower_word(w) != l) return 0;
         p += 8; q += 8; n -= 8;
     }
     while (n > 0) {
@@ -74,6 +77,10 @@ static inline int cl_equals_lower(const void *text, const void *lower, size_t n)
     return 1;
 }
 
+/// The first occurrence of `needle` in `haystack`, like memmem, for the multipart delimiter: an AVX2 filter on the
+/// needle's first and last bytes (64 positions per step, then 32) and a memcmp of the middle only where both
+/// match; the fewer than 32 positions left after that by the same test, one position at a time. glibc's memmem
+/// for short inputs, needles under 2 bytes and CPUs without AVX2.
 void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len);
 
 // Constants exposed as functions so Swift sees them as plain values.
