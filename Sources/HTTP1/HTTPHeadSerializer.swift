@@ -333,8 +333,12 @@ struct FieldName: OptionSet {
 
     /// Classifies a field by its name's kind (`KnownField`, the one table of the names the serializers treat
     /// specially); a non-ASCII name as `init(_:)` does.
+    @inline(__always)
     init(_ field: HTTPHeaderField) {
-        self = field.known == .nonASCII ? FieldName(lowercased: field.name.lowercased()) : FieldName(kind: field.known)
+        switch field.known {
+        case .nonASCII: self.init(lowercased: field.name.lowercased())
+        default: self.init(kind: field.known)
+        }
     }
 
     /// Classifies a name: ASCII names by their kind, others through `lowercased()` and the sets.
@@ -344,6 +348,7 @@ struct FieldName: OptionSet {
     }
 
     /// The classes of an ASCII name of this kind.
+    @inline(__always)
     private init(kind: KnownField) {
         switch kind {
         case .te, .trailer, .upgrade, .connection, .keepAlive, .proxyConnection: self = .hopByHop

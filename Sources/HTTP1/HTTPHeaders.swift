@@ -78,8 +78,10 @@ enum KnownField: UInt8, Sendable {
     /// a known kind decides alone; `other` and `nonASCII` names are then compared in full.
     @inline(__always)
     func matches(_ field: HTTPHeaderField, named name: String) -> Bool {
-        guard field.known == self else { return false }
-        return (self != .other && self != .nonASCII) || HTTPSyntax.equalsIgnoringCase(field.name, name)
+        switch self {
+        case .other, .nonASCII: return field.known == self && HTTPSyntax.equalsIgnoringCase(field.name, name)
+        default: return field.known == self
+        }
     }
 }
 

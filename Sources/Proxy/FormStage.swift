@@ -45,22 +45,17 @@ public struct PartRecord: Sendable {
 }
 
 extension PartRecord {
-    /// Moves `record` out, leaving an empty one (no storage) in its place: where `consume` cannot reach (a
-    /// stored property, or a variable the compiler will not consume), this moves without a copy's retains.
-    static func take(_ record: inout PartRecord) -> PartRecord {
-        var out = PartRecord(index: 0, part: MultipartPart(name: nil))
-        swap(&out, &record)
-        return out
-    }
+    /// A record holding no storage, left behind when one is moved out (`moveOut`).
+    static var empty: PartRecord { PartRecord(index: 0, part: MultipartPart(name: nil)) }
 }
 
-extension MultipartPart {
-    /// `PartRecord.take` for a part description.
-    static func take(_ part: inout MultipartPart) -> MultipartPart {
-        var out = MultipartPart(name: nil)
-        swap(&out, &part)
-        return out
-    }
+/// Moves `value` out, leaving `empty` (a value holding no storage) in its place: where `consume` cannot reach (a
+/// stored property, or a variable the compiler will not consume), this moves without a copy's retains.
+@inline(__always)
+func moveOut<T>(_ value: inout T, leaving empty: T) -> T {
+    var out = empty
+    swap(&out, &value)
+    return out
 }
 
 /// Where a quarantined part goes, and the request facts its sidecar records.
@@ -224,12 +219,8 @@ public final class FormStage {
     /// (`scratch:`, `records:`): only once the request's audit record has been built, and the stage must not
     /// write again.
     func giveBack(to pools: RequestPools) {
-        var scratch: [UInt8] = []
-        var records: [PartRecord] = []
-        swap(&scratch, &self.scratch)
-        swap(&records, &self.records)
-        pools.scratch.recycle(consume scratch)
-        pools.partRecords.recycle(consume records)
+        pools.scratch.recycle(moveOut(&scratch, leaving: []))
+        pools.partRecords.recycle(moveOut(&records, leaving: []))
     }
 
     /// `upstream-body hold`: every file part with a pending verdict is held until it passes.
@@ -461,10 +452,10 @@ public final class FormStage {
         }
         if case .stream = mode { writeHead(head, out: out) }
         // The record and head are moved in: copies would retain and release every array and string they hold.
-        current = Current(record: PartRecord.take(&record), mode: mode, pending: pending,
+        current = Current(record: moveOut(&record, leaving: .empty), mode: mode, pending: pending,
                           sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit,
-                          head: MultipartPart.take(&head))
+                          head: moveOut(&head, leaving: MultipartPart(name: nil)))
         current?.disarm = disarm
         if !part.isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
         if part.isFile, let settings = archiveSettings, settings.inspect {
@@ -730,7 +721,7 @@ public final class FormStage {
             }
         }
         // Moved into the list rather than copied (a copy costs a retain and a release per string it holds).
-        records.append(PartRecord.take(&cur.record))
+        records.append(moveOut(&cur.record, leaving: .empty))
     }
 
     // MARK: Disarm
