@@ -90,19 +90,27 @@ def new_request_id() -> str:
     return "t-" + uuid.uuid4().hex
 
 
+def complete_lines(data: bytes) -> list[bytes]:
+    """The newline-terminated lines of `data`. Linux copies a write(2) into a file a page at a time and a
+    concurrent read does not wait for it, so a reader racing Formwall's audit writer can see the first part
+    of a line: the text after the last newline is not yet a line."""
+    return data.split(b"\n")[:-1]
+
+
+def json_lines(path) -> list[dict]:
+    """The JSON records on the complete, non-blank lines of the file at `path`; [] while it does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in complete_lines(path.read_bytes()) if line.strip()]
+
+
 def wait_audit_record(path, request_id: str, timeout: float = 10.0) -> dict:
     """The audit record of `request_id` in the log at `path`, waiting for it. A worker writes the lines of the
     requests that ended during one turn of its event loop at the end of that turn, so a client can see its
     response a moment before the line is in the file; and the last line may belong to an earlier request."""
     def find():
-        if not Path(path).exists():
-            return None
-        for line in Path(path).read_text().splitlines():
-            if line.strip():
-                record = json.loads(line)
-                if record.get("request_id") == request_id:
-                    return record
-        return None
+        return next((r for r in json_lines(path) if r.get("request_id") == request_id), None)
     return wait_until(find, timeout, what=f"the audit line of {request_id}")
 
 

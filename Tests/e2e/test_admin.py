@@ -21,7 +21,7 @@ from pathlib import Path
 
 import requests
 
-from e2e_helpers import HOST, IO_TIMEOUT, START_TIMEOUT, events_with, formwall_binary, free_port, wait_until
+from e2e_helpers import HOST, IO_TIMEOUT, START_TIMEOUT, events_with, formwall_binary, free_port, json_lines, wait_until
 
 RULES = """route /r {
     methods POST;
@@ -100,9 +100,7 @@ def value(metrics: dict, name: str, **labels) -> float:
 
 
 def audit_lines(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json_lines(path)
 
 
 def start(formwall_factory, upstream, tmp_path, *args) -> tuple:

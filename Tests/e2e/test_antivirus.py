@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from e2e_helpers import HOST, IO_TIMEOUT, free_port, wait_until
+from e2e_helpers import HOST, IO_TIMEOUT, free_port, json_lines, wait_until
 
 EICAR = rb"X5O!P%@AP[4\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 CLAMD = shutil.which("clamd") or "/usr/sbin/clamd"
@@ -81,7 +81,7 @@ def upload(fw, content: bytes, name: str = "doc", path: str = "/upload") -> requ
 
 
 def records(path: Path) -> list[dict]:
-    return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+    return json_lines(path)
 
 
 @pytest.mark.parametrize("via", ["unix", "tcp"])

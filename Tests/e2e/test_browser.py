@@ -37,7 +37,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from e2e_helpers import HOST, RawConn, wait_until
+from e2e_helpers import HOST, RawConn, json_lines, wait_until
 
 RULES = Path(__file__).resolve().parent / "rules" / "browser.rules"
 CHROMIUM = "/usr/bin/chromium"
@@ -166,9 +166,7 @@ def page_text(driver) -> str:
 
 
 def audit_records(audit: Path) -> list[dict]:
-    if not audit.exists():
-        return []
-    return [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
+    return json_lines(audit)
 
 
 def wait_audit(audit: Path, predicate, timeout: float = 10) -> dict:

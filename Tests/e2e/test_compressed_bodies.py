@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from e2e_helpers import IO_TIMEOUT, wait_until
+from e2e_helpers import IO_TIMEOUT, json_lines, wait_until
 
 BOUNDARY = "gzB0undary7"
 HEADERS = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
@@ -41,7 +41,7 @@ def post(fw, body: bytes, encoding: str | None, path: str = "/upload", headers=H
 
 
 def records(path: Path) -> list[dict]:
-    return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
+    return json_lines(path)
 
 
 def last_record(path: Path) -> dict:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from e2e_helpers import HOST, IO_TIMEOUT, events_with, formwall_binary, free_port, port_accepts, wait_until
+from e2e_helpers import HOST, IO_TIMEOUT, events_with, formwall_binary, free_port, json_lines, port_accepts, wait_until
 
 
 def write_config(tmp_path: Path, text: str, name: str = "formwall.conf") -> Path:
@@ -27,9 +27,7 @@ def write_config(tmp_path: Path, text: str, name: str = "formwall.conf") -> Path
 
 
 def audit_records(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return json_lines(path)
 
 
 def wait_audit(path: Path, count: int) -> list[dict]:

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from e2e_helpers import json_lines, wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("FORMWALL_BIN", str(ROOT / ".build" / "release" / "formwall"))
 
@@ -205,10 +207,7 @@ def test_audit_field_logs_only_named_fields(tmp_path):
         r = requests.post(f"http://127.0.0.1:{port}/x", files={"user": (None, "alice"), "password": (None, "s3cret")},
                           timeout=10)
         assert r.status_code == 200
-        end = time.monotonic() + 10
-        while time.monotonic() < end and not audit.read_text().strip():
-            select.select([], [], [], 0.02)
-        record = json.loads(audit.read_text().splitlines()[-1])
+        record = wait_until(lambda: (json_lines(audit) or [None])[-1], 10, what="the audit line")
         assert record["fields"] == [{"name": "user", "value": "alice", "truncated": False}]
         assert "s3cret" not in audit.read_text()
     finally:

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from e2e_helpers import IO_TIMEOUT, REPO, START_TIMEOUT, Formwall, wait_until
+from e2e_helpers import IO_TIMEOUT, REPO, START_TIMEOUT, Formwall, json_lines, wait_until
 from policy_helpers import Part, multipart, new_id, request
 
 OPERATIONS = REPO / "docs" / "operations.md"
@@ -56,9 +56,7 @@ def same_shape(doc, real, where: str = "record"):
 
 
 def audit_records(path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return json_lines(path)
 
 
 def avatar_upload_record(tmp_path, upstream, rules, avatar: Part, status: int) -> dict:

@@ -14,7 +14,7 @@ import signal
 
 import pytest
 
-from e2e_helpers import IO_TIMEOUT, REPO, START_TIMEOUT, Formwall, event_lines, free_port, wait_until
+from e2e_helpers import IO_TIMEOUT, REPO, START_TIMEOUT, Formwall, event_lines, free_port, json_lines, wait_until
 from policy_helpers import new_id, request
 
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -32,9 +32,7 @@ def documented_msgs() -> set[str]:
 
 
 def audit_records(path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return json_lines(path)
 
 
 def run_events(tmp_path, *args: str) -> tuple[Formwall, dict]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e_helpers import START_TIMEOUT, wait_until
+from e2e_helpers import START_TIMEOUT, json_lines, wait_until
 from policy_helpers import Part, multipart, new_id, request
 
 THREADS = 8
@@ -62,10 +62,7 @@ def serving_pid(fw, previous: int | None = None) -> int:
 
 
 def audit_events(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")
-            and '"event"' in line]
+    return [r for r in json_lines(path) if "event" in r]
 
 
 class Load:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from e2e_helpers import HOST, IO_TIMEOUT, events_with, free_port, wait_until
+from e2e_helpers import HOST, IO_TIMEOUT, events_with, free_port, json_lines, wait_until
 from tls_certs import make_certs
 
 
@@ -41,7 +41,7 @@ def https(fw, path: str = "/x") -> str:
 
 
 def audit_records(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return json_lines(path)
 
 
 def wait_audit(path: Path, count: int) -> list[dict]:
