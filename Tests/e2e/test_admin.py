@@ -9,7 +9,6 @@ and the new one exports `formwall_supervisor_restarts_total 1`. Every wait polls
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import signal

@@ -10,7 +10,6 @@ a stream over StreamMaxLength fail closed (503) unless `--antivirus-failure allo
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import socket

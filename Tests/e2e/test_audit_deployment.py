@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from e2e_helpers import json_lines
 from policy_helpers import (BIN, HOST, PDF, PNG, RULES, Formwall, Part, Upstream, free_port, new_id, post_form,
                             request, wait_for)
 
@@ -272,8 +273,7 @@ def test_response_cut_short_is_aborted_and_not_a_rejection(upstream_factory, tmp
                 got += len(data)
         assert got < 200000
         def record():
-            lines = audit.read_text().splitlines() if audit.exists() else []
-            found = [json.loads(l) for l in lines if rid in l]
+            found = [r for r in json_lines(audit) if r.get("request_id") == rid]
             return found[0] if found else None
         rec = wait_for(record, 10, "the audit line")
         assert rec["decision"] == "aborted" and rec["status"] == 200, rec

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import os
 import struct
 import threading

@@ -7,7 +7,6 @@ request is read twice, independently: from the audit record's `upstream` field, 
 
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import subprocess

@@ -8,7 +8,6 @@ failure must name the request id its audit record has. `--log-level` drops the l
 
 from __future__ import annotations
 
-import json
 import re
 import signal
 

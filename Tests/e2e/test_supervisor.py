@@ -9,7 +9,6 @@ drains and both exit 0. `--single-process` is today's single process.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading

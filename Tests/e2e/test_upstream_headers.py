@@ -4,12 +4,11 @@ client is with --trusted-proxies and --proxy-protocol."""
 
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
 
-from e2e_helpers import IO_TIMEOUT, RawConn, wait_until
+from e2e_helpers import IO_TIMEOUT, RawConn, json_lines, wait_until
 
 
 def test_documented_upstream_header_set(proxy, upstream):
@@ -78,14 +77,7 @@ def test_invalid_client_request_id_is_replaced(proxy, upstream):
 
 def audit_client(path, request_id):
     def find():
-        if not path.exists():
-            return None
-        for line in path.read_text().splitlines():
-            if line.endswith("}"):
-                record = json.loads(line)
-                if record.get("request_id") == request_id:
-                    return record["client"]
-        return None
+        return next((r["client"] for r in json_lines(path) if r.get("request_id") == request_id), None)
     return wait_until(find, IO_TIMEOUT, what="the audit record")
 
 
