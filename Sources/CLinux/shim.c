@@ -225,3 +225,17 @@ void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *n
     }
     return memmem(h + start, haystack_len - start, needle, needle_len);
 }
+
+/* RFC 2046 §5.1.1 bchars: 1 for DIGIT, ALPHA, '()+_,-./:=? and space. */
+static const unsigned char bchar_table[256] = {
+    ['0' ... '9'] = 1, ['A' ... 'Z'] = 1, ['a' ... 'z'] = 1,
+    ['\''] = 1, ['('] = 1, [')'] = 1, ['+'] = 1, ['_'] = 1, [','] = 1, ['-'] = 1, ['.'] = 1, ['/'] = 1,
+    [':'] = 1, ['='] = 1, ['?'] = 1, [' '] = 1,
+};
+
+int cl_all_bchars(const void *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    unsigned all = 1;
+    for (size_t i = 0; i < n; i++) all &= bchar_table[s[i]];
+    return (int)all;
+}

@@ -1,3 +1,5 @@
+import CLinux
+
 /// Extracts and validates the boundary of a `multipart/form-data` Content-Type (RFC 2046 §5.1.1, RFC 7578).
 public enum MultipartBoundary {
     /// The result of parsing a request Content-Type.
@@ -40,17 +42,7 @@ public enum MultipartBoundary {
     /// Whether `b` is 1–70 `bchars` not ending in a space.
     public static func isValid(_ b: [UInt8]) -> Bool {
         guard !b.isEmpty, b.count <= 70, b.last != ASCII.space else { return false }
-        return b.withUnsafeBufferPointer { bytes in
-            for index in bytes.indices where !isBChar(bytes[index]) { return false }
-            return true
-        }
+        // The shim's table: a bit test per byte in Swift was vectorised into about 15 instructions a byte.
+        return b.withUnsafeBytes { cl_all_bchars($0.baseAddress, $0.count) != 0 }
     }
-
-    /// RFC 2046 bchars: DIGIT / ALPHA / `'()+_,-./:=?` and space: one bit per byte value below 128.
-    @inline(__always) static func isBChar(_ c: UInt8) -> Bool {
-        let word: UInt64 = c < 64 ? bcharsLow : c < 128 ? bcharsHigh : 0
-        return (word &>> UInt64(c & 63)) & 1 == 1
-    }
-    static let bcharsLow: UInt64 = 0xa7ff_fb81_0000_0000
-    static let bcharsHigh: UInt64 = 0x07ff_fffe_87ff_fffe
 }

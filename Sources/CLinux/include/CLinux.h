@@ -83,6 +83,10 @@ static inline int cl_equals_lower(const void *text, const void *lower, size_t n)
 /// for short inputs, needles under 2 bytes and CPUs without AVX2.
 void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len);
 
+/// Whether every one of the `n` bytes at `p` is an RFC 2046 bchar (DIGIT / ALPHA / `'()+_,-./:=?` and space):
+/// one table load per byte.
+int cl_all_bchars(const void *p, size_t n);
+
 // Constants exposed as functions so Swift sees them as plain values.
 static inline int cl_sock_nonblock(void) { return SOCK_NONBLOCK; }
 static inline int cl_sock_cloexec(void) { return SOCK_CLOEXEC; }
