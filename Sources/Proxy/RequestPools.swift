@@ -7,43 +7,62 @@ import Reactor
 ///
 ///   take ──► a request's parser, stage or log uses it ──► recycle (emptied there) ──► the next request
 final class RequestPools {
-    /// Buffers for the connections' ByteBuffers and output queues (Reactor's `StoragePool`).
-    let storage = StoragePool()
-    /// Replay logs of requests on reused upstream connections: at most 8, each of at most `replayLimit` bytes.
+    /// Buffers for the connections' ByteBuffers and output queues (Reactor's `StoragePool`): at most 64 blocks
+    /// of each size and 2 MiB in all.
+    let storage = StoragePool(blocksPerSize: 64, byteBudget: 2 << 20)
+    /// Replay logs of requests on reused upstream connections: at most 64, each of at most `replayLimit` bytes,
+    /// 1 MiB in all.
     var replayLogs: ArrayPool<UInt8>
-    /// Arrays heads are serialized into and form stages encode part heads in: at most 4 of at most 64 KiB.
-    var scratch = ArrayPool<UInt8>(maxArrays: 4, maxCapacity: 64 * 1024)
+    /// Arrays heads are serialized into and form stages encode part heads in (a form stage holds one for its
+    /// whole request): at most 64, each of at most 64 KiB, 256 KiB in all.
+    var scratch = ArrayPool<UInt8>(maxArrays: 64, maxCapacity: 64 * 1024, maxBytes: 256 * 1024)
     /// Field arrays of finished heads, for the head parsers: at most 64 arrays of at most 64 fields (2 KiB).
     var fieldStorage = ArrayPool<HTTPHeaderField>(maxArrays: 64, maxCapacity: 64)
-    /// Part record lists of finished form stages: at most 16 lists of at most 16 records.
-    var partRecords = ArrayPool<PartRecord>(maxArrays: 16, maxCapacity: 16)
+    /// Part record lists of finished form stages: at most 64 lists of at most 16 records.
+    var partRecords = ArrayPool<PartRecord>(maxArrays: 64, maxCapacity: 16)
 
     /// Pools for requests whose replay logs hold at most `replayLimit` bytes (`pool.replay-limit`).
     init(replayLimit: Int) {
-        replayLogs = ArrayPool(maxArrays: 8, maxCapacity: replayLimit)
+        replayLogs = ArrayPool(maxArrays: 64, maxCapacity: replayLimit, maxBytes: 1 << 20)
     }
 }
 
 /// Emptied arrays kept for reuse: at most `maxArrays`, each with room for at most `maxCapacity` elements
-/// (larger ones go back to the allocator).
+/// (larger ones go back to the allocator), and at most `maxBytes` of element storage in all.
 struct ArrayPool<Element> {
     let maxArrays: Int
     let maxCapacity: Int
+    let maxBytes: Int
     private var arrays: [[Element]] = []
+    /// Element storage of the kept arrays, in bytes (capacity × stride).
+    private(set) var keptBytes = 0
 
-    init(maxArrays: Int, maxCapacity: Int) {
+    init(maxArrays: Int, maxCapacity: Int, maxBytes: Int = .max) {
         self.maxArrays = maxArrays
         self.maxCapacity = maxCapacity
+        self.maxBytes = maxBytes
     }
 
     /// An empty array, with the capacity of a recycled one when the pool holds one.
-    mutating func take() -> [Element] { arrays.popLast() ?? [] }
+    mutating func take() -> [Element] {
+        guard let array = arrays.popLast() else { return [] }
+        keptBytes -= Self.bytes(array.capacity)
+        return array
+    }
 
     /// Empties `array`, keeping its capacity, and keeps it for a later `take`, within the bounds. Pass the last
     /// reference (`consume`, or a value just taken out of its owner): a shared array would be copied to empty it.
     mutating func recycle(_ array: consuming [Element]) {
-        guard array.capacity > 0, array.capacity <= maxCapacity, arrays.count < maxArrays else { return }
+        let bytes = Self.bytes(array.capacity)
+        guard array.capacity > 0, array.capacity <= maxCapacity, arrays.count < maxArrays,
+              bytes <= maxBytes - keptBytes else { return }
         array.removeAll(keepingCapacity: true)
         arrays.append(array)
+        keptBytes += bytes
     }
+
+    /// How many arrays are kept.
+    var count: Int { arrays.count }
+
+    private static func bytes(_ capacity: Int) -> Int { capacity * MemoryLayout<Element>.stride }
 }

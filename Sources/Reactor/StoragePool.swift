@@ -5,9 +5,11 @@
 /// takes them again without going through the allocator.
 ///
 /// Only blocks whose size is a power of two from `smallestBlock` to `largestBlock` are kept, at most
-/// `blocksPerSize` of each size; anything else goes back to the allocator. The most a pool holds is therefore
-/// `blocksPerSize × (2 × largestBlock − smallestBlock)` bytes (16 × 127 KiB, about 2 MiB, by default). Not
-/// thread-safe: one pool per event-loop thread, used only from that thread.
+/// `blocksPerSize` of each size and at most `byteBudget` bytes in all (64 of each and 2 MiB by default: a
+/// worker with 64 keep-alive connections between requests keeps all their 16 KiB read buffers); anything else
+/// goes back to the allocator. A block that would go over the budget first pushes out kept blocks of larger
+/// sizes, so a burst of large buffers does not crowd out the small ones most requests take. Not thread-safe:
+/// one pool per event-loop thread, used only from that thread.
 public final class StoragePool {
     /// The smallest block kept: 1 KiB.
     public static let smallestBlock = 1 << smallestShift
@@ -18,14 +20,17 @@ public final class StoragePool {
 
     /// How many blocks of each size are kept at most.
     public let blocksPerSize: Int
+    /// How many bytes are kept at most, all sizes together.
+    public let byteBudget: Int
     /// Kept blocks, by size: index `k` holds blocks of `smallestBlock << k` bytes.
     private var blocks: [[UnsafeMutableRawPointer]]
     /// Bytes held in kept blocks.
     public private(set) var keptBytes = 0
 
-    /// An empty pool keeping at most `blocksPerSize` blocks of each size.
-    public init(blocksPerSize: Int = 16) {
+    /// An empty pool keeping at most `blocksPerSize` blocks of each size and `byteBudget` bytes in all.
+    public init(blocksPerSize: Int = 64, byteBudget: Int = 2 << 20) {
         self.blocksPerSize = max(0, blocksPerSize)
+        self.byteBudget = max(0, byteBudget)
         blocks = Array(repeating: [], count: Self.largestShift - Self.smallestShift + 1)
     }
 
@@ -46,6 +51,14 @@ public final class StoragePool {
     /// pool does not keep it, and the caller must deallocate it.
     public func give(_ block: UnsafeMutableRawPointer, byteCount: Int) -> Bool {
         guard let k = Self.sizeIndex(byteCount), blocks[k].count < blocksPerSize else { return false }
+        // Over the budget: larger kept blocks go first (to the allocator), the largest first.
+        var larger = blocks.count - 1
+        while keptBytes + byteCount > byteBudget {
+            while larger > k && blocks[larger].isEmpty { larger -= 1 }
+            guard larger > k, let dropped = blocks[larger].popLast() else { return false }
+            dropped.deallocate()
+            keptBytes -= Self.smallestBlock << larger
+        }
         blocks[k].append(block)
         keptBytes += byteCount
         return true

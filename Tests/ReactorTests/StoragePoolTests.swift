@@ -30,6 +30,28 @@ import TestRandom
         taken?.deallocate()
     }
 
+    @Test func aBlockOverTheBudgetPushesOutLargerBlocksOnly() {
+        let large = StoragePool.largestBlock
+        let small = 16_384
+        let pool = StoragePool(blocksPerSize: 8, byteBudget: large + small)
+        func block(_ size: Int) -> UnsafeMutableRawPointer { .allocate(byteCount: size, alignment: 16) }
+        let kept = block(large)
+        #expect(pool.give(kept, byteCount: large))
+        #expect(pool.give(block(small), byteCount: small), "within the budget")
+        #expect(pool.keptBytes == large + small)
+        #expect(pool.give(block(small), byteCount: small), "room made by dropping the larger block")
+        #expect(pool.keptBytes == 2 * small)
+        #expect(pool.take(large) == nil, "the large block went back to the allocator")
+        let refused = block(large)
+        #expect(!pool.give(refused, byteCount: large), "no larger block to drop: over the budget, not kept")
+        refused.deallocate()
+        #expect(pool.keptBytes == 2 * small)
+        #expect(pool.give(block(1024), byteCount: 1024), "a smaller block still fits")
+        #expect(pool.keptBytes == 2 * small + 1024)
+        for size in [small, small, 1024] { pool.take(size)?.deallocate() }
+        #expect(pool.keptBytes == 0)
+    }
+
     @Test func buffersTakeTheirStorageBackFromThePool() throws {
         let pool = StoragePool()
         let first = ByteBuffer(initialCapacity: 0, maxCapacity: 1 << 20, pool: pool)
@@ -49,9 +71,9 @@ import TestRandom
     /// dropped, and every buffer must read back exactly what was written to it, with the pool within its bound.
     @Test(arguments: 0..<20) func randomBuffersSharingAPoolKeepTheirBytes(seed: UInt64) throws {
         var random = SplitMix64(seed: seed)
-        let pool = StoragePool(blocksPerSize: 3)
+        let pool = StoragePool(blocksPerSize: 3, byteBudget: seed % 2 == 0 ? 2 << 20 : 100_000)
         var buffers: [(ByteBuffer, [UInt8])] = []
-        let bound = 3 * (2 * StoragePool.largestBlock - StoragePool.smallestBlock)
+        let bound = min(3 * (2 * StoragePool.largestBlock - StoragePool.smallestBlock), pool.byteBudget)
         for step in 0..<300 {
             switch random.next() % 5 {
             case 0 where buffers.count < 8:

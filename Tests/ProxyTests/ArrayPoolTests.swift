@@ -1,0 +1,44 @@
+import Testing
+@testable import Proxy
+
+@Suite struct ArrayPoolTests {
+    /// Arrays are kept within all three bounds, come back empty with their capacity, and the byte count follows.
+    @Test func keepsArraysWithinCountCapacityAndBytes() {
+        var pool = ArrayPool<UInt64>(maxArrays: 8, maxCapacity: 300, maxBytes: 5_000)
+        func array(_ capacity: Int) -> [UInt64] {
+            var a: [UInt64] = [1, 2, 3]
+            a.reserveCapacity(capacity)
+            return a
+        }
+        var kept = 0
+        var keptBytes = 0
+        for _ in 0..<8 {
+            let a = array(200)
+            let bytes = a.capacity * MemoryLayout<UInt64>.stride
+            let fits = a.capacity <= 300 && keptBytes + bytes <= 5_000
+            pool.recycle(a)
+            if fits { kept += 1; keptBytes += bytes }
+            #expect(pool.count == kept && pool.keptBytes == keptBytes)
+        }
+        #expect(kept == 5_000 / (array(200).capacity * 8), "the byte budget, not the count, stopped it")
+        pool.recycle(array(1_000))
+        #expect(pool.count == kept, "over maxCapacity: not kept")
+        while pool.count > 0 {
+            let a = pool.take()
+            #expect(a.isEmpty && a.capacity >= 200)
+            keptBytes -= a.capacity * MemoryLayout<UInt64>.stride
+            #expect(pool.keptBytes == keptBytes)
+        }
+        #expect(pool.keptBytes == 0 && pool.take().capacity == 0)
+    }
+
+    @Test func theCountBoundsAPoolWithoutAByteBudget() {
+        var pool = ArrayPool<UInt8>(maxArrays: 3, maxCapacity: 64)
+        for _ in 0..<5 {
+            var a: [UInt8] = [7]
+            a.reserveCapacity(32)
+            pool.recycle(a)
+        }
+        #expect(pool.count == 3)
+    }
+}
