@@ -504,7 +504,7 @@ public final class FormStage {
     /// returns the policy's action. Touches no stored property but `evaluator` besides the part it is given.
     private func observe(_ span: UnsafeRawBufferPointer, _ cur: inout Current) -> PolicyEvaluator.Action {
         if !cur.record.part.isFile && cur.record.size < 256
-            && (previewFields.map { set in cur.record.part.nameString.map(set.contains) ?? false } ?? true) {
+            && (previewFields.map { set in !set.isEmpty && (cur.record.part.nameString.map(set.contains) ?? false) } ?? true) {
             let take = min(span.count, 256 - Int(cur.record.size))
             cur.record.preview = (cur.record.preview ?? "") + String(decoding: span.prefix(take), as: UTF8.self)
         }
