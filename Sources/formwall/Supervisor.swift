@@ -34,6 +34,22 @@ enum SupervisorEnvironment {
     /// How many times the supervisor restarted the proxy process before starting this one.
     static let restarts = "FORMWALL_RESTARTS"
 
+    /// glibc's tunables, which the proxy process starts with. Each worker thread keeps freed small blocks (up to
+    /// 1,032 bytes) in its own cache, 7 of a size by default; a worker with 64 requests in flight frees more
+    /// objects of a size than that between requests, and the rest went through malloc's slower shared bins
+    /// (docs/performance.md, ninth session). 128 of a size keeps them for 128 requests at once: at most about
+    /// 4 MiB per worker if every one of its 64 sizes were full.
+    static let tunables = "GLIBC_TUNABLES"
+    static let tcacheCount = "glibc.malloc.tcache_count=128"
+
+    /// `GLIBC_TUNABLES` for the proxy process: the operator's own setting of the cache size wins; any other
+    /// tunables they set are kept, the cache size appended (tunables are separated by colons).
+    static func mallocTunables(_ given: String?) -> String {
+        guard let given, !given.isEmpty else { return tcacheCount }
+        if given.contains("glibc.malloc.tcache_count=") { return given }
+        return given + ":" + tcacheCount
+    }
+
     /// What the proxy process inherited: the listener descriptors, the supervisor's pid and restart count.
     struct Inherited {
         var listeners: [Int32]
@@ -191,6 +207,8 @@ final class Supervisor {
         environment[SupervisorEnvironment.listenFDs] = listeners.map { String($0.fd) }.joined(separator: ",")
         environment[SupervisorEnvironment.supervised] = String(getpid())
         environment[SupervisorEnvironment.restarts] = String(restarts)
+        environment[SupervisorEnvironment.tunables] = SupervisorEnvironment.mallocTunables(
+            environment[SupervisorEnvironment.tunables])
         if let admin = adminListener { environment[SupervisorEnvironment.adminFD] = String(admin.fd) }
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -206,7 +224,9 @@ final class Supervisor {
             return
         }
         child = pid
-        events.write(.info, "proxy process started", [.int("child_pid", Int(pid))])
+        events.write(.info, "proxy process started",
+                     [.int("child_pid", Int(pid)),
+                      .string("glibc_tunables", environment[SupervisorEnvironment.tunables] ?? "")])
     }
 
     /// Reaps every exited child; the proxy process's exit leads to a restart, or ends the supervisor when stopping.

@@ -66,10 +66,11 @@ def upstream(upstream_factory) -> Upstream:
 def formwall_factory(tmp_path, request):
     started: list[Formwall] = []
 
-    def start(upstream_url: str | None, *args: str, port: int | None = None) -> Formwall:
+    def start(upstream_url: str | None, *args: str, port: int | None = None,
+              env: dict[str, str | None] | None = None) -> Formwall:
         name = f"formwall{len(started)}"
         _attach(request, "formwall stderr", tmp_path / f"{name}.stderr")
-        fw = Formwall(tmp_path, upstream_url, list(args), name=name, port=port)
+        fw = Formwall(tmp_path, upstream_url, list(args), name=name, port=port, env=env)
         started.append(fw)
         return fw
 

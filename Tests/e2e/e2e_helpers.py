@@ -203,9 +203,10 @@ class Formwall:
     """`formwall serve` in a subprocess; ready when its port accepts connections."""
 
     def __init__(self, workdir: Path, upstream_url: str | None, args: list[str] = (), name: str = "formwall",
-                 port: int | None = None):
+                 port: int | None = None, env: dict[str, str | None] | None = None):
         """`upstream_url` None: no --upstream (a --config file names it). `port`: the port a --config file
-        listens on, when the command line gives no --listen."""
+        listens on, when the command line gives no --listen. `env`: variables set over the test's environment
+        (None removes one)."""
         binary = formwall_binary()
         if not binary.exists():
             raise FileNotFoundError(
@@ -224,8 +225,16 @@ class Formwall:
         if upstream_url is not None:
             self.argv += ["--upstream", upstream_url]
         self.argv += list(args)
+        environment = None
+        if env is not None:
+            environment = dict(os.environ)
+            for key, value in env.items():
+                if value is None:
+                    environment.pop(key, None)
+                else:
+                    environment[key] = value
         self.proc = subprocess.Popen(self.argv, stdout=self._stdout, stderr=self._stderr,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=environment)
         self.stopped_by_test = False
         self._wait_ready()
 

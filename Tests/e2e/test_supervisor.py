@@ -215,3 +215,25 @@ def test_single_process_option_serves_without_a_child(upstream, formwall_factory
     assert fw.events("proxy process started") == []
     fw.signal(signal.SIGTERM)
     assert fw.wait(timeout=15) == 0, fw.stderr_text()[-2000:]
+
+
+@pytest.mark.parametrize("given, expected", [
+    (None, "glibc.malloc.tcache_count=128"),
+    ("glibc.malloc.arena_max=2", "glibc.malloc.arena_max=2:glibc.malloc.tcache_count=128"),
+    ("glibc.malloc.tcache_count=7", "glibc.malloc.tcache_count=7"),
+])
+def test_the_proxy_process_starts_with_a_larger_malloc_cache(upstream, formwall_factory, given, expected):
+    """The supervisor gives the proxy process glibc's tunable for a per-thread cache of 128 blocks a size
+    (docs/configuration.md, "Memory per connection"), keeping other tunables an operator set and their own cache size."""
+    fw = formwall_factory(upstream.url, env={"GLIBC_TUNABLES": given})
+    child = serving_pid(fw)
+    assert child != fw.proc.pid, "the supervisor's child serves"
+    started = wait_until(lambda: fw.events("proxy process started"), START_TIMEOUT, what="the start event")
+    assert started[0]["child_pid"] == child and started[0]["glibc_tunables"] == expected, started
+    # What the child itself holds. glibc rewrites the variable in place as it reads it, and the process's own
+    # copy of a list of several tunables then ends after the first, so only one tunable is read back here.
+    environ = Path(f"/proc/{child}/environ").read_bytes().split(b"\0")
+    tunables = [e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"GLIBC_TUNABLES=")]
+    assert tunables == [expected.split(":")[0]], environ
+    assert request(fw.port, "GET", "/", [("X-Request-Id", new_id("tunables"))]).status == 200
+
