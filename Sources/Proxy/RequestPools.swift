@@ -53,10 +53,11 @@ struct ArrayPool<Element> {
     /// Empties `array`, keeping its capacity, and keeps it for a later `take`, within the bounds. Pass the last
     /// reference (`consume`, or a value just taken out of its owner): a shared array would be copied to empty it.
     mutating func recycle(_ array: consuming [Element]) {
-        let bytes = Self.bytes(array.capacity)
-        guard array.capacity > 0, array.capacity <= maxCapacity, arrays.count < maxArrays,
-              bytes <= maxBytes - keptBytes else { return }
+        guard array.capacity > 0, array.capacity <= maxCapacity, arrays.count < maxArrays else { return }
         array.removeAll(keepingCapacity: true)
+        // Counted after emptying: a shared array is emptied into a new buffer, whose capacity may differ.
+        let bytes = Self.bytes(array.capacity)
+        guard array.capacity <= maxCapacity, bytes <= maxBytes - keptBytes else { return }
         arrays.append(array)
         keptBytes += bytes
     }

@@ -16,7 +16,7 @@ import Testing
             let a = array(200)
             let bytes = a.capacity * MemoryLayout<UInt64>.stride
             let fits = a.capacity <= 300 && keptBytes + bytes <= 5_000
-            pool.recycle(a)
+            pool.recycle(consume a)   // the only reference: emptied in place, its capacity kept
             if fits { kept += 1; keptBytes += bytes }
             #expect(pool.count == kept && pool.keptBytes == keptBytes)
         }
@@ -30,6 +30,19 @@ import Testing
             #expect(pool.keptBytes == keptBytes)
         }
         #expect(pool.keptBytes == 0 && pool.take().capacity == 0)
+    }
+
+    /// A shared array is emptied into a new buffer: the pool counts what it keeps, so taking everything back
+    /// brings the count to zero whatever the new capacity.
+    @Test func aSharedArrayIsCountedAsKept() {
+        var pool = ArrayPool<UInt64>(maxArrays: 4, maxCapacity: 1_000, maxBytes: 100_000)
+        var shared: [UInt64] = [1, 2, 3]
+        shared.reserveCapacity(100)
+        let other = shared
+        pool.recycle(shared)
+        #expect(other == [1, 2, 3], "the other owner keeps its elements")
+        let taken = pool.take()
+        #expect(taken.isEmpty && pool.keptBytes == 0)
     }
 
     @Test func theCountBoundsAPoolWithoutAByteBudget() {
