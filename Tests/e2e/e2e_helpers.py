@@ -41,7 +41,7 @@ def event_lines(text: str) -> list[dict]:
     """Every complete line of `formwall serve`'s stderr as its JSON event object (docs/operations.md, "Logs on
     stderr"). A line that is not one JSON object with ts, level, msg and pid fails the test."""
     events = []
-    for line in text[:text.rfind("\n") + 1].splitlines():
+    for line in complete_prefix(text).splitlines():
         try:
             event = json.loads(line)
         except ValueError:
@@ -90,11 +90,11 @@ def new_request_id() -> str:
     return "t-" + uuid.uuid4().hex
 
 
-def complete_lines(data: bytes) -> list[bytes]:
-    """The newline-terminated lines of `data`. Linux copies a write(2) into a file a page at a time and a
-    concurrent read does not wait for it, so a reader racing Formwall's audit writer can see the first part
-    of a line: the text after the last newline is not yet a line."""
-    return data.split(b"\n")[:-1]
+def complete_prefix(data):
+    """`data` (bytes or str) up to and including its last newline. Linux copies a write(2) into a file a page at
+    a time and a concurrent read does not wait for it, so a reader racing Formwall's writers can see the first
+    part of a line: the text after the last newline is not yet a line."""
+    return data[:data.rfind(b"\n" if isinstance(data, bytes) else "\n") + 1]
 
 
 def json_lines(path) -> list[dict]:
@@ -102,7 +102,7 @@ def json_lines(path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(line) for line in complete_lines(path.read_bytes()) if line.strip()]
+    return [json.loads(line) for line in complete_prefix(path.read_bytes()).splitlines() if line.strip()]
 
 
 def wait_audit_record(path, request_id: str, timeout: float = 10.0) -> dict:

@@ -37,7 +37,7 @@ from urllib.parse import parse_qsl
 import pytest
 from python_multipart.multipart import MultipartParser
 
-from e2e_helpers import complete_lines, event_lines, events_with, json_lines
+from e2e_helpers import complete_prefix, event_lines, events_with, json_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("FORMWALL_BIN", str(ROOT / ".build/release/formwall"))
@@ -712,9 +712,8 @@ class Formwall:
         return json_lines(self.audit_log)
 
     def audit_lines_raw(self) -> bytes:
-        """The log's complete lines as written, each with its newline (see e2e_helpers.complete_lines)."""
-        return b"".join(line + b"\n" for line in complete_lines(self.audit_log.read_bytes())) \
-            if self.audit_log.exists() else b""
+        """The log's complete lines as written (see e2e_helpers.complete_prefix)."""
+        return complete_prefix(self.audit_log.read_bytes()) if self.audit_log.exists() else b""
 
     def wait_audit(self, request_id: str, timeout: float = 10.0) -> dict:
         """The audit record of `request_id`, waiting for it to be written; fails if there are several."""
