@@ -51,11 +51,12 @@ public final class StoragePool {
     /// pool does not keep it, and the caller must deallocate it.
     public func give(_ block: UnsafeMutableRawPointer, byteCount: Int) -> Bool {
         guard let k = Self.sizeIndex(byteCount), blocks[k].count < blocksPerSize else { return false }
-        // Over the budget: larger kept blocks go first (to the allocator), the largest first.
-        var larger = blocks.count - 1
-        while keptBytes + byteCount > byteBudget {
-            while larger > k && blocks[larger].isEmpty { larger -= 1 }
-            guard larger > k, let dropped = blocks[larger].popLast() else { return false }
+        if keptBytes + byteCount > byteBudget {
+            // Over the budget: a kept block of the largest larger size goes back to the allocator. One is enough
+            // (it is at least twice this block, and the pool was within its budget); with none, this block is
+            // not kept and nothing is dropped.
+            guard let larger = blocks.indices.last(where: { $0 > k && !blocks[$0].isEmpty }),
+                  let dropped = blocks[larger].popLast() else { return false }
             dropped.deallocate()
             keptBytes -= Self.smallestBlock << larger
         }

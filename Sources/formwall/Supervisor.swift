@@ -207,8 +207,8 @@ final class Supervisor {
         environment[SupervisorEnvironment.listenFDs] = listeners.map { String($0.fd) }.joined(separator: ",")
         environment[SupervisorEnvironment.supervised] = String(getpid())
         environment[SupervisorEnvironment.restarts] = String(restarts)
-        environment[SupervisorEnvironment.tunables] = SupervisorEnvironment.mallocTunables(
-            environment[SupervisorEnvironment.tunables])
+        let tunables = SupervisorEnvironment.mallocTunables(environment[SupervisorEnvironment.tunables])
+        environment[SupervisorEnvironment.tunables] = tunables
         if let admin = adminListener { environment[SupervisorEnvironment.adminFD] = String(admin.fd) }
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
@@ -226,7 +226,7 @@ final class Supervisor {
         child = pid
         events.write(.info, "proxy process started",
                      [.int("child_pid", Int(pid)),
-                      .string("glibc_tunables", environment[SupervisorEnvironment.tunables] ?? "")])
+                      .string("glibc_tunables", tunables)])
     }
 
     /// Reaps every exited child; the proxy process's exit leads to a restart, or ends the supervisor when stopping.
