@@ -4,7 +4,7 @@
 //
 //   CLinux, COpenSSL, CZlib   C headers and static inline shims only
 //   Multipart                 streaming parser, parameter parsing, canonical encoder (pure)
-//   HTTP1                     request/response heads, chunked framing (pure)
+//   HTTP1                     request/response heads, chunked framing (pure; Multipart for its ByteWriter)
 //   Inspect                   sniffing, hashing, filename checks, CSPRNG
 //   Rules                     rule-file language and compiled Policy (pure)
 //   Audit, Quarantine         JSON-lines audit sink; durable quarantine store
@@ -41,7 +41,7 @@ let package = Package(
             providers: [.apt(["zlib1g-dev"])]
         ),
         .target(name: "Multipart", dependencies: ["CLinux"], swiftSettings: proxySettings),
-        .target(name: "HTTP1", dependencies: ["CLinux"], swiftSettings: proxySettings),
+        .target(name: "HTTP1", dependencies: ["CLinux", "Multipart"], swiftSettings: proxySettings),
         .target(name: "Inspect", dependencies: ["CLinux", "COpenSSL", "CZlib"], swiftSettings: proxySettings),
         .target(name: "Rules", dependencies: ["Multipart"], swiftSettings: proxySettings),
         .target(name: "Audit", dependencies: ["CZlib"], swiftSettings: proxySettings),

@@ -1,3 +1,5 @@
+import Multipart
+
 /// What the proxy adds when forwarding a request upstream.
 public struct HTTPForwardingContext: Hashable, Sendable {
     /// The client's address as text (`203.0.113.7`, `2001:db8::1`), appended to X-Forwarded-For.
@@ -59,16 +61,41 @@ public enum HTTPHeadSerializer {
         context: HTTPForwardingContext,
         into buffer: inout [UInt8]
     ) {
+        withRequestHead(head, framing: framing, context: context) { buffer.append(contentsOf: $0) }
+    }
+
+    /// `writeRequestHead` into temporary memory: `body` gets the head's bytes, valid only during the call (the
+    /// proxy copies them into its upstream output queue, with no array in between).
+    public static func withRequestHead<R>(
+        _ head: HTTPRequestHead,
+        framing: BodyFraming,
+        context: HTTPForwardingContext,
+        _ body: (UnsafeRawBufferPointer) -> R
+    ) -> R {
+        let scan = HeadScan(head.headers)
+        // Room for all of it (a field may reappear once more, as X-Forwarded-Host or inside Via and
+        // X-Forwarded-For); the writer starts again with more room if this was short.
+        var bound = head.method.utf8.count + head.target.utf8.count + scan.fieldBytes * 2 + 256
+        bound += context.clientAddress.utf8.count + context.scheme.utf8.count + context.requestID.utf8.count
+        bound += (context.contentType?.utf8.count ?? 0) + (context.defaultHost?.utf8.count ?? 0)
+        for field in context.added { bound += field.name.utf8.count + field.value.utf8.count + 4 }
+        return ByteWriter.withBytes(room: bound, { writer in
+            fillRequestHead(head, framing: framing, context: context, scan: scan, into: &writer)
+        }, body)
+    }
+
+    private static func fillRequestHead(
+        _ head: HTTPRequestHead,
+        framing: BodyFraming,
+        context: HTTPForwardingContext,
+        scan: HeadScan,
+        into out: inout ByteWriter
+    ) {
         let headers = head.headers
-        let scan = HeadScan(headers)
-        buffer.reserveCapacity(
-            buffer.count + head.method.utf8.count + head.target.utf8.count + scan.fieldBytes * 2
-                + context.clientAddress.utf8.count + context.scheme.utf8.count + context.requestID.utf8.count + 200
-        )
-        append(head.method, to: &buffer)
-        buffer.append(HTTPSyntax.sp)
-        append(head.target, to: &buffer)
-        append(" HTTP/1.1\r\n", to: &buffer)
+        out.write(head.method)
+        out.write(HTTPSyntax.sp)
+        out.write(head.target)
+        out.write(" HTTP/1.1\r\n" as StaticString)
 
         var host: String?
         // Index loops over the fields read them in place (`for field in` copies each: a retain and a release
@@ -81,44 +108,44 @@ public enum HTTPHeadSerializer {
             }
             if context.contentType != nil && name.contains(.contentType) { continue }
             if !dropsFromRequest(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
-                writeField(fields[index].name, fields[index].value, into: &buffer, checked: !headers.parsed)
+                writeField(fields[index].name, fields[index].value, into: &out, checked: !headers.parsed)
             }
         }
         if let contentType = context.contentType {
-            writeOwnField("Content-Type", contentType, into: &buffer)
+            writeOwnField("Content-Type", contentType, into: &out)
         }
         if host == nil, let defaultHost = context.defaultHost {
-            writeOwnField("Host", defaultHost, into: &buffer)
+            writeOwnField("Host", defaultHost, into: &out)
         }
         switch framing {
         case .none:
             break
         case .contentLength(let length):
-            appendName("Content-Length", to: &buffer)
-            HTTPSyntax.appendDecimal(length, to: &buffer)
-            appendCRLF(to: &buffer)
+            out.write("Content-Length: " as StaticString)
+            out.writeDecimal(length)
+            out.writeCRLF()
         case .chunked:
-            writeOwnField("Transfer-Encoding", "chunked", into: &buffer, checked: false)
+            writeOwnField("Transfer-Encoding", "chunked", into: &out, checked: false)
         case .closeDelimited:
             // Unreachable from input: only the response head parser yields close-delimited framing.
             preconditionFailure("a request body cannot be close-delimited")
         }
-        appendName("X-Forwarded-For", to: &buffer)
+        out.write("X-Forwarded-For: " as StaticString)
         if context.keepForwardedFor {
-            appendValues(of: headers, .xForwardedFor, to: &buffer)
+            appendValues(of: headers, .xForwardedFor, to: &out)
         }
-        appendValue(context.clientAddress, to: &buffer)
-        appendCRLF(to: &buffer)
-        writeOwnField("X-Forwarded-Proto", context.scheme, into: &buffer)
+        appendValue(context.clientAddress, to: &out)
+        out.writeCRLF()
+        writeOwnField("X-Forwarded-Proto", context.scheme, into: &out)
         if let host {
-            writeOwnField("X-Forwarded-Host", host, into: &buffer, checked: !headers.parsed)
+            writeOwnField("X-Forwarded-Host", host, into: &out, checked: !headers.parsed)
         }
-        appendVia(headers, to: &buffer)
-        writeOwnField("X-Request-Id", context.requestID, into: &buffer)
+        appendVia(headers, to: &out)
+        writeOwnField("X-Request-Id", context.requestID, into: &out)
         for field in context.added {
-            writeField(field.name, field.value, into: &buffer)
+            writeField(field.name, field.value, into: &out)
         }
-        appendCRLF(to: &buffer)
+        out.writeCRLF()
     }
 
     /// Appends `HTTP/1.1 status reason`, the forwarded fields, `Via`, and `Connection: close` if `close`.
@@ -127,27 +154,34 @@ public enum HTTPHeadSerializer {
     /// unchanged. The caller must pass `close: true` when the client connection will be closed after
     /// this response, including every close-delimited response.
     public static func writeResponseHead(_ head: HTTPResponseHead, close: Bool, into buffer: inout [UInt8]) {
-        let headers = head.headers
-        let scan = HeadScan(headers)
-        buffer.reserveCapacity(buffer.count + head.reason.utf8.count + scan.fieldBytes * 2 + 80)
-        append("HTTP/1.1 ", to: &buffer)
-        HTTPSyntax.appendDecimal(head.status, to: &buffer)
-        buffer.append(HTTPSyntax.sp)
-        append(head.reason, to: &buffer)
-        appendCRLF(to: &buffer)
+        withResponseHead(head, close: close) { buffer.append(contentsOf: $0) }
+    }
 
-        let fields = headers.fields
-        for index in fields.indices {
-            let name = FieldName(fields[index])
-            if !dropsFromResponse(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
-                writeField(fields[index].name, fields[index].value, into: &buffer, checked: !headers.parsed)
+    /// `writeResponseHead` into temporary memory: `body` gets the head's bytes, valid only during the call.
+    public static func withResponseHead<R>(_ head: HTTPResponseHead, close: Bool,
+                                           _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let scan = HeadScan(head.headers)
+        let bound = head.reason.utf8.count + scan.fieldBytes * 2 + 128
+        return ByteWriter.withBytes(room: bound, { out in
+            out.write("HTTP/1.1 " as StaticString)
+            out.writeDecimal(head.status)
+            out.write(HTTPSyntax.sp)
+            out.write(head.reason)
+            out.writeCRLF()
+            let headers = head.headers
+            let fields = headers.fields
+            for index in fields.indices {
+                let name = FieldName(fields[index])
+                if !dropsFromResponse(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
+                    writeField(fields[index].name, fields[index].value, into: &out, checked: !headers.parsed)
+                }
             }
-        }
-        appendVia(headers, to: &buffer)
-        if close {
-            writeOwnField("Connection", "close", into: &buffer, checked: false)
-        }
-        appendCRLF(to: &buffer)
+            appendVia(headers, to: &out)
+            if close {
+                writeOwnField("Connection", "close", into: &out, checked: false)
+            }
+            out.writeCRLF()
+        }, body)
     }
 
     /// Hop-by-hop names plus those listed in Connection, lowercased; Host is never dropped.
@@ -192,10 +226,18 @@ public enum HTTPHeadSerializer {
     /// Appends `name: value\r\n`; traps on a name or value that would break the framing of the head.
     /// `checked: false` only for fields a head parser produced (`HTTPHeaders.parsed`), whose bytes it checked.
     static func writeField(_ name: String, _ value: String, into buffer: inout [UInt8], checked: Bool = true) {
+        let room = name.utf8.count + value.utf8.count + 4
+        ByteWriter.withBytes(room: room, { writeField(name, value, into: &$0, checked: checked) }) {
+            buffer.append(contentsOf: $0)
+        }
+    }
+
+    /// `writeField` through a head writer.
+    static func writeField(_ name: String, _ value: String, into out: inout ByteWriter, checked: Bool = true) {
         // Both strings' bytes in place (native strings, small ones too): one check and one copy each.
         let written: Bool? = name.utf8.withContiguousStorageIfAvailable { nameBytes in
             value.utf8.withContiguousStorageIfAvailable { valueBytes in
-                appendField(UnsafeRawBufferPointer(nameBytes), UnsafeRawBufferPointer(valueBytes), into: &buffer,
+                appendField(UnsafeRawBufferPointer(nameBytes), UnsafeRawBufferPointer(valueBytes), into: &out,
                             checked: checked)
             } != nil
         }
@@ -203,24 +245,24 @@ public enum HTTPHeadSerializer {
         // Bridged strings (never the parsers'): the same through copies.
         Array(name.utf8).withUnsafeBytes { nameBytes in
             Array(value.utf8).withUnsafeBytes { valueBytes in
-                appendField(nameBytes, valueBytes, into: &buffer, checked: checked)
+                appendField(nameBytes, valueBytes, into: &out, checked: checked)
             }
         }
     }
 
     /// `writeField` for one of the serializer's own names, a token literal: only the value is checked (and not
     /// even that for a literal value, `checked: false`).
-    private static func writeOwnField(_ name: StaticString, _ value: String, into buffer: inout [UInt8],
+    private static func writeOwnField(_ name: StaticString, _ value: String, into out: inout ByteWriter,
                                       checked: Bool = true) {
-        buffer.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        buffer.append(HTTPSyntax.colon)
-        buffer.append(HTTPSyntax.sp)
-        appendValue(value, to: &buffer, checked: checked)
-        appendCRLF(to: &buffer)
+        out.write(name)
+        out.write(HTTPSyntax.colon)
+        out.write(HTTPSyntax.sp)
+        appendValue(value, to: &out, checked: checked)
+        out.writeCRLF()
     }
 
     /// `writeField` on the bytes of the name and the value.
-    static func appendField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, into buffer: inout [UInt8],
+    static func appendField(_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer, into out: inout ByteWriter,
                             checked: Bool = true) {
         if checked {
             // Unreachable from input. Fields a parser produced come with `checked: false` (its checks are these).
@@ -231,50 +273,37 @@ public enum HTTPHeadSerializer {
             precondition(!name.isEmpty && HTTPSyntax.allTokenBytes(name), "invalid field name")
             precondition(HTTPSyntax.allFieldValueBytes(value), "invalid field value")
         }
-        buffer.append(contentsOf: name)
-        buffer.append(HTTPSyntax.colon)
-        buffer.append(HTTPSyntax.sp)
-        buffer.append(contentsOf: value)
-        buffer.append(HTTPSyntax.cr)
-        buffer.append(HTTPSyntax.lf)
+        out.write(name)
+        out.write(HTTPSyntax.colon)
+        out.write(HTTPSyntax.sp)
+        out.write(value)
+        out.writeCRLF()
     }
 
     /// `Via: ` with the peer's Via values and ours, comma-separated, and its CRLF.
-    private static func appendVia(_ headers: HTTPHeaders, to buffer: inout [UInt8]) {
-        appendName("Via", to: &buffer)
-        appendValues(of: headers, .via, to: &buffer)
-        append(viaEntry, to: &buffer)
-        appendCRLF(to: &buffer)
+    private static func appendVia(_ headers: HTTPHeaders, to out: inout ByteWriter) {
+        out.write("Via: " as StaticString)
+        appendValues(of: headers, .via, to: &out)
+        out.write(viaEntry)
+        out.writeCRLF()
     }
 
     /// Appends the value of every field with this name, each followed by `, `.
-    private static func appendValues(of headers: HTTPHeaders, _ kind: KnownField, to buffer: inout [UInt8]) {
+    private static func appendValues(of headers: HTTPHeaders, _ kind: KnownField, to out: inout ByteWriter) {
         let fields = headers.fields
         for index in fields.indices where fields[index].known == kind {
-            appendValue(fields[index].value, to: &buffer, checked: !headers.parsed)
-            buffer.append(UInt8(ascii: ","))
-            buffer.append(HTTPSyntax.sp)
+            appendValue(fields[index].value, to: &out, checked: !headers.parsed)
+            out.write(UInt8(ascii: ","))
+            out.write(HTTPSyntax.sp)
         }
-    }
-
-    /// Appends `name: ` for a name already known to be a token.
-    private static func appendName(_ name: String, to buffer: inout [UInt8]) {
-        append(name, to: &buffer)
-        buffer.append(HTTPSyntax.colon)
-        buffer.append(HTTPSyntax.sp)
     }
 
     /// Appends a field value; traps on a byte that would break the framing of the head (`checked: false` only for
     /// a parser's value, see `writeField`).
-    private static func appendValue(_ value: String, to buffer: inout [UInt8], checked: Bool = true) {
+    private static func appendValue(_ value: String, to out: inout ByteWriter, checked: Bool = true) {
         // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are validated.
         if checked { precondition(isFieldValue(value), "invalid field value") }
-        append(value, to: &buffer)
-    }
-
-    private static func appendCRLF(to buffer: inout [UInt8]) {
-        buffer.append(HTTPSyntax.cr)
-        buffer.append(HTTPSyntax.lf)
+        out.write(value)
     }
 
     private static func isFieldValue(_ text: String) -> Bool {
@@ -282,19 +311,6 @@ public enum HTTPHeadSerializer {
             return result
         }
         return text.utf8.allSatisfy(HTTPSyntax.isFieldValueByte)
-    }
-
-    private static func allBytes(of text: String, satisfy predicate: (UInt8) -> Bool) -> Bool {
-        if let result = text.utf8.withContiguousStorageIfAvailable({ $0.allSatisfy(predicate) }) {
-            return result
-        }
-        return text.utf8.allSatisfy(predicate)
-    }
-
-    private static func append(_ text: String, to buffer: inout [UInt8]) {
-        // One copy of the contiguous bytes (native strings, small ones too) instead of a byte-by-byte append.
-        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { buffer.append(contentsOf: $0) }
-        if copied == nil { buffer.append(contentsOf: text.utf8) }
     }
 }
 

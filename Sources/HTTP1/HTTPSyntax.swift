@@ -1,4 +1,5 @@
 import CLinux
+import Multipart
 
 /// Byte classes from RFC 9110 and RFC 9112, shared by the parsers and serializers.
 enum HTTPSyntax {
@@ -312,16 +313,6 @@ enum HTTPSyntax {
 
     /// Appends the decimal form of an unsigned 64-bit integer, without going through a String.
     static func appendDecimal(_ value: UInt64, to buffer: inout [UInt8]) {
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for the 20 digits of UInt64.max
-        withUnsafeMutableBytes(of: &digits) { scratch in
-            var rest = value
-            var position = scratch.count
-            repeat {
-                position -= 1
-                scratch[position] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
-                rest /= 10
-            } while rest != 0
-            buffer.append(contentsOf: UnsafeRawBufferPointer(rebasing: scratch[position...]))
-        }
+        ByteWriter.withBytes(room: 20, { $0.writeDecimal(value) }) { buffer.append(contentsOf: $0) }
     }
 }

@@ -40,54 +40,66 @@ public struct MultipartEncoder: Sendable {
 
     /// Appends the delimiter and canonical headers of `part` to `out`; the part's data follows.
     public mutating func writePartHead(_ part: MultipartPart, into out: inout [UInt8]) {
-        if started {
-            out.append(ASCII.cr)
-            out.append(ASCII.lf)
-        }
+        withPartHead(part) { out.append(contentsOf: $0) }
+    }
+
+    /// `writePartHead` into temporary memory: `body` gets the bytes, valid only during the call (the proxy
+    /// copies them into its upstream buffer, with no array in between).
+    public mutating func withPartHead<R>(_ part: MultipartPart, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let first = !started
         started = true
-        out.append(ASCII.hyphen)
-        out.append(ASCII.hyphen)
-        out.append(contentsOf: boundary)
-        out.append(contentsOf: Self.crlfDisposition)
-        Self.appendEscaped(part.name ?? [], to: &out)
-        out.append(ASCII.quote)
-        if let filename = part.filename {
-            out.append(contentsOf: Self.filenameParam)
-            Self.appendEscaped(filename, to: &out)
-            out.append(ASCII.quote)
-            out.append(contentsOf: Self.crlfContentType)
-            out.append(contentsOf: Self.canonicalContentType(part.contentType))
-        }
-        out.append(ASCII.cr)
-        out.append(ASCII.lf)
-        out.append(ASCII.cr)
-        out.append(ASCII.lf)
+        let name = part.name ?? []
+        let contentType = part.filename == nil ? nil : Self.canonicalContentType(part.contentType)
+        // Exact unless a name needs escaping (up to three bytes each); the writer grows its room if short.
+        let room = boundary.count + name.count + (part.filename?.count ?? 0) + (contentType?.count ?? 0) + 96
+        return ByteWriter.withBytes(room: room, { out in
+            if !first { out.writeCRLF() }
+            out.write(ASCII.hyphen)
+            out.write(ASCII.hyphen)
+            boundary.withUnsafeBytes { out.write($0) }
+            out.write("\r\nContent-Disposition: form-data; name=\"")
+            Self.writeEscaped(name, to: &out)
+            out.write(ASCII.quote)
+            if let filename = part.filename, let contentType {
+                out.write("; filename=\"")
+                Self.writeEscaped(filename, to: &out)
+                out.write(ASCII.quote)
+                out.write("\r\nContent-Type: ")
+                contentType.withUnsafeBytes { out.write($0) }
+            }
+            out.writeCRLF()
+            out.writeCRLF()
+        }, body)
     }
 
     /// Appends the close delimiter (and a final CRLF) to `out`.
     public mutating func writeClose(into out: inout [UInt8]) {
-        if started {
-            out.append(ASCII.cr)
-            out.append(ASCII.lf)
-        }
+        withClose { out.append(contentsOf: $0) }
+    }
+
+    /// `writeClose` into temporary memory: `body` gets the bytes, valid only during the call.
+    public mutating func withClose<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        let first = !started
         started = true
-        out.append(ASCII.hyphen)
-        out.append(ASCII.hyphen)
-        out.append(contentsOf: boundary)
-        out.append(contentsOf: [ASCII.hyphen, ASCII.hyphen, ASCII.cr, ASCII.lf])
+        return ByteWriter.withBytes(room: boundary.count + 8, { out in
+            if !first { out.writeCRLF() }
+            out.write(ASCII.hyphen)
+            out.write(ASCII.hyphen)
+            boundary.withUnsafeBytes { out.write($0) }
+            out.write(ASCII.hyphen)
+            out.write(ASCII.hyphen)
+            out.writeCRLF()
+        }, body)
     }
 
     /// The part as the upstream will see it after encoding and re-parsing: escaped name and filename,
     /// canonical Content-Type for files, no Content-Type for fields, no anomalies.
     public static func canonical(_ part: MultipartPart) -> MultipartPart {
-        var name: [UInt8] = []
-        appendEscaped(part.name ?? [], to: &name)
-        var filename: [UInt8]?
-        if let f = part.filename {
-            var escaped: [UInt8] = []
-            appendEscaped(f, to: &escaped)
-            filename = escaped
+        func escaped(_ value: [UInt8]) -> [UInt8] {
+            ByteWriter.withBytes(room: value.count * 3, { writeEscaped(value, to: &$0) }) { Array($0) }
         }
+        let name = escaped(part.name ?? [])
+        let filename = part.filename.map(escaped)
         return MultipartPart(name: name, filename: filename,
                              contentType: part.filename == nil ? nil : canonicalContentType(part.contentType))
     }
@@ -120,36 +132,34 @@ public struct MultipartEncoder: Sendable {
 
     /// `type/subtype`: tokens without an uppercase letter, one slash with a token on each side, nothing else.
     static func isPlainLowercaseMediaType(_ bytes: [UInt8]) -> Bool {
-        var slash = -1
-        for index in bytes.indices {
-            let byte = bytes[index]
-            if byte == 0x2F {
-                guard slash < 0 else { return false }
-                slash = index
-            } else if !ASCII.isTChar(byte) || (byte >= 0x41 && byte <= 0x5A) {
-                return false
+        bytes.withUnsafeBufferPointer { bytes in
+            var slash = -1
+            for index in bytes.indices {
+                let byte = bytes[index]
+                if byte == 0x2F {
+                    guard slash < 0 else { return false }
+                    slash = index
+                } else if !ASCII.isLowercaseTChar(byte) {
+                    return false
+                }
             }
+            return slash > 0 && slash < bytes.count - 1
         }
-        return slash > 0 && slash < bytes.count - 1
     }
 
-    private static let crlfDisposition = Array("\r\nContent-Disposition: form-data; name=\"".utf8)
-    private static let filenameParam = Array("; filename=\"".utf8)
-    private static let crlfContentType = Array("\r\nContent-Type: ".utf8)
-
-    private static func appendEscaped(_ value: [UInt8], to out: inout [UInt8]) {
-        // Names and filenames seldom hold a byte to escape: then one copy instead of an append per byte.
+    private static func writeEscaped(_ value: [UInt8], to out: inout ByteWriter) {
+        // Names and filenames seldom hold a byte to escape: then one copy instead of a write per byte.
         guard value.contains(where: { escape($0) != nil }) else {
-            out.append(contentsOf: value)
+            value.withUnsafeBytes { out.write($0) }
             return
         }
         for c in value {
             if let (high, low) = escape(c) {
-                out.append(ASCII.percent)
-                out.append(high)
-                out.append(low)
+                out.write(ASCII.percent)
+                out.write(high)
+                out.write(low)
             } else {
-                out.append(c)
+                out.write(c)
             }
         }
     }

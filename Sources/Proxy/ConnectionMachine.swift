@@ -596,7 +596,7 @@ struct ConnectionMachine {
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
                                   previewFields: config.audit?.fields ?? [], scanFiles: config.antivirus != nil,
                                   allowScanFailure: config.antivirus?.allowOnFailure ?? false,
-                                  scratch: pools?.scratch.take() ?? [], records: pools?.partRecords.take() ?? [])
+                                  records: pools?.partRecords.take() ?? [])
             guard let encoder = stage.encoder else {
                 // Unreachable: a stage built with a re-encode boundary always has an encoder.
                 respond(status: 500, kind: "internal_error", requestID: requestID, detail: "no encoder",
@@ -664,12 +664,9 @@ struct ConnectionMachine {
             // rejected spooled request never opens an upstream connection.
             ex.pendingHead = (head, forwarding)
         } else {
-            var headBytes = pools?.scratch.take() ?? []
-            headBytes.reserveCapacity(1024)
-            HTTPHeadSerializer.writeRequestHead(head, framing: upstreamFraming, context: forwarding, into: &headBytes)
-            var queued = true
-            do { try upstreamOut.write(headBytes) } catch { queued = false }
-            pools?.scratch.recycle(consume headBytes)
+            let queued = HTTPHeadSerializer.withRequestHead(head, framing: upstreamFraming, context: forwarding) {
+                (try? upstreamOut.write($0)) != nil
+            }
             if !queued {
                 respond(status: 500, kind: "internal_buffer", requestID: requestID, detail: nil, violation: nil,
                         exchange: ex, into: &out)
@@ -962,10 +959,7 @@ struct ConnectionMachine {
                         ex.closeAfter = true
                         head.headers.removeAll(named: "transfer-encoding")
                     }
-                    var bytes = pools?.scratch.take() ?? []
-                    HTTPHeadSerializer.writeResponseHead(head, close: ex.closeAfter, into: &bytes)
-                    _ = try? clientOut.writeBytes(bytes)
-                    pools?.scratch.recycle(consume bytes)
+                    HTTPHeadSerializer.withResponseHead(head, close: ex.closeAfter) { _ = try? clientOut.writeBytes($0) }
                     ex.responseStarted = true
                     ex.status = head.status
                     switch head.framing {

@@ -124,7 +124,6 @@ public final class FormStage {
     private let observe: Bool
     /// Field names whose first 256 bytes are kept in `PartRecord.preview` (nil: every field).
     private let previewFields: Set<String>?
-    private var scratch: [UInt8] = []
     private var reportedAnomalies = MultipartAnomalies()
     private var carry: [UInt8] = []
     private var blocked = false
@@ -199,7 +198,7 @@ public final class FormStage {
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
                 spoolDirectory: String = "/tmp", holdPending: Bool = false, observe: Bool = true,
                 previewFields: Set<String>? = nil, scanFiles: Bool = false, allowScanFailure: Bool = false,
-                scratch: [UInt8] = [], records: [PartRecord] = []) {
+                records: [PartRecord] = []) {
         self.holdPending = holdPending
         self.scanFiles = scanFiles
         self.allowScanFailure = allowScanFailure
@@ -210,16 +209,12 @@ public final class FormStage {
         evaluatorSlot = EvaluatorSlot(evaluator)
         self.quarantine = quarantine
         self.spoolDirectory = spoolDirectory
-        self.scratch = scratch   // empty, from the pools
         self.records = records
-        if self.scratch.capacity == 0 { self.scratch.reserveCapacity(512) }
     }
 
-    /// Gives the array part heads were encoded in and the part-record list to `pools` for later stages
-    /// (`scratch:`, `records:`): only once the request's audit record has been built, and the stage must not
-    /// write again.
+    /// Gives the part-record list to `pools` for later stages (`records:`): only once the request's audit
+    /// record has been built, and the stage must not write again.
     func giveBack(to pools: RequestPools) {
-        pools.scratch.recycle(moveOut(&scratch, leaving: []))
         pools.partRecords.recycle(moveOut(&records, leaving: []))
     }
 
@@ -322,10 +317,7 @@ public final class FormStage {
             if case .reject(let v) = action { throw .rejected(v) }
         }
         ended = true
-        guard encoder != nil else { return }
-        scratch.removeAll(keepingCapacity: true)
-        encoder?.writeClose(into: &scratch)
-        scratch.withUnsafeBytes { out.write($0) }
+        encoder?.withClose { out.write($0) }
     }
 
     private func run(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
@@ -465,10 +457,7 @@ public final class FormStage {
     }
 
     private func writeHead(_ part: MultipartPart, out: FormOutput) {
-        guard encoder != nil else { return }
-        scratch.removeAll(keepingCapacity: true)
-        encoder?.writePartHead(part, into: &scratch)
-        scratch.withUnsafeBytes { out.write($0) }
+        encoder?.withPartHead(part) { out.write($0) }
     }
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {

@@ -13,9 +13,6 @@ final class RequestPools {
     /// Replay logs of requests on reused upstream connections: at most 64, each of at most `replayLimit` bytes,
     /// 1 MiB in all.
     var replayLogs: ArrayPool<UInt8>
-    /// Arrays heads are serialized into and form stages encode part heads in (a form stage holds one for its
-    /// whole request): at most 64, each of at most 64 KiB, 256 KiB in all.
-    var scratch = ArrayPool<UInt8>(maxArrays: 64, maxCapacity: 64 * 1024, maxBytes: 256 * 1024)
     /// Field arrays of finished heads, for the head parsers: at most 64 arrays of at most 64 fields (2 KiB).
     var fieldStorage = ArrayPool<HTTPHeaderField>(maxArrays: 64, maxCapacity: 64)
     /// Part record lists of finished form stages: at most 64 lists of at most 16 records.

@@ -1,0 +1,106 @@
+/// Writes bytes through a pointer into room set aside once: for the serializers of HTTP heads (HTTP1) and of
+/// multipart part heads, which write many short pieces.
+///
+/// An array append checks the array's uniqueness and capacity on every call, and a request head is some fifty
+/// of them; here each write is a bounds check and a copy. A write that does not fit writes nothing, and every later
+/// one neither: the writer is then `overflowed`, and `withBytes` starts again with twice the room. So a short
+/// estimate costs time, never bytes.
+///
+///     0 <= count <= capacity
+///     |-- written --|------ free ------|
+package struct ByteWriter {
+    private let base: UnsafeMutablePointer<UInt8>
+    private let capacity: Int
+    /// The bytes written so far.
+    package private(set) var count = 0
+    /// Whether a write did not fit (and was dropped, with every write after it).
+    package private(set) var overflowed = false
+
+    private init(_ space: UnsafeMutableBufferPointer<UInt8>) {
+        // A temporary allocation of at least one byte always has an address.
+        self.base = space.baseAddress ?? UnsafeMutablePointer(bitPattern: 1)!
+        self.capacity = space.count
+    }
+
+    /// Runs `fill` on a writer over `room` bytes of temporary memory (on the stack when it is safe), again with
+    /// twice the room while it overflows, and hands what it wrote to `body`; the bytes live only during `body`.
+    package static func withBytes<R>(room: Int, _ fill: (inout ByteWriter) -> Void,
+                             _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        var room = max(room, 64)
+        while true {
+            let result: R? = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: room) { space in
+                var writer = ByteWriter(space)
+                fill(&writer)
+                guard !writer.overflowed else { return nil }
+                return body(UnsafeRawBufferPointer(start: space.baseAddress, count: writer.count))
+            }
+            if let result { return result }
+            // The writes are finite, so the room catches up with them long before it could overflow.
+            room *= 2
+        }
+    }
+
+    /// Appends `bytes`.
+    @inline(__always)
+    package mutating func write(_ bytes: UnsafeRawBufferPointer) {
+        guard !overflowed, bytes.count <= capacity &- count else {
+            overflowed = true
+            return
+        }
+        if let source = bytes.baseAddress {
+            UnsafeMutableRawPointer(base + count).copyMemory(from: source, byteCount: bytes.count)
+        }
+        count &+= bytes.count
+    }
+
+    /// Appends one byte.
+    @inline(__always)
+    package mutating func write(_ byte: UInt8) {
+        guard !overflowed, count < capacity else {
+            overflowed = true
+            return
+        }
+        base[count] = byte
+        count &+= 1
+    }
+
+    /// Appends a literal's UTF-8 bytes.
+    @inline(__always)
+    package mutating func write(_ literal: StaticString) {
+        write(UnsafeRawBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// Appends a string's UTF-8 bytes: in place for native strings (small ones too), through a copy otherwise.
+    package mutating func write(_ text: String) {
+        let copied: Void? = text.utf8.withContiguousStorageIfAvailable { write(UnsafeRawBufferPointer($0)) }
+        if copied == nil {
+            Array(text.utf8).withUnsafeBytes { write($0) }
+        }
+    }
+
+    /// Appends CR LF.
+    @inline(__always)
+    package mutating func writeCRLF() {
+        write(ASCII.cr)
+        write(ASCII.lf)
+    }
+
+    /// Appends the decimal form of a non-negative integer (a negative one, which no head holds, as `String`).
+    package mutating func writeDecimal(_ value: some BinaryInteger) {
+        guard value >= 0, let magnitude = UInt64(exactly: value) else {
+            write(String(value))
+            return
+        }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for the 20 digits of UInt64.max
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            var rest = magnitude
+            var position = scratch.count
+            repeat {
+                position -= 1
+                scratch[position] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest != 0
+            write(UnsafeRawBufferPointer(rebasing: scratch[position...]))
+        }
+    }
+}
