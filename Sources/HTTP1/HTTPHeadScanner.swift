@@ -165,6 +165,8 @@ extension HTTPHeaderField {
             throw .invalidHeaderValue
         }
         let name = UnsafeRawBufferPointer(rebasing: line[..<colon]).assumingMemoryBound(to: UInt8.self)
-        return HTTPHeaderField(name: HTTPSyntax.string(line[..<colon]), value: value, known: KnownField(bytes: name))
+        let known = KnownField(bytes: name)
+        return HTTPHeaderField(name: known.literalName(name) ?? HTTPSyntax.string(line[..<colon]), value: value,
+                               known: known)
     }
 }

@@ -29,7 +29,7 @@ public struct HTTPHeaderField: Hashable, Sendable {
 /// any other ASCII name; `nonASCII` a name with other bytes (never a token: lookups compare such names in full).
 /// A name equals a known name ignoring ASCII case exactly when its kind is that name's, which is what lets
 /// `HTTPHeaders` compare kinds instead of names.
-enum KnownField: UInt8, Sendable {
+package enum KnownField: UInt8, Sendable {
     case other, nonASCII
     case accept, connection, contentEncoding, contentLength, contentType, expect, host, keepAlive
     case proxyConnection, te, trailer, transferEncoding, upgrade, via, xForwardedFor, xForwardedHost
@@ -70,6 +70,65 @@ enum KnownField: UInt8, Sendable {
         case 17 where named("transfer-encoding"): self = .transferEncoding
         case 17 where named("x-forwarded-proto"): self = .xForwardedProto
         default: self = HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) ? .other : .nonASCII
+        }
+    }
+
+    /// The name as a String when `bytes` (a name of this kind) is its usual spelling, `Content-Type` or
+    /// `content-type`: a literal, which costs nothing to make, where `String(decoding:)` would check and copy the
+    /// bytes. Nil for any other spelling, and for `other` and `nonASCII` names.
+    func literalName(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        // Compared as StaticStrings (their bytes in place), returned as String literals (constants): a tuple of
+        // Strings would be released on the way out.
+        let canonical: StaticString
+        switch self {
+        case .other, .nonASCII: return nil
+        case .accept: canonical = "Accept"
+        case .connection: canonical = "Connection"
+        case .contentEncoding: canonical = "Content-Encoding"
+        case .contentLength: canonical = "Content-Length"
+        case .contentType: canonical = "Content-Type"
+        case .expect: canonical = "Expect"
+        case .host: canonical = "Host"
+        case .keepAlive: canonical = "Keep-Alive"
+        case .proxyConnection: canonical = "Proxy-Connection"
+        case .te: canonical = "TE"
+        case .trailer: canonical = "Trailer"
+        case .transferEncoding: canonical = "Transfer-Encoding"
+        case .upgrade: canonical = "Upgrade"
+        case .via: canonical = "Via"
+        case .xForwardedFor: canonical = "X-Forwarded-For"
+        case .xForwardedHost: canonical = "X-Forwarded-Host"
+        case .xForwardedProto: canonical = "X-Forwarded-Proto"
+        case .xRequestID: canonical = "X-Request-Id"
+        }
+        let spelled = UnsafeBufferPointer(start: canonical.utf8Start, count: canonical.utf8CodeUnitCount)
+        if HTTPSyntax.equalBytes(spelled, bytes) { return literal(lowercase: false) }
+        if HTTPSyntax.equalsIgnoringCase(spelled, bytes) && HTTPSyntax.isLowercase(bytes) { return literal(lowercase: true) }
+        return nil
+    }
+
+    /// The canonical or lowercase spelling of a known name, as a String literal.
+    private func literal(lowercase: Bool) -> String {
+        switch self {
+        case .other, .nonASCII: preconditionFailure("only known names have a spelling")
+        case .accept: lowercase ? "accept" : "Accept"
+        case .connection: lowercase ? "connection" : "Connection"
+        case .contentEncoding: lowercase ? "content-encoding" : "Content-Encoding"
+        case .contentLength: lowercase ? "content-length" : "Content-Length"
+        case .contentType: lowercase ? "content-type" : "Content-Type"
+        case .expect: lowercase ? "expect" : "Expect"
+        case .host: lowercase ? "host" : "Host"
+        case .keepAlive: lowercase ? "keep-alive" : "Keep-Alive"
+        case .proxyConnection: lowercase ? "proxy-connection" : "Proxy-Connection"
+        case .te: lowercase ? "te" : "TE"
+        case .trailer: lowercase ? "trailer" : "Trailer"
+        case .transferEncoding: lowercase ? "transfer-encoding" : "Transfer-Encoding"
+        case .upgrade: lowercase ? "upgrade" : "Upgrade"
+        case .via: lowercase ? "via" : "Via"
+        case .xForwardedFor: lowercase ? "x-forwarded-for" : "X-Forwarded-For"
+        case .xForwardedHost: lowercase ? "x-forwarded-host" : "X-Forwarded-Host"
+        case .xForwardedProto: lowercase ? "x-forwarded-proto" : "X-Forwarded-Proto"
+        case .xRequestID: lowercase ? "x-request-id" : "X-Request-Id"
         }
     }
 
@@ -156,6 +215,26 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
             kept += 1
         }
         self.fields.removeSubrange(kept...)
+    }
+
+    /// The value of the first field of a known name (`.contentType`...), or nil: `first(named:)` without
+    /// classifying the name first. `kind` is one of Formwall's constants, never `.other` or `.nonASCII`.
+    package func first(_ kind: KnownField) -> String? {
+        precondition(kind != .other && kind != .nonASCII, "a lookup by kind needs a known name")
+        for index in self.fields.indices where self.fields[index].known == kind {
+            return self.fields[index].value
+        }
+        return nil
+    }
+
+    /// The values of every field of a known name, in order (`values(named:)` by kind, as `first(_:)`).
+    package func values(_ kind: KnownField) -> [String] {
+        precondition(kind != .other && kind != .nonASCII, "a lookup by kind needs a known name")
+        var values: [String] = []
+        for index in self.fields.indices where self.fields[index].known == kind {
+            values.append(self.fields[index].value)
+        }
+        return values
     }
 
     /// The value of the first field with this name (case-insensitive), or nil.

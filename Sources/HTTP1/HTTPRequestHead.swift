@@ -38,4 +38,9 @@ public struct HTTPRequestHead: Hashable, Sendable {
     public func header(named name: String) -> String? {
         self.headers.first(named: name)
     }
+
+    /// The value of the first field of a known name (`.contentType`...), or nil.
+    package func header(_ kind: KnownField) -> String? {
+        self.headers.first(kind)
+    }
 }

@@ -211,6 +211,18 @@ enum HTTPSyntax {
         return zip(text.utf8, other).allSatisfy { lowercased($0) == $1 }
     }
 
+    /// Whether no byte is an uppercase ASCII letter.
+    static func isLowercase(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        !bytes.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+    }
+
+    /// Byte equality of two buffers.
+    static func equalBytes(_ lhs: UnsafeBufferPointer<UInt8>, _ rhs: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        guard let left = lhs.baseAddress, let right = rhs.baseAddress else { return true }
+        return memcmp(left, right, lhs.count) == 0
+    }
+
     /// ASCII case-insensitive equality of two byte buffers of any length: eight bytes at a time (`lowercased(word:)`),
     /// the last word overlapping the one before it; byte by byte below eight.
     static func equalsIgnoringCase(_ lhs: UnsafeBufferPointer<UInt8>, _ rhs: UnsafeBufferPointer<UInt8>) -> Bool {

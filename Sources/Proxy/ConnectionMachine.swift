@@ -477,7 +477,7 @@ struct ConnectionMachine {
     }
 
     private func newRequestID(_ head: HTTPRequestHead?) -> String {
-        if let given = head?.header(named: "x-request-id"), RequestID.isValid(given) { return given }
+        if let given = head?.header(.xRequestID), RequestID.isValid(given) { return given }
         return context.newRequestID()
     }
 
@@ -490,7 +490,7 @@ struct ConnectionMachine {
         state = .exchanging(ex)
         // `--trusted-proxies`: who the client is (audit, quarantine), and whether its X-Forwarded-For is kept.
         let resolution = config.trustedProxies.resolve(peer: peerIP,
-                                                       forwardedFor: head.headers.values(named: "x-forwarded-for"))
+                                                       forwardedFor: head.headers.values(.xForwardedFor))
         if resolution.client != peerIP { ex.forwardedClient = resolution.client }
         if head.method == "CONNECT" {
             respond(status: 405, kind: "method_not_allowed", requestID: requestID, detail: nil, violation: nil,
@@ -517,8 +517,8 @@ struct ConnectionMachine {
                 case .chunked, .closeDelimited: return nil
                 }
             }()
-            let decision = ev.begin(method: head.method, path: head.target, host: head.header(named: "host"),
-                                    contentType: head.header(named: "content-type"), contentLength: length,
+            let decision = ev.begin(method: head.method, path: head.target, host: head.header(.host),
+                                    contentType: head.header(.contentType), contentLength: length,
                                     preflight: Self.isPreflight(head), headerValues: { head.headers.values(named: $0) })
             evaluator = ev
             ex.evaluator = ev
@@ -551,7 +551,7 @@ struct ConnectionMachine {
         var upstreamFraming = head.framing
         // A re-encoded body's Content-Type, written in place of the client's (HTTPForwardingContext.contentType).
         var upstreamContentType: String?
-        let contentType = head.header(named: "content-type")
+        let contentType = head.header(.contentType)
         let looksMultipart = contentType.map { ASCII.hasPrefix($0, lowercase: "multipart/form-data") } ?? false
         var isMultipart = bodyKind == .multipart || (bodyKind == nil && looksMultipart)
         // A compressed form body is decoded before it is parsed, and goes upstream decoded (docs/rules.md,
@@ -701,7 +701,7 @@ struct ConnectionMachine {
 
     /// The protocols of an `Upgrade` field Formwall refuses (all but `h2c`), as sent; nil when there are none.
     static func refusedUpgrade(_ head: HTTPRequestHead) -> String? {
-        let values = head.headers.values(named: "upgrade")
+        let values = head.headers.values(.upgrade)
         guard !values.isEmpty else { return nil }
         let protocols = values.joined(separator: ",").split(separator: ",")
             .map { String($0.filter { !$0.isWhitespace }) }.filter { !$0.isEmpty }
@@ -1227,7 +1227,7 @@ struct ConnectionMachine {
         let allow = violation?.kind == .methodNotAllowed ? ex?.evaluator?.route?.methods : nil
         // A browser's form submission (Accept names text/html, not application/json) gets the same facts as a
         // page; JSON stays the default, and the only form when no head was parsed.
-        let accept = ex.map { HTTPAccept(value: $0.head.headers.values(named: "accept").joined(separator: ",").utf8) }
+        let accept = ex.map { HTTPAccept(value: $0.head.headers.values(.accept).joined(separator: ",").utf8) }
         if let accept, accept.prefersHTMLErrors {
             let page = HTTPErrorPage.render(status: status, kind: kind, part: violation?.part,
                                             limit: violation?.limit, detail: detail, requestID: requestID)
@@ -1389,7 +1389,7 @@ struct ConnectionMachine {
     /// What to do with a form body's Content-Encoding: nothing (none, or `identity`), decode its layers
     /// (outermost first), pass it through uninspected (`unknown-encoding pass`), or refuse it.
     func contentDecoding(_ head: HTTPRequestHead, route routeOfRequest: @autoclosure () -> Route?) -> ContentDecoding {
-        let values = head.headers.values(named: "content-encoding")
+        let values = head.headers.values(.contentEncoding)
         guard !values.isEmpty else { return .identity }
         // Only a request with Content-Encoding needs the route, and a copy of it costs a retain and a release of
         // every array and string in it.

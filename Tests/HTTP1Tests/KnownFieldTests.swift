@@ -64,6 +64,24 @@ import TestRandom
         #expect(KnownField("\u{212A}eep-alive") == .nonASCII)
     }
 
+    /// A known name in its usual spellings comes out of the parser as a literal; whichever String it is, it holds
+    /// exactly the bytes received, and the lookups by kind find what the lookups by name find.
+    @Test func usualSpellingsKeepTheirBytesAndLookupsByKindAgree() throws {
+        for lower in Self.knownNames {
+            let canonical = lower == "te" ? "TE" : lower.split(separator: "-").map { $0.prefix(1).uppercased() + $0.dropFirst() }
+                .joined(separator: "-")
+            for name in [lower, canonical, lower.uppercased(), String(canonical.dropLast()) + canonical.suffix(1).uppercased()] {
+                let line = Array("\(name): v".utf8)
+                let field = try line.withUnsafeBytes { try HTTPHeaderField.parse(line: $0) }
+                #expect(Array(field.name.utf8) == Array(name.utf8), "\(name)")
+                #expect(field.known == KnownField(lower))
+                let headers = HTTPHeaders([HTTPHeaderField(name: "Other", value: "o"), field])
+                #expect(headers.first(field.known) == headers.first(named: lower))
+                #expect(headers.values(field.known) == headers.values(named: lower))
+            }
+        }
+    }
+
     /// A parser's fields carry the kind of their name, and renaming a field recomputes it.
     @Test func parsedAndRenamedFieldsCarryTheirNamesKind() throws {
         var rng = SplitMix64(seed: 42)
@@ -74,6 +92,7 @@ import TestRandom
             let line = Array("\(name): value".utf8)
             let field = try line.withUnsafeBytes { try HTTPHeaderField.parse(line: $0) }
             #expect(field.known == KnownField(name))
+            #expect(field.name == name, "a parsed name keeps its bytes")
             #expect(FieldName(field) == FieldName(field.name), "\(name)")
             var renamed = field
             renamed.name = Self.knownNames[rng.below(Self.knownNames.count)]
