@@ -124,7 +124,7 @@ public struct HeaderParameters: Sendable, Equatable {
                 var closed = false
                 if !escapes && end < n {
                     // No backslash before the closing quote (the usual case): the value is copied at once.
-                    val = Array(b[i..<end])
+                    val = Array(UnsafeRawBufferPointer(rebasing: b[i..<end]))
                     i = end
                 } else {
                     val.reserveCapacity(min(end, n) - i)
@@ -152,7 +152,7 @@ public struct HeaderParameters: Sendable, Equatable {
                 while i < n, b[i] != ASCII.semicolon { i += 1 }
                 var end = i
                 while end > start, b[end - 1] == ASCII.space || b[end - 1] == ASCII.tab { end -= 1 }
-                val = Array(b[start..<end])
+                val = Array(UnsafeRawBufferPointer(rebasing: b[start..<end]))
                 if val.first == ASCII.apostrophe || val.contains(ASCII.quote)
                     || val.contains(ASCII.space) || val.contains(ASCII.tab) {
                     anomalies.insert(.invalidQuoting)
@@ -194,6 +194,20 @@ package enum ASCII {
     /// A tchar that is not an uppercase letter.
     @inline(__always) static func isLowercaseTChar(_ c: UInt8) -> Bool {
         c < 64 ? (tcharLow >> UInt64(c)) & 1 == 1 : c < 128 && (lowercaseTCharHigh >> UInt64(c &- 64)) & 1 == 1
+    }
+
+    /// Whether `bytes` holds a control byte (below 0x20, a tab only if `tabIsControl`, or DEL) and whether it
+    /// holds a byte of 0x80 or above. One pass without branches, which the compiler turns into vector code.
+    static func controlAndHighBytes(_ bytes: UnsafeRawBufferPointer, tabIsControl: Bool = false)
+        -> (control: Bool, high: Bool) {
+        var control: UInt8 = 0
+        var high: UInt8 = 0
+        let tab: UInt8 = tabIsControl ? 0xFF : ASCII.tab
+        for byte in bytes {
+            control |= ((byte < 0x20 && byte != tab) || byte == 0x7F) ? 1 : 0
+            high |= byte
+        }
+        return (control != 0, high >= 0x80)
     }
 
     /// Whether `text` starts with the lowercase ASCII `literal`, ignoring ASCII case, without allocating.

@@ -53,7 +53,9 @@ extension MultipartPart {
                 anomalies.insert(.lfLine)
             }
             let line = UnsafeRawBufferPointer(rebasing: block[i..<lineEnd])
-            if line.contains(ASCII.cr) { throw MultipartError(.bareCR) }
+            if let base = line.baseAddress, memchr(base, Int32(ASCII.cr), line.count) != nil {
+                throw MultipartError(.bareCR)
+            }
             if let first = line.first, first == ASCII.space || first == ASCII.tab {
                 guard i > 0 else { throw MultipartError(.malformedPartHeader) }
                 anomalies.insert(.headerFolding)
@@ -119,13 +121,11 @@ extension MultipartPart {
             let start = i
             i = end + 1
             // Index loops over the raw bytes: the generic slice algorithms cost several times as much per byte.
+            // The name runs over tchars up to the colon.
             var colon = start
-            while colon < lineEnd, block[colon] != ASCII.colon { colon += 1 }
-            guard colon < lineEnd, colon > start else { throw MultipartError(.malformedPartHeader) }
-            var k = start
-            while k < colon {
-                guard ASCII.isTChar(block[k]) else { throw MultipartError(.malformedPartHeader) }
-                k += 1
+            while colon < lineEnd, ASCII.isTChar(block[colon]) { colon += 1 }
+            guard colon < lineEnd, colon > start, block[colon] == ASCII.colon else {
+                throw MultipartError(.malformedPartHeader)
             }
             var valueStart = colon + 1
             while valueStart < lineEnd, block[valueStart] == ASCII.space || block[valueStart] == ASCII.tab {
@@ -135,17 +135,9 @@ extension MultipartPart {
             while valueEnd > valueStart, block[valueEnd - 1] == ASCII.space || block[valueEnd - 1] == ASCII.tab {
                 valueEnd -= 1
             }
-            var control = false
-            var nonASCII = false
-            k = valueStart
-            while k < valueEnd {
-                let byte = block[k]
-                if (byte < 0x20 && byte != ASCII.tab) || byte == 0x7F { control = true }
-                if byte >= 0x80 { nonASCII = true }
-                k += 1
-            }
             let name = block[start..<colon]
             let value = block[valueStart..<valueEnd]
+            let (control, nonASCII) = ASCII.controlAndHighBytes(UnsafeRawBufferPointer(rebasing: value))
             if control { anomalies.insert(.controlCharacters) }
             if nonASCII && !UTF8Check.isValid(value) { anomalies.insert(.invalidUTF8) }
             if ASCII.equalsLower(name, "content-disposition") {
@@ -158,7 +150,7 @@ extension MultipartPart {
                 if contentType != nil {
                     anomalies.insert(.duplicateHeader)
                 } else {
-                    contentType = Array(value)
+                    contentType = Array(UnsafeRawBufferPointer(rebasing: value))
                     nestedMultipart = isMultipartType(value)
                 }
             } else if ASCII.equalsLower(name, "content-transfer-encoding") {
@@ -221,8 +213,9 @@ extension MultipartPart {
         if part.name == nil { part.anomalies.insert(.missingName) }
         func check(_ v: [UInt8]?) {
             guard let v else { return }
-            if v.contains(where: { $0 < 0x20 || $0 == 0x7F }) { part.anomalies.insert(.controlCharacters) }
-            if !UTF8Check.isValid(v) { part.anomalies.insert(.invalidUTF8) }
+            let (control, nonASCII) = v.withUnsafeBytes { ASCII.controlAndHighBytes($0, tabIsControl: true) }
+            if control { part.anomalies.insert(.controlCharacters) }
+            if nonASCII && !UTF8Check.isValid(v) { part.anomalies.insert(.invalidUTF8) }
         }
         check(part.name)
         check(part.filename)
