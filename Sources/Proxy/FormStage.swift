@@ -340,7 +340,8 @@ public final class FormStage {
             if case .partData = event {} else { try checkRequestAnomalies() }
             guard let event else { return }
             do {
-                switch event {
+                // Consumed: the part is moved into `partBegin`, not copied (a retain and a release per array).
+                switch consume event {
                 case .partBegin(let part): try partBegin(part, out: out)
                 case .partData(let span):
                     try partData(span, out: out)
