@@ -160,8 +160,8 @@ extension HTTPHeaderField {
             end -= 1
         }
         let valueBytes = line[start..<end]
-        guard HTTPSyntax.allFieldValueBytes(UnsafeRawBufferPointer(rebasing: valueBytes)),
-              let value = HTTPSyntax.validString(valueBytes) else {
+        let (valid, ascii) = HTTPSyntax.fieldValueBytes(UnsafeRawBufferPointer(rebasing: valueBytes))
+        guard valid, let value = ascii ? HTTPSyntax.string(valueBytes) : HTTPSyntax.validString(valueBytes) else {
             throw .invalidHeaderValue
         }
         let name = UnsafeRawBufferPointer(rebasing: line[..<colon]).assumingMemoryBound(to: UInt8.self)

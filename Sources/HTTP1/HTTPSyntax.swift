@@ -65,27 +65,42 @@ enum HTTPSyntax {
         byte == ht || (byte >= 0x20 && byte != 0x7F)
     }
 
-    /// Whether every byte is a field-value byte (`isFieldValueByte`): eight bytes at a time, a word holding a
-    /// byte below 0x20 or a DEL checked byte by byte (it may be a tab, which is allowed).
+    /// Whether every byte is a field-value byte (`isFieldValueByte`).
     static func allFieldValueBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        fieldValueBytes(bytes).valid
+    }
+
+    /// Whether every byte is a field-value byte (`isFieldValueByte`), and whether every byte is ASCII: eight
+    /// bytes at a time, the last word overlapping the one before it (or, under eight bytes, padded with spaces);
+    /// a word holding a byte below 0x20 or a DEL is checked byte by byte (it may be a tab, which is allowed).
+    static func fieldValueBytes(_ bytes: UnsafeRawBufferPointer) -> (valid: Bool, ascii: Bool) {
         let count = bytes.count
+        guard count > 0, let base = bytes.baseAddress else { return (true, true) }
+        var high: UInt64 = 0
+        func check(_ word: UInt64, at index: Int, count: Int) -> Bool {
+            high |= word
+            guard hasControlOrDelete(word) else { return true }
+            for offset in index..<(index &+ count) where !isFieldValueByte(bytes[offset]) {
+                return false
+            }
+            return true
+        }
+        guard count >= 8 else {
+            var word: UInt64 = 0x2020_2020_2020_2020
+            withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: bytes) }
+            return (check(word, at: 0, count: count), word & highBits == 0)
+        }
         var index = 0
-        if count >= 8, let base = bytes.baseAddress {
-            while index &+ 8 <= count {
-                let word = (base + index).loadUnaligned(as: UInt64.self)
-                if hasControlOrDelete(word) {
-                    for offset in index..<(index &+ 8) where !isFieldValueByte(bytes[offset]) {
-                        return false
-                    }
-                }
-                index &+= 8
+        while index &+ 8 <= count {
+            guard check((base + index).loadUnaligned(as: UInt64.self), at: index, count: 8) else { return (false, false) }
+            index &+= 8
+        }
+        if index < count {
+            guard check((base + (count &- 8)).loadUnaligned(as: UInt64.self), at: count &- 8, count: 8) else {
+                return (false, false)
             }
         }
-        while index < count {
-            guard isFieldValueByte(bytes[index]) else { return false }
-            index &+= 1
-        }
-        return true
+        return (true, high & highBits == 0)
     }
 
     /// Whether every byte is a token character (`isTokenChar`), as a forwarded field name must be.

@@ -100,6 +100,10 @@ import TestRandom
             }
             let got = bytes.withUnsafeBytes { HTTPSyntax.allFieldValueBytes($0) }
             #expect(got == bytes.allSatisfy(HTTPSyntax.isFieldValueByte), "\(bytes)")
+            // Whether all is ASCII comes from the same pass; it is only read for valid values.
+            let both = bytes.withUnsafeBytes { HTTPSyntax.fieldValueBytes($0) }
+            #expect(both.valid == got, "\(bytes)")
+            if both.valid { #expect(both.ascii == bytes.allSatisfy { $0 < 0x80 }, "\(bytes)") }
         }
     }
 
