@@ -41,6 +41,8 @@ import Rules
 protocol ExchangeContext: AnyObject {
     /// The proxy's configuration.
     var config: ProxyConfiguration { get }
+    /// The same, held by reference: what each connection's machine keeps (the default makes one).
+    var sharedConfig: SharedConfiguration { get }
     /// The policy new requests use; nil without rules.
     var policy: Policy? { get }
     /// A fresh evaluator for `policy`, nil without one.
@@ -61,8 +63,18 @@ protocol ExchangeContext: AnyObject {
 }
 
 extension ExchangeContext {
+    var sharedConfig: SharedConfiguration { SharedConfiguration(config) }
     func newEvaluator() -> PolicyEvaluator? { policy.map { PolicyEvaluator(policy: $0) } }
     var pools: RequestPools? { nil }
+}
+
+/// A configuration held by reference: a worker's connections share one.
+final class SharedConfiguration: Sendable {
+    let value: ProxyConfiguration
+
+    init(_ value: ProxyConfiguration) {
+        self.value = value
+    }
 }
 
 /// One client connection's protocol state. See the diagram above.
@@ -184,7 +196,14 @@ struct ConnectionMachine {
     }
 
     let context: ExchangeContext
-    let config: ProxyConfiguration
+    /// The configuration, by reference. Inline it made the machine a 1 KiB struct, and each call from the
+    /// connection to one of the machine's non-mutating members (`wantsUpstreamWrite`...) copied all of it
+    /// onto the stack first, a dozen times per request.
+    private let shared: SharedConfiguration
+    /// The proxy's configuration, through `shared` (inlined, the optimiser reads just the field asked for).
+    var config: ProxyConfiguration {
+        @inline(__always) get { shared.value }
+    }
     /// The context's pools (read once: every request takes and gives back through them).
     private let pools: RequestPools?
     /// `host:port` of the client, for the audit log.
@@ -234,11 +253,13 @@ struct ConnectionMachine {
 
     init(context: ExchangeContext, peer: String, now: UInt64) {
         self.context = context
-        config = context.config
+        let shared = context.sharedConfig
+        self.shared = shared
+        let config = shared.value
         pools = context.pools
         self.peer = peer
         peerIP = Self.address(of: peer)
-        awaitingProxyHeader = context.config.proxyProtocol
+        awaitingProxyHeader = config.proxyProtocol
         // Only the client's input starts with room (for a request head); the others grow when first used, so an
         // idle keep-alive connection holds one small buffer, not four.
         // Allocated by the first read (see ClientConnection.readClient): an idle connection holds no input buffer.
@@ -255,7 +276,10 @@ struct ConnectionMachine {
 
     // MARK: - What the driver asks
 
-    /// Whether the driver should read from the client now (a level, reconciled after each batch).
+    /// Whether the driver should read from the client now (a level, reconciled after each batch). The driver's
+    /// questions are inlined: a call would pass the machine by address, and the driver, a class holding it, would
+    /// first copy the whole machine onto the stack.
+    @inline(__always)
     var wantsClientRead: Bool {
         switch state {
         case .closed: return false
@@ -272,6 +296,7 @@ struct ConnectionMachine {
     }
 
     /// Whether the driver should read from the upstream now.
+    @inline(__always)
     var wantsUpstreamRead: Bool {
         guard case .exchanging(let ex) = state, ex.upstreamConnected, !ex.upReadEnded else { return false }
         return clientOut.readableBytes < config.buffers.outputHighWater
@@ -279,14 +304,17 @@ struct ConnectionMachine {
     }
 
     /// Whether the driver should write `upstreamOut` now.
+    @inline(__always)
     var wantsUpstreamWrite: Bool {
         guard case .exchanging(let ex) = state, ex.upstreamConnected, !ex.upWriteFailed else { return false }
         return !upstreamOut.isEmpty
     }
 
+    @inline(__always)
     var isClosed: Bool { if case .closed = state { return true } else { return false } }
 
     /// Idle between requests with nothing to write (drain closes such a connection at once).
+    @inline(__always)
     var isIdle: Bool {
         if case .awaitingHead(since: nil) = state { return clientOut.readableBytes == 0 }
         return false
@@ -831,9 +859,17 @@ struct ConnectionMachine {
     }
 
     /// Streams a held part or the spooled body from its file into `upstreamOut` while there is room.
+    /// Inlined for its first check, which nearly every call fails (nothing is sent from a file), and the rest
+    /// static: a call to a method of the machine from `pump` would first copy the whole machine onto the stack.
+    @inline(__always)
     private func refillFromFile(_ ex: Exchange) {
-        guard let sink = ex.body?.sink, let (file, offset) = sink.sending else { return }
-        guard upstreamOut.pendingBytes < config.buffers.outputHighWater else { return }
+        guard let sink = ex.body?.sink, sink.sending != nil else { return }
+        Self.refill(upstreamOut, from: sink, highWater: config.buffers.outputHighWater)
+    }
+
+    private static func refill(_ upstreamOut: OutputQueue, from sink: UpstreamSink, highWater: Int) {
+        guard let (file, offset) = sink.sending else { return }
+        guard upstreamOut.pendingBytes < highWater else { return }
         // What fits under the queue's hard cap (a reservation past it would fail the whole exchange).
         let want = min(128 * 1024, upstreamOut.maxCapacity - upstreamOut.pendingBytes)
         guard want > 0 else { return }

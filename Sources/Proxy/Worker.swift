@@ -25,6 +25,8 @@ public final class ProxyStats: Sendable {
 final class Worker {
     let loop: EventLoop
     let config: ProxyConfiguration
+    /// `config` by reference, for the connections' machines.
+    let sharedConfig: SharedConfiguration
     let stats: ProxyStats
     private(set) var draining = false
     /// This worker's listening sockets, one per listening address, and their registrations.
@@ -79,6 +81,7 @@ final class Worker {
         self.tlsClient = tlsClient
         self.loop = loop
         self.config = config
+        self.sharedConfig = SharedConfiguration(config)
         self.index = index
         events = config.eventLog
         self.stats = stats

@@ -105,8 +105,8 @@ enum AllocationCase: String, CaseIterable, Sendable {
     var budget: (all: Double, machine: Double) {
         switch self {
         case .get: (79, 59)
-        case .upload: (392, 369)
-        case .uploadWithPolicy: (767, 743)
+        case .upload: (370, 347)
+        case .uploadWithPolicy: (747, 723)
         }
     }
 }
