@@ -66,6 +66,7 @@ public enum HTTPHeadSerializer {
 
     /// `writeRequestHead` into temporary memory: `body` gets the head's bytes, valid only during the call (the
     /// proxy copies them into its upstream output queue, with no array in between).
+    @inline(__always)
     public static func withRequestHead<R>(
         _ head: HTTPRequestHead,
         framing: BodyFraming,

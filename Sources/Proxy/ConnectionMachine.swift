@@ -499,22 +499,22 @@ struct ConnectionMachine {
             return false
         case .success(.complete(let head, let consumed)):
             clientIn.moveReaderIndex(forwardBy: consumed)
-            beginExchange(head, into: &out)
+            beginExchange(consume head, into: &out)
             return true
         }
     }
 
-    private func newRequestID(_ head: HTTPRequestHead?) -> String {
-        if let given = head?.header(.xRequestID), RequestID.isValid(given) { return given }
+    private func newRequestID(given: String?) -> String {
+        if let given, RequestID.isValid(given) { return given }
         return context.newRequestID()
     }
 
     // MARK: - Starting an exchange
 
-    private mutating func beginExchange(_ requestHead: HTTPRequestHead, into out: inout [Action]) {
-        var head = requestHead
-        let requestID = newRequestID(head)
-        let ex = Exchange(head: head, requestID: requestID, startedAt: now, limits: config.http)
+    /// `head` is consumed: the parser's head becomes this function's to edit, and only the exchange's copy is made.
+    private mutating func beginExchange(_ head: consuming HTTPRequestHead, into out: inout [Action]) {
+        let requestID = newRequestID(given: head.header(.xRequestID))
+        let ex = Exchange(head: copy head, requestID: requestID, startedAt: now, limits: config.http)
         state = .exchanging(ex)
         // `--trusted-proxies`: who the client is (audit, quarantine), and whether its X-Forwarded-For is kept.
         let resolution = config.trustedProxies.resolve(peer: peerIP,
