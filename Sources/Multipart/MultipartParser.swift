@@ -31,6 +31,16 @@ public enum MultipartEvent {
     case end
 }
 
+/// `MultipartEvent` without the part: what `MultipartParser.step(_:consumed:)` returns, the begun part waiting in
+/// the parser (`takePart()`). Trivial to copy and to drop, unlike the event, whose part holds arrays: a caller
+/// looping over events pays for destroying each through the enum's generic value witness.
+package enum MultipartStep {
+    case partBegin
+    case partData(UnsafeRawBufferPointer)
+    case partEnd
+    case end
+}
+
 /// A pure, incremental multipart/form-data parser: fed byte slices, it returns events; it does no I/O.
 ///
 /// Feed any chunking, one byte at a time or the whole body at once: the events are the same (data spans
@@ -76,6 +86,8 @@ public final class MultipartParser {
     private var headerBuf: [UInt8] = []
     private var lineStart = 0
     private var state: State = .start(matched: 0)
+    /// The part of the last `.partBegin` step, until `takePart()`.
+    private var begunPart: MultipartPart?
     private var inPart = false
     private var sawFirstDelimiter = false
     private var preambleBytes: UInt64 = 0
@@ -146,12 +158,18 @@ public final class MultipartParser {
     }
 
     /// The part's data follows: the header buffer is emptied and scanning for the next delimiter starts.
-    private func begin(_ part: MultipartPart) -> MultipartEvent {
+    private func begin(_ part: MultipartPart) -> MultipartStep {
         headerBuf.removeAll(keepingCapacity: true)
         lineStart = 0
         inPart = true
         state = .scanning(heldFrom: 0, heldTo: 0)
-        return .partBegin(part)
+        begunPart = part
+        return .partBegin
+    }
+
+    /// The part `step` announced with `.partBegin`, moved out (nil once taken).
+    package func takePart() -> MultipartPart? {
+        begunPart.take()
     }
 
     deinit {
@@ -179,6 +197,22 @@ public final class MultipartParser {
     /// chunk is used up (`consumed == input.count`) and more input is needed.
     public func next(_ input: UnsafeRawBufferPointer, consumed pos: inout Int) throws(MultipartError)
         -> MultipartEvent?
+    {
+        switch try step(input, consumed: &pos) {
+        case nil: return nil
+        case .partBegin?:
+            // `step` has just set it.
+            guard let part = takePart() else { return nil }
+            return .partBegin(part)
+        case .partData(let span)?: return .partData(span)
+        case .partEnd?: return .partEnd
+        case .end?: return .end
+        }
+    }
+
+    /// `next(_:consumed:)` with the begun part left in the parser for `takePart()`.
+    package func step(_ input: UnsafeRawBufferPointer, consumed pos: inout Int) throws(MultipartError)
+        -> MultipartStep?
     {
         let startPos = pos
         defer { offset &+= UInt64(pos - startPos) }
@@ -446,7 +480,7 @@ public final class MultipartParser {
         state = .replay(from: from)
     }
 
-    private func confirmDelimiter(from: Int, close: Bool) throws(MultipartError) -> MultipartEvent? {
+    private func confirmDelimiter(from: Int, close: Bool) throws(MultipartError) -> MultipartStep? {
         tailCount = 0
         if from == 1 { anomalies.insert(.lfLine) }
         if !sawFirstDelimiter {

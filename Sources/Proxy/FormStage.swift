@@ -326,8 +326,9 @@ public final class FormStage {
         try checkRequestAnomalies()
         var consumed = 0
         while !blocked {
-            let event: MultipartEvent?
-            do { event = try parser.next(chunk, consumed: &consumed) } catch {
+            // Steps, not events: a step is trivial to drop, and the begun part is moved out of the parser.
+            let event: MultipartStep?
+            do { event = try parser.step(chunk, consumed: &consumed) } catch {
                 try checkRequestAnomalies()
                 if var ev = takeEvaluator() {
                     _ = ev.malformed(detail: error.description)
@@ -339,10 +340,13 @@ public final class FormStage {
             // any other event comes after the bytes that set a flag in the same call.
             if case .partData = event {} else { try checkRequestAnomalies() }
             guard let event else { return }
-            do {
-                // Consumed: the part is moved into `partBegin`, not copied (a retain and a release per array).
-                switch consume event {
-                case .partBegin(let part): try partBegin(part, out: out)
+            do throws(FormStageError) {
+                switch event {
+                case .partBegin:
+                    guard let part = parser.takePart() else {
+                        throw FormStageError.internalError("part begin without a part")
+                    }
+                    try partBegin(part, out: out)
                 case .partData(let span):
                     try partData(span, out: out)
                     try checkRequestAnomalies()
