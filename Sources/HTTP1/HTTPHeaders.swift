@@ -73,12 +73,13 @@ package enum KnownField: UInt8, Sendable {
         }
     }
 
-    /// The name as a String when `bytes` (a name of this kind) is its usual spelling, `Content-Type` or
-    /// `content-type`: a literal, which costs nothing to make, where `String(decoding:)` would check and copy the
-    /// bytes. Nil for any other spelling, and for `other` and `nonASCII` names.
+    /// The name as a String when `bytes` (a name of this kind) is in one of its usual spellings, `Content-Type`
+    /// or `content-type`: a literal, which costs nothing to make, where `String(decoding:)` would check and copy
+    /// the bytes. Nil for any other spelling (`CONTENT-TYPE`, which keeps its bytes through `String(decoding:)`),
+    /// and for `other` and `nonASCII` names.
     func literalName(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
-        // Compared as StaticStrings (their bytes in place), returned as String literals (constants): a tuple of
-        // Strings would be released on the way out.
+        // The kind matched the bytes ignoring case: a `memcmp` with the canonical spelling (a StaticString, its
+        // bytes in place) or no uppercase letter decides which literal they are.
         let canonical: StaticString
         switch self {
         case .other, .nonASCII: return nil
@@ -103,14 +104,15 @@ package enum KnownField: UInt8, Sendable {
         }
         let spelled = UnsafeBufferPointer(start: canonical.utf8Start, count: canonical.utf8CodeUnitCount)
         if HTTPSyntax.equalBytes(spelled, bytes) { return literal(lowercase: false) }
-        if HTTPSyntax.equalsIgnoringCase(spelled, bytes) && HTTPSyntax.isLowercase(bytes) { return literal(lowercase: true) }
+        if HTTPSyntax.hasNoUppercase(knownName: bytes) { return literal(lowercase: true) }
         return nil
     }
 
-    /// The canonical or lowercase spelling of a known name, as a String literal.
-    private func literal(lowercase: Bool) -> String {
+    /// The canonical or lowercase spelling of a known name, as a String literal (a tuple of Strings would be
+    /// released on the way out); nil for `other` and `nonASCII`.
+    private func literal(lowercase: Bool) -> String? {
         switch self {
-        case .other, .nonASCII: preconditionFailure("only known names have a spelling")
+        case .other, .nonASCII: nil
         case .accept: lowercase ? "accept" : "Accept"
         case .connection: lowercase ? "connection" : "Connection"
         case .contentEncoding: lowercase ? "content-encoding" : "Content-Encoding"
@@ -218,39 +220,45 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     }
 
     /// The value of the first field of a known name (`.contentType`...), or nil: `first(named:)` without
-    /// classifying the name first. `kind` is one of Formwall's constants, never `.other` or `.nonASCII`.
+    /// classifying the name first. `other` and `nonASCII` stand for no one name, and find nothing.
     package func first(_ kind: KnownField) -> String? {
-        precondition(kind != .other && kind != .nonASCII, "a lookup by kind needs a known name")
-        for index in self.fields.indices where self.fields[index].known == kind {
-            return self.fields[index].value
+        switch kind {
+        case .other, .nonASCII: return nil
+        // A known kind is matched by kind alone (`KnownField.matches`): the name is not read.
+        default: return first(kind, named: "")
         }
-        return nil
     }
 
     /// The values of every field of a known name, in order (`values(named:)` by kind, as `first(_:)`).
     package func values(_ kind: KnownField) -> [String] {
-        precondition(kind != .other && kind != .nonASCII, "a lookup by kind needs a known name")
-        var values: [String] = []
-        for index in self.fields.indices where self.fields[index].known == kind {
-            values.append(self.fields[index].value)
+        switch kind {
+        case .other, .nonASCII: return []
+        default: return values(kind, named: "")
         }
-        return values
     }
 
     /// The value of the first field with this name (case-insensitive), or nil.
     public func first(named name: String) -> String? {
+        first(KnownField(name), named: name)
+    }
+
+    /// The values of every field with this name (case-insensitive), in order.
+    public func values(named name: String) -> [String] {
+        values(KnownField(name), named: name)
+    }
+
+    /// `first(named:)` with the name's kind already found.
+    private func first(_ kind: KnownField, named name: String) -> String? {
         // Index loops read the fields in place: `for field in` would copy each (a retain and a release per string).
-        let kind = KnownField(name)
         for index in self.fields.indices where kind.matches(self.fields[index], named: name) {
             return self.fields[index].value
         }
         return nil
     }
 
-    /// The values of every field with this name (case-insensitive), in order.
-    public func values(named name: String) -> [String] {
+    /// `values(named:)` with the name's kind already found.
+    private func values(_ kind: KnownField, named name: String) -> [String] {
         var values: [String] = []
-        let kind = KnownField(name)
         for index in self.fields.indices where kind.matches(self.fields[index], named: name) {
             values.append(self.fields[index].value)
         }

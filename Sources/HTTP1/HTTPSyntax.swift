@@ -39,11 +39,10 @@ enum HTTPSyntax {
     }
 
     /// The bytes as a String if they are valid UTF-8, else nil; as `string(_:)`, without an intermediate array.
-    /// ASCII (nearly every head) needs no validation beyond that check.
+    /// For bytes not all ASCII: the field parser makes an ASCII value (nearly every one) with `string(_:)`, knowing
+    /// from its own pass over the bytes that there is nothing to validate.
     static func validString(_ bytes: Slice<UnsafeRawBufferPointer>) -> String? {
-        if allBytes(bytes, are: { $0 < 0x80 }) { return string(bytes) }
-        return String(validating: UnsafeRawBufferPointer(rebasing: bytes).assumingMemoryBound(to: UInt8.self),
-                      as: UTF8.self)
+        String(validating: UnsafeRawBufferPointer(rebasing: bytes).assumingMemoryBound(to: UInt8.self), as: UTF8.self)
     }
 
     /// `tchar` (RFC 9110 §5.6.2): the bytes of a token such as a method or field name.
@@ -226,9 +225,12 @@ enum HTTPSyntax {
         return zip(text.utf8, other).allSatisfy { lowercased($0) == $1 }
     }
 
-    /// Whether no byte is an uppercase ASCII letter.
-    static func isLowercase(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        !bytes.contains { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+    /// Whether a known field name (ASCII letters and hyphens only) has no uppercase letter: among letters and
+    /// hyphens, exactly the uppercase letters have their 0x20 bit clear, so one AND over the bytes tells.
+    static func hasNoUppercase(knownName bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var all: UInt8 = 0xFF
+        for byte in bytes { all &= byte }
+        return all & 0x20 != 0
     }
 
     /// Byte equality of two buffers.
