@@ -9,7 +9,9 @@
 ///     0 <= count <= capacity
 ///     |-- written --|------ free ------|
 package struct ByteWriter {
-    private let base: UnsafeMutablePointer<UInt8>
+    /// The room's start: never nil for the room `withBytes` makes (at least 64 bytes); a nil one would take no
+    /// bytes, every write overflowing.
+    private let base: UnsafeMutablePointer<UInt8>?
     private let capacity: Int
     /// The bytes written so far.
     package private(set) var count = 0
@@ -17,9 +19,8 @@ package struct ByteWriter {
     package private(set) var overflowed = false
 
     private init(_ space: UnsafeMutableBufferPointer<UInt8>) {
-        // A temporary allocation of at least one byte always has an address.
-        self.base = space.baseAddress ?? UnsafeMutablePointer(bitPattern: 1)!
-        self.capacity = space.count
+        self.base = space.baseAddress
+        self.capacity = space.baseAddress == nil ? 0 : space.count
     }
 
     /// Runs `fill` on a writer over `room` bytes of temporary memory (on the stack when it is safe), again with
@@ -43,7 +44,7 @@ package struct ByteWriter {
     /// Appends `bytes`.
     @inline(__always)
     package mutating func write(_ bytes: UnsafeRawBufferPointer) {
-        guard !overflowed, bytes.count <= capacity &- count else {
+        guard !overflowed, bytes.count <= capacity &- count, let base else {
             overflowed = true
             return
         }
@@ -56,7 +57,7 @@ package struct ByteWriter {
     /// Appends one byte.
     @inline(__always)
     package mutating func write(_ byte: UInt8) {
-        guard !overflowed, count < capacity else {
+        guard !overflowed, count < capacity, let base else {
             overflowed = true
             return
         }
