@@ -39,9 +39,7 @@ import Rules
 
 /// What the machine needs from the worker it runs on, injected so that tests and the fuzzer can run it alone.
 protocol ExchangeContext: AnyObject {
-    /// The proxy's configuration.
-    var config: ProxyConfiguration { get }
-    /// The same, held by reference: what each connection's machine keeps (the default makes one).
+    /// The proxy's configuration, held by reference: each connection's machine keeps it.
     var sharedConfig: SharedConfiguration { get }
     /// The policy new requests use; nil without rules.
     var policy: Policy? { get }
@@ -63,7 +61,10 @@ protocol ExchangeContext: AnyObject {
 }
 
 extension ExchangeContext {
-    var sharedConfig: SharedConfiguration { SharedConfiguration(config) }
+    /// The proxy's configuration (read in place, through `sharedConfig`).
+    var config: ProxyConfiguration {
+        @inline(__always) get { sharedConfig.value }
+    }
     func newEvaluator() -> PolicyEvaluator? { policy.map { PolicyEvaluator(policy: $0) } }
     var pools: RequestPools? { nil }
 }

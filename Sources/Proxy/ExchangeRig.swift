@@ -48,7 +48,7 @@ final class ExchangeRig {
 
     /// A context with a fixed policy, deterministic ids and a fixed clock for records.
     final class Context: ExchangeContext {
-        let config: ProxyConfiguration
+        let sharedConfig: SharedConfiguration
         var policy: Policy?
         var quarantine: QuarantineStore? { nil }
         var draining = false
@@ -56,7 +56,7 @@ final class ExchangeRig {
         let pools: RequestPools?
         private var ids = 0
         init(config: ProxyConfiguration, policy: Policy?) {
-            self.config = config
+            self.sharedConfig = SharedConfiguration(config)
             self.policy = policy
             pools = RequestPools(replayLimit: config.pool.replayLimit)
         }

@@ -24,8 +24,8 @@ public final class ProxyStats: Sendable {
 /// upstream keep-alive pool. Everything here is touched only on `loop`'s thread.
 final class Worker {
     let loop: EventLoop
-    let config: ProxyConfiguration
-    /// `config` by reference, for the connections' machines.
+    /// The configuration, by reference: the connections' machines share it (`config` reads it, from
+    /// `ExchangeContext`).
     let sharedConfig: SharedConfiguration
     let stats: ProxyStats
     private(set) var draining = false
@@ -80,7 +80,6 @@ final class Worker {
         self.tlsServer = tlsServer
         self.tlsClient = tlsClient
         self.loop = loop
-        self.config = config
         self.sharedConfig = SharedConfiguration(config)
         self.index = index
         events = config.eventLog
