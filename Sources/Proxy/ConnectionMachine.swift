@@ -844,10 +844,9 @@ struct ConnectionMachine {
                let value = Self.modifiedValue(ex.form?.records ?? ex.urlencoded?.records ?? []) {
                 forwarding.added.append(HTTPHeaderField(name: name, value: value))
             }
-            var headBytes: [UInt8] = []
-            HTTPHeadSerializer.writeRequestHead(head, framing: .contentLength(file.size), context: forwarding,
-                                                into: &headBytes)
-            do { try upstreamOut.write(headBytes) } catch {
+            let queued = HTTPHeadSerializer.withRequestHead(head, framing: .contentLength(file.size),
+                                                            context: forwarding) { (try? upstreamOut.write($0)) != nil }
+            guard queued else {
                 abort(status: 500, kind: "internal_buffer", into: &out)
                 return
             }
@@ -970,9 +969,7 @@ struct ConnectionMachine {
                     if head.isInformational {
                         // Our own 100 Continue already went out; pass other 1xx (103 Early Hints) through.
                         if head.status != 100 {
-                            var bytes: [UInt8] = []
-                            HTTPHeadSerializer.writeResponseHead(head, close: false, into: &bytes)
-                            _ = try? clientOut.writeBytes(bytes)
+                            HTTPHeadSerializer.withResponseHead(head, close: false) { _ = try? clientOut.writeBytes($0) }
                         }
                         continue
                     }
