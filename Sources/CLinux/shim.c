@@ -239,3 +239,30 @@ int cl_all_bchars(const void *p, size_t n) {
     for (size_t i = 0; i < n; i++) all &= bchar_table[s[i]];
     return (int)all;
 }
+
+/* RFC 9110 tchar: ALPHA, DIGIT and !#$%&'*+-.^_`|~ (HTTPSyntaxTests checks cl_tchar_span against the grammar). */
+static const unsigned char tchar_table[256] = {
+    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1,
+    ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1,
+    ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
+    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1,
+    ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1,
+    ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1,
+    ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+};
+
+size_t cl_tchar_span(const void *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i = 0;
+    while (i + 4 <= n) {
+        if (!tchar_table[s[i]]) return i;
+        if (!tchar_table[s[i + 1]]) return i + 1;
+        if (!tchar_table[s[i + 2]]) return i + 2;
+        if (!tchar_table[s[i + 3]]) return i + 3;
+        i += 4;
+    }
+    while (i < n && tchar_table[s[i]]) i++;
+    return i;
+}

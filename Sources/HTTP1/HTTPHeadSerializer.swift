@@ -98,18 +98,20 @@ public enum HTTPHeadSerializer {
         out.write(head.target)
         out.write(" HTTP/1.1\r\n" as StaticString)
 
-        var host: String?
-        // Index loops over the fields read them in place (`for field in` copies each: a retain and a release
-        // per string).
-        let fields = headers.fields
-        for index in fields.indices {
-            let name = FieldName(fields[index])
-            if host == nil && name.contains(.host) {
-                host = fields[index].value
-            }
-            if context.contentType != nil && name.contains(.contentType) { continue }
-            if !dropsFromRequest(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
-                writeField(fields[index].name, fields[index].value, into: &out, checked: !headers.parsed)
+        // The first Host field's value, for X-Forwarded-Host; a parser's head has at most one.
+        var host: HTTPHeaders.Index?
+        // The fields' bytes are copied out in place; no String is made.
+        let checked = !headers.parsed
+        for index in headers.indices {
+            headers.withField(at: index) { name, value, known in
+                let kind = FieldName(known: known, name: name)
+                if host == nil && kind.contains(.host) {
+                    host = index
+                }
+                if context.contentType != nil && kind.contains(.contentType) { return }
+                if !dropsFromRequest(kind, name, headers, hasConnection: scan.connectionMayName(name, known)) {
+                    appendField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &out, checked: checked)
+                }
             }
         }
         if let contentType = context.contentType {
@@ -139,7 +141,9 @@ public enum HTTPHeadSerializer {
         out.writeCRLF()
         writeOwnField("X-Forwarded-Proto", context.scheme, into: &out)
         if let host {
-            writeOwnField("X-Forwarded-Host", host, into: &out, checked: !headers.parsed)
+            out.write("X-Forwarded-Host: " as StaticString)
+            headers.withValue(at: host) { value in appendValue(UnsafeRawBufferPointer(value), to: &out, checked: checked) }
+            out.writeCRLF()
         }
         appendVia(headers, to: &out)
         writeOwnField("X-Request-Id", context.requestID, into: &out)
@@ -170,11 +174,11 @@ public enum HTTPHeadSerializer {
             out.write(head.reason)
             out.writeCRLF()
             let headers = head.headers
-            let fields = headers.fields
-            for index in fields.indices {
-                let name = FieldName(fields[index])
-                if !dropsFromResponse(name, fields[index].name, headers, hasConnection: scan.hasConnection) {
-                    writeField(fields[index].name, fields[index].value, into: &out, checked: !headers.parsed)
+            let checked = !headers.parsed
+            headers.forEachField { name, value, known in
+                let kind = FieldName(known: known, name: name)
+                if !dropsFromResponse(kind, name, headers, hasConnection: scan.connectionMayName(name, known)) {
+                    appendField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &out, checked: checked)
                 }
             }
             appendVia(headers, to: &out)
@@ -196,24 +200,26 @@ public enum HTTPHeadSerializer {
     }
 
     /// Whether a request field called `name` is left out: `droppedNames(headers)` or `replacedInRequests`
-    /// contains `name.lowercased()`. `hasConnection` says whether `headers` has a Connection field at all.
+    /// contains `name.lowercased()`. `hasConnection` says whether a Connection field of `headers` may name it
+    /// (false: none does; `HeadScan.connectionMayName`).
     static func dropsFromRequest(
         _ kind: FieldName,
-        _ name: String,
+        _ name: UnsafeBufferPointer<UInt8>,
         _ headers: HTTPHeaders,
         hasConnection: Bool
     ) -> Bool {
         if kind.contains(.replacedInRequests) {
             return true
         }
-        return !kind.contains(.host) && (kind.contains(.hopByHop) || (hasConnection && headers.connectionNames(name)))
+        return !kind.contains(.host)
+            && (kind.contains(.hopByHop) || (hasConnection && headers.connectionNames(bytes: name)))
     }
 
     /// Whether a response field called `name` is left out: it is Via, or `droppedNames(headers)` without
     /// Transfer-Encoding contains `name.lowercased()`.
     static func dropsFromResponse(
         _ kind: FieldName,
-        _ name: String,
+        _ name: UnsafeBufferPointer<UInt8>,
         _ headers: HTTPHeaders,
         hasConnection: Bool
     ) -> Bool {
@@ -221,7 +227,7 @@ public enum HTTPHeadSerializer {
             return true
         }
         return !kind.contains(.transferEncoding) && !kind.contains(.host)
-            && (kind.contains(.hopByHop) || (hasConnection && headers.connectionNames(name)))
+            && (kind.contains(.hopByHop) || (hasConnection && headers.connectionNames(bytes: name)))
     }
 
     /// Appends `name: value\r\n`; traps on a name or value that would break the framing of the head.
@@ -291,9 +297,9 @@ public enum HTTPHeadSerializer {
 
     /// Appends the value of every field with this name, each followed by `, `.
     private static func appendValues(of headers: HTTPHeaders, _ kind: KnownField, to out: inout ByteWriter) {
-        let fields = headers.fields
-        for index in fields.indices where fields[index].known == kind {
-            appendValue(fields[index].value, to: &out, checked: !headers.parsed)
+        let checked = !headers.parsed
+        for index in headers.indices where headers.known(at: index) == kind {
+            headers.withValue(at: index) { value in appendValue(UnsafeRawBufferPointer(value), to: &out, checked: checked) }
             out.write(UInt8(ascii: ","))
             out.write(HTTPSyntax.sp)
         }
@@ -304,6 +310,13 @@ public enum HTTPHeadSerializer {
     private static func appendValue(_ value: String, to out: inout ByteWriter, checked: Bool = true) {
         // Unreachable from input: forwarded values passed the parsers' isFieldValueByte check; ours are validated.
         if checked { precondition(isFieldValue(value), "invalid field value") }
+        out.write(value)
+    }
+
+    /// `appendValue` for a value's bytes.
+    private static func appendValue(_ value: UnsafeRawBufferPointer, to out: inout ByteWriter, checked: Bool) {
+        // Unreachable from input, as above.
+        if checked { precondition(HTTPSyntax.allFieldValueBytes(value), "invalid field value") }
         out.write(value)
     }
 
@@ -320,15 +333,25 @@ public enum HTTPHeadSerializer {
 struct HeadScan {
     var hasConnection = false
     var fieldBytes = 0
+    /// The lengths of the Connection fields' elements: bit n for an ASCII element of n bytes (n < 63); bit 63
+    /// for a longer one or a value with other bytes. A field whose name's length has no bit is not named there,
+    /// which spares comparing every field's name with every element (a browser sends `Connection: keep-alive`).
+    var connectionLengths: UInt64 = 0
 
     init(_ headers: HTTPHeaders) {
-        let fields = headers.fields
-        for index in fields.indices {
-            self.fieldBytes += fields[index].name.utf8.count + fields[index].value.utf8.count + 4
-            if fields[index].known == .connection {
-                self.hasConnection = true
-            }
-        }
+        self.fieldBytes = headers.fieldBytes + 4 * headers.count
+        self.hasConnection = headers.contains(kind: .connection)
+        if self.hasConnection { self.connectionLengths = headers.connectionElementLengths() }
+    }
+
+    /// Whether a field of this name (of kind `known`) may be named by a Connection field (then
+    /// `connectionNames` decides). A non-ASCII name always may: Unicode lowercasing can change its length (a
+    /// KELVIN SIGN is three bytes and lowercases to `k`).
+    @inline(__always)
+    func connectionMayName(_ name: UnsafeBufferPointer<UInt8>, _ known: KnownField) -> Bool {
+        guard hasConnection else { return false }
+        if known == .nonASCII || connectionLengths >> 63 != 0 { return true }
+        return (connectionLengths >> UInt64(min(name.count, 63))) & 1 != 0
     }
 }
 
@@ -355,6 +378,15 @@ struct FieldName: OptionSet {
         switch field.known {
         case .nonASCII: self.init(lowercased: field.name.lowercased())
         default: self.init(kind: field.known)
+        }
+    }
+
+    /// `init(_:)` for a field's name bytes and kind.
+    @inline(__always)
+    init(known: KnownField, name: UnsafeBufferPointer<UInt8>) {
+        switch known {
+        case .nonASCII: self.init(lowercased: String(decoding: name, as: UTF8.self).lowercased())
+        default: self.init(kind: known)
         }
     }
 

@@ -13,19 +13,19 @@ extension HTTPHeaders {
     /// that is not 1 or more digits fitting in UInt64.
     func declaredFraming(version: HTTPVersion) throws(HTTPParseError) -> DeclaredFraming {
         var lengthCount = 0
-        var firstLength = ""
+        var firstLength = 0
         var codingCount = 0
-        var firstCoding = ""
-        for index in self.fields.indices {
-            switch self.fields[index].known {
+        var firstCoding = 0
+        for index in self.indices {
+            switch self.known(at: index) {
             case .contentLength:
                 if lengthCount == 0 {
-                    firstLength = self.fields[index].value
+                    firstLength = index
                 }
                 lengthCount += 1
             case .transferEncoding:
                 if codingCount == 0 {
-                    firstCoding = self.fields[index].value
+                    firstCoding = index
                 }
                 codingCount += 1
             default:
@@ -42,14 +42,14 @@ extension HTTPHeaders {
             guard codingCount == 1 else {
                 throw .invalidTransferEncoding
             }
-            try Self.validateTransferEncoding(firstCoding)
+            try Self.validateTransferEncoding(self.value(at: firstCoding))
             return .chunked
         }
         switch lengthCount {
         case 0:
             return .none
         case 1:
-            return .contentLength(try Self.parseContentLength(firstLength))
+            return .contentLength(try self.withValue(at: firstLength) { Self.parseContentLength($0) }.get())
         default:
             throw .duplicateContentLength
         }
@@ -81,43 +81,50 @@ extension HTTPHeaders {
         }
     }
 
-    private static func parseContentLength(_ value: String) throws(HTTPParseError) -> UInt64 {
-        if value.utf8.contains(UInt8(ascii: ",")) {
-            throw .contentLengthList
+    /// A Content-Length value's number: one or more digits fitting in UInt64, no list.
+    private static func parseContentLength(_ value: UnsafeBufferPointer<UInt8>) -> Result<UInt64, HTTPParseError> {
+        for index in value.indices where value[index] == UInt8(ascii: ",") {
+            return .failure(.contentLengthList)
         }
-        guard !value.utf8.isEmpty else {
-            throw .invalidContentLength
+        guard !value.isEmpty else {
+            return .failure(.invalidContentLength)
         }
         var result: UInt64 = 0
-        for byte in value.utf8 {
+        for index in value.indices {
+            let byte = value[index]
             guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else {
-                throw .invalidContentLength
+                return .failure(.invalidContentLength)
             }
             let (times10, overflow1) = result.multipliedReportingOverflow(by: 10)
             let (sum, overflow2) = times10.addingReportingOverflow(UInt64(byte - UInt8(ascii: "0")))
             guard !overflow1, !overflow2 else {
-                throw .invalidContentLength
+                return .failure(.invalidContentLength)
             }
             result = sum
         }
-        return result
+        return .success(result)
     }
 
     /// Whether the connection persists after this message (RFC 9112 §9.3).
     func persists(version: HTTPVersion) -> Bool {
         var keepAlive = false
-        for index in self.fields.indices where self.fields[index].known == .connection {
-            let close = HTTPSyntax.firstListElement(self.fields[index].value) { element in
-                guard !element.isEmpty else {
+        for index in self.indices where self.known(at: index) == .connection {
+            let close = self.withValue(at: index) { value in
+                // An ASCII value (nearly every one) is split in place; any other goes through Strings, whose
+                // Unicode lowercasing `equalsLowercased` follows.
+                guard HTTPSyntax.isASCII(UnsafeRawBufferPointer(value)) else {
+                    return HTTPSyntax.firstListElement(String(decoding: value, as: UTF8.self)) { element in
+                        guard !element.isEmpty else { return false }
+                        if HTTPSyntax.equalsLowercased(element, "close") { return true }
+                        if HTTPSyntax.equalsLowercased(element, "keep-alive") { keepAlive = true }
+                        return false
+                    }
+                }
+                return HTTPSyntax.anyListElement(UnsafeRawBufferPointer(value)) { element in
+                    if HTTPSyntax.equalsIgnoringCase(element, lowercase: "close") { return true }
+                    if HTTPSyntax.equalsIgnoringCase(element, lowercase: "keep-alive") { keepAlive = true }
                     return false
                 }
-                if HTTPSyntax.equalsLowercased(element, "close") {
-                    return true
-                }
-                if HTTPSyntax.equalsLowercased(element, "keep-alive") {
-                    keepAlive = true
-                }
-                return false
             }
             if close {
                 return false

@@ -149,9 +149,76 @@ package enum KnownField: UInt8, Sendable {
 /// The ordered header fields of a head, with case-insensitive lookup.
 ///
 /// Order and name case are preserved exactly as received, so a head can be forwarded faithfully.
+///
+/// The fields are kept as bytes: every name and value back to back in one array, and one `Entry` per field
+/// saying where its name and value lie and what kind of name it is. A parser appends a line's bytes and an
+/// entry, and makes no String; the serializers copy the bytes out as they are. `HTTPHeaderField` values (with
+/// their Strings) are made only when asked for: by the collection's subscript, `fields`, and the lookups that
+/// return Strings.
 public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, ExpressibleByDictionaryLiteral {
+    /// Where one field's name and value lie in `bytes`, and its name's kind.
+    package struct Entry: Sendable {
+        var nameStart: Int
+        var nameCount: Int
+        var valueStart: Int
+        var valueCount: Int
+        var known: KnownField
+    }
+
+    /// The arrays of a head's fields, emptied for reuse: `takeStorage()` gives them out once a head is done
+    /// with, and a parser's `adoptStorage` parses the next head into them without allocating.
+    public struct Storage: Sendable {
+        package var bytes: [UInt8]
+        package var entries: [Entry]
+
+        /// Empty arrays without capacity.
+        public init() {
+            bytes = []
+            entries = []
+        }
+
+        package init(bytes: [UInt8], entries: [Entry]) {
+            self.bytes = bytes
+            self.entries = entries
+        }
+
+        /// Whether neither array has room (a parser holding this needs a recycled pair).
+        var isUnallocated: Bool { bytes.capacity == 0 && entries.capacity == 0 }
+
+        /// How many fields are held.
+        var count: Int { entries.count }
+
+        /// Empties both arrays, keeping their capacity.
+        mutating func removeAll() {
+            bytes.removeAll(keepingCapacity: true)
+            entries.removeAll(keepingCapacity: true)
+        }
+
+        /// Appends a field a head parser checked: `line`'s bytes up to the end of the value, one copy, and an entry
+        /// for the name (from the line's start) and the value (`value`, a range of `line`) with the name's kind.
+        /// The first field reserves room for 16 fields and 1 KiB, a head's usual size (browsers send 10 to 20
+        /// fields): growing from empty would allocate again and again.
+        @inline(__always)
+        mutating func appendParsed(line: UnsafeRawBufferPointer, nameCount: Int, value: Range<Int>, known: KnownField) {
+            if entries.capacity == 0 { entries.reserveCapacity(16) }
+            if bytes.capacity == 0 { bytes.reserveCapacity(1024) }
+            let start = bytes.count
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: line[..<value.upperBound]))
+            entries.append(Entry(nameStart: start, nameCount: nameCount, valueStart: start + value.lowerBound,
+                                 valueCount: value.count, known: known))
+        }
+
+        /// A recycled pair becomes the arrays of storage holding none (a parser's, after a head took them).
+        mutating func adopt(_ storage: Storage) {
+            guard isUnallocated, storage.bytes.isEmpty, storage.entries.isEmpty else { return }
+            self = storage
+        }
+    }
+
+    /// The names and values of the fields, back to back (a removed field's bytes stay, unreferenced).
+    private(set) var bytes: [UInt8]
     /// The fields in order.
-    public private(set) var fields: [HTTPHeaderField]
+    private(set) var entries: [Entry]
     /// Whether every field passed a head parser's checks (a token name, field-value bytes): set only by the
     /// parsers and cleared by `append`, so the serializers re-check the bytes of every other field before
     /// writing it, and skip that for these. Not part of equality.
@@ -159,64 +226,207 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// Creates headers from fields in order.
     public init(_ fields: [HTTPHeaderField] = []) {
-        self.fields = fields
+        bytes = []
+        entries = []
+        for field in fields { append(field) }
+        parsed = false
     }
 
-    /// Creates headers from a parser's field list, taking its array and leaving `fields` empty without storage
-    /// (so the parser, reset for the next head, does not copy an array it still shared).
-    init(taking fields: inout [HTTPHeaderField]) {
-        self.fields = []
-        swap(&self.fields, &fields)
-        self.parsed = true
+    /// Creates headers from a parser's arrays, taking them and leaving `storage` empty without capacity (so the
+    /// parser, reset for the next head, does not copy arrays it still shared).
+    init(taking storage: inout Storage) {
+        bytes = []
+        entries = []
+        swap(&bytes, &storage.bytes)
+        swap(&entries, &storage.entries)
+        parsed = true
     }
 
-    /// Equal when the fields are, in order (whether they were parsed does not matter).
-    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool { lhs.fields == rhs.fields }
+    /// Equal when the fields are, in order: the same name and value bytes (whether they were parsed, and where
+    /// their bytes lie, does not matter).
+    public static func == (lhs: HTTPHeaders, rhs: HTTPHeaders) -> Bool {
+        guard lhs.entries.count == rhs.entries.count else { return false }
+        return lhs.bytes.withUnsafeBytes { left in
+            rhs.bytes.withUnsafeBytes { right in
+                lhs.entries.indices.allSatisfy { index in
+                    let a = lhs.entries[index]
+                    let b = rhs.entries[index]
+                    return HTTPSyntax.equalBytes(slice(left, a.nameStart, a.nameCount),
+                                                 slice(right, b.nameStart, b.nameCount))
+                        && HTTPSyntax.equalBytes(slice(left, a.valueStart, a.valueCount),
+                                                 slice(right, b.valueStart, b.valueCount))
+                }
+            }
+        }
+    }
 
-    public func hash(into hasher: inout Hasher) { hasher.combine(fields) }
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(entries.count)
+        bytes.withUnsafeBytes { raw in
+            for entry in entries {
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: raw[entry.nameStart..<entry.nameStart + entry.nameCount]))
+                hasher.combine(0 as UInt8)
+                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: raw[entry.valueStart..<entry.valueStart + entry.valueCount]))
+                hasher.combine(1 as UInt8)
+            }
+        }
+    }
 
-    /// Takes the fields' array out, leaving the headers empty, so that it can be emptied in place (capacity
-    /// kept) and handed to a later head's parser (`adoptStorage`), which then parses into it without
-    /// allocating. Call it on the last copy of the headers: an array still shared elsewhere would be copied.
-    public mutating func takeStorage() -> [HTTPHeaderField] {
-        var taken: [HTTPHeaderField] = []
-        swap(&taken, &self.fields)
+    /// Takes the fields' arrays out, leaving the headers empty, so that they can be emptied in place (capacity
+    /// kept) and handed to a later head's parser (`adoptStorage`), which then parses into them without
+    /// allocating. Call it on the last copy of the headers: arrays still shared elsewhere would be copied.
+    public mutating func takeStorage() -> Storage {
+        var taken = Storage()
+        swap(&taken.bytes, &bytes)
+        swap(&taken.entries, &entries)
         return taken
     }
 
     /// Creates headers from `["Name": "value", ...]` in literal order; repeated names are kept.
     public init(dictionaryLiteral elements: (String, String)...) {
-        self.fields = elements.map { HTTPHeaderField(name: $0.0, value: $0.1) }
+        self.init(elements.map { HTTPHeaderField(name: $0.0, value: $0.1) })
     }
 
     /// The index of the first field.
-    public var startIndex: Int { self.fields.startIndex }
+    public var startIndex: Int { entries.startIndex }
     /// One past the index of the last field.
-    public var endIndex: Int { self.fields.endIndex }
-    /// The field at `position`.
-    public subscript(position: Int) -> HTTPHeaderField { self.fields[position] }
+    public var endIndex: Int { entries.endIndex }
+    /// The field at `position`, its name and value made into Strings.
+    public subscript(position: Int) -> HTTPHeaderField {
+        let entry = entries[position]
+        return bytes.withUnsafeBytes { raw in
+            let name = Self.slice(raw, entry.nameStart, entry.nameCount)
+            return HTTPHeaderField(name: entry.known.literalName(name) ?? String(decoding: name, as: UTF8.self),
+                                   value: String(decoding: Self.slice(raw, entry.valueStart, entry.valueCount),
+                                                 as: UTF8.self),
+                                   known: entry.known)
+        }
+    }
+
+    /// The fields in order, as `HTTPHeaderField` values (made on each call).
+    public var fields: [HTTPHeaderField] { indices.map { self[$0] } }
+
+    /// The kind of the field at `index`'s name.
+    @inline(__always) package func known(at index: Int) -> KnownField { entries[index].known }
+
+    /// The value of the field at `index`, as a String.
+    package func value(at index: Int) -> String {
+        let entry = entries[index]
+        return bytes.withUnsafeBytes { String(decoding: Self.slice($0, entry.valueStart, entry.valueCount), as: UTF8.self) }
+    }
+
+    /// Calls `body` with the bytes of every field's name and value in order, and its name's kind.
+    @inline(__always)
+    package func forEachField(
+        _ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>, _ known: KnownField) -> Void
+    ) {
+        bytes.withUnsafeBytes { raw in
+            for entry in entries {
+                body(Self.slice(raw, entry.nameStart, entry.nameCount), Self.slice(raw, entry.valueStart, entry.valueCount),
+                     entry.known)
+            }
+        }
+    }
+
+    /// Calls `body` with the bytes of the name and value of the field at `index`, and its name's kind.
+    @inline(__always)
+    package func withField<R>(
+        at index: Int, _ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>, _ known: KnownField) -> R
+    ) -> R {
+        let entry = entries[index]
+        return bytes.withUnsafeBytes { raw in
+            body(Self.slice(raw, entry.nameStart, entry.nameCount), Self.slice(raw, entry.valueStart, entry.valueCount),
+                 entry.known)
+        }
+    }
+
+    /// The bytes of every field's name and value (a removed field's are not counted).
+    var fieldBytes: Int {
+        // Index loops here and below: the generic algorithms with closures allocate in a debug build.
+        var total = 0
+        for index in entries.indices { total += entries[index].nameCount + entries[index].valueCount }
+        return total
+    }
+
+    /// Whether a field of a known kind is present.
+    package func contains(kind: KnownField) -> Bool {
+        for index in entries.indices where entries[index].known == kind { return true }
+        return false
+    }
+
+    /// Calls `body` with the value bytes of the field at `index`.
+    @inline(__always)
+    package func withValue<R>(at index: Int, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        let entry = entries[index]
+        return bytes.withUnsafeBytes { raw in body(Self.slice(raw, entry.valueStart, entry.valueCount)) }
+    }
+
+    /// Calls `body` with the value bytes of the first field of a known kind (none for `other` and `nonASCII`),
+    /// and returns its result; nil when there is no such field.
+    package func withFirstValue<R>(_ kind: KnownField, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
+        guard kind != .other, kind != .nonASCII else { return nil }
+        var found: Int?
+        for index in entries.indices where entries[index].known == kind {
+            found = index
+            break
+        }
+        guard let found else { return nil }
+        let entry = entries[found]
+        return bytes.withUnsafeBytes { body(Self.slice($0, entry.valueStart, entry.valueCount)) }
+    }
+
+    /// The bytes of `count` bytes at `start` of `raw`, typed.
+    @inline(__always)
+    static func slice(_ raw: UnsafeRawBufferPointer, _ start: Int, _ count: Int) -> UnsafeBufferPointer<UInt8> {
+        UnsafeBufferPointer(rebasing: raw.assumingMemoryBound(to: UInt8.self)[start..<start + count])
+    }
 
     /// Appends a field at the end.
     public mutating func append(name: String, value: String) {
-        self.fields.append(HTTPHeaderField(name: name, value: value))
-        self.parsed = false
+        append(HTTPHeaderField(name: name, value: value))
+    }
+
+    private mutating func append(_ field: HTTPHeaderField) {
+        let nameStart = bytes.count
+        bytes.append(contentsOf: field.name.utf8)
+        let valueStart = bytes.count
+        bytes.append(contentsOf: field.value.utf8)
+        entries.append(Entry(nameStart: nameStart, nameCount: valueStart - nameStart, valueStart: valueStart,
+                             valueCount: bytes.count - valueStart, known: field.known))
+        parsed = false
+    }
+
+    /// Whether the field `entry` is called `name` (ASCII case-insensitively), `kind` being `name`'s kind. Equal
+    /// names have equal kinds (ASCII case folding leaves other bytes alone, so an ASCII name never equals a
+    /// non-ASCII one): a known kind decides alone; `other` and `nonASCII` names are then compared in full.
+    @inline(__always)
+    private func matches(_ entry: Entry, _ kind: KnownField, named name: String) -> Bool {
+        guard entry.known == kind else { return false }
+        switch kind {
+        case .other, .nonASCII:
+            return bytes.withUnsafeBytes { raw in
+                var name = name
+                return name.withUTF8 { wanted in
+                    HTTPSyntax.equalsIgnoringCase(Self.slice(raw, entry.nameStart, entry.nameCount), wanted)
+                }
+            }
+        default:
+            return true
+        }
     }
 
     /// Removes every field with this name (case-insensitive).
     public mutating func removeAll(named name: String) {
-        // Only a match mutates: the fields are often shared with a copy of the head, and removing nothing from a
-        // shared array would still copy it. One pass: the kept fields after the first match slide down.
         let kind = KnownField(name)
-        guard let first = self.fields.firstIndex(where: { kind.matches($0, named: name) }) else {
-            return
-        }
+        // Only a match mutates: the entries are often shared with a copy of the head, and removing nothing from a
+        // shared array would still copy it.
+        guard let first = entries.indices.first(where: { matches(entries[$0], kind, named: name) }) else { return }
         var kept = first
-        for index in (first + 1)..<self.fields.count {
-            guard !kind.matches(self.fields[index], named: name) else { continue }
-            self.fields[kept] = self.fields[index]
+        for index in (first + 1)..<entries.count where !matches(entries[index], kind, named: name) {
+            entries[kept] = entries[index]
             kept += 1
         }
-        self.fields.removeSubrange(kept...)
+        entries.removeSubrange(kept...)
     }
 
     /// The value of the first field of a known name (`.contentType`...), or nil: `first(named:)` without
@@ -224,7 +434,6 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     package func first(_ kind: KnownField) -> String? {
         switch kind {
         case .other, .nonASCII: return nil
-        // A known kind is matched by kind alone (`KnownField.matches`): the name is not read.
         default: return first(kind, named: "")
         }
     }
@@ -249,9 +458,8 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// `first(named:)` with the name's kind already found.
     private func first(_ kind: KnownField, named name: String) -> String? {
-        // Index loops read the fields in place: `for field in` would copy each (a retain and a release per string).
-        for index in self.fields.indices where kind.matches(self.fields[index], named: name) {
-            return self.fields[index].value
+        for index in entries.indices where matches(entries[index], kind, named: name) {
+            return value(at: index)
         }
         return nil
     }
@@ -259,8 +467,8 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// `values(named:)` with the name's kind already found.
     private func values(_ kind: KnownField, named name: String) -> [String] {
         var values: [String] = []
-        for index in self.fields.indices where kind.matches(self.fields[index], named: name) {
-            values.append(self.fields[index].value)
+        for index in entries.indices where matches(entries[index], kind, named: name) {
+            values.append(value(at: index))
         }
         return values
     }
@@ -268,23 +476,21 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// Whether a field with this name (case-insensitive) is present.
     public func contains(named name: String) -> Bool {
         let kind = KnownField(name)
-        for index in self.fields.indices where kind.matches(self.fields[index], named: name) {
-            return true
-        }
+        for index in entries.indices where matches(entries[index], kind, named: name) { return true }
         return false
     }
 
     /// The lowercased, non-empty tokens of every Connection field (`close`, `keep-alive`, field names...).
     public var connectionTokens: [String] {
-        self.values(named: "connection").flatMap { value in
+        self.values(.connection).flatMap { value in
             HTTPSyntax.listElements(value).filter { !$0.isEmpty }.map { $0.lowercased() }
         }
     }
 
     /// Whether `connectionTokens` contains `token.lowercased()`, found without building the array.
     func connectionNames(_ token: some StringProtocol) -> Bool {
-        for index in self.fields.indices where self.fields[index].known == .connection {
-            let found = HTTPSyntax.firstListElement(self.fields[index].value) { element in
+        for index in entries.indices where entries[index].known == .connection {
+            let found = HTTPSyntax.firstListElement(value(at: index)) { element in
                 !element.isEmpty && HTTPSyntax.equalsLowercased(element, token)
             }
             if found {
@@ -293,4 +499,46 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         }
         return false
     }
+
+    /// `connectionNames` for a name given as bytes (a field of these headers): an ASCII name (any field a parser
+    /// took) is compared with the Connection fields' ASCII elements in place; anything else as Strings.
+    func connectionNames(bytes name: UnsafeBufferPointer<UInt8>) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            for entry in entries where entry.known == .connection {
+                let value = Self.slice(raw, entry.valueStart, entry.valueCount)
+                guard HTTPSyntax.isASCII(UnsafeRawBufferPointer(value)), HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) else {
+                    if connectionNamesSlow(String(decoding: name, as: UTF8.self)) { return true }
+                    continue
+                }
+                if HTTPSyntax.anyListElement(UnsafeRawBufferPointer(value), where: { element in
+                    !element.isEmpty && HTTPSyntax.equalsIgnoringCase(element, name)
+                }) {
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
+    private func connectionNamesSlow(_ name: String) -> Bool { connectionNames(name) }
+
+    /// The lengths of the Connection fields' elements, as `HeadScan.connectionLengths` keeps them.
+    func connectionElementLengths() -> UInt64 {
+        var lengths: UInt64 = 0
+        bytes.withUnsafeBytes { raw in
+            for entry in entries where entry.known == .connection {
+                let value = UnsafeRawBufferPointer(Self.slice(raw, entry.valueStart, entry.valueCount))
+                guard HTTPSyntax.isASCII(value) else {
+                    lengths |= 1 << 63
+                    continue
+                }
+                _ = HTTPSyntax.anyListElement(value) { element in
+                    lengths |= 1 << UInt64(Swift.min(element.count, 63))
+                    return false
+                }
+            }
+        }
+        return lengths
+    }
+
 }

@@ -35,7 +35,7 @@ public struct HTTPRequestHeadParser: Sendable {
     private var method = ""
     private var target = ""
     private var version = HTTPVersion.http1_1
-    private var headers: [HTTPHeaderField] = []
+    private var headers = HTTPHeaders.Storage()
 
     /// Creates a parser with the given limits.
     public init(limits: HTTPLimits = HTTPLimits()) {
@@ -71,19 +71,19 @@ public struct HTTPRequestHeadParser: Sendable {
 
     /// Whether the parser holds no storage for header fields (a completed head took its array): `adoptStorage`
     /// gives it a recycled one.
-    public var needsStorage: Bool { self.headers.capacity == 0 }
+    public var needsStorage: Bool { self.headers.isUnallocated }
 
     /// Parses the next head's fields into `storage` (an empty array, such as an earlier head's
     /// `HTTPHeaders.takeStorage()` emptied) instead of a new array; ignored while the parser holds storage.
-    public mutating func adoptStorage(_ storage: [HTTPHeaderField]) {
-        HTTPHeaderField.adopt(storage, into: &self.headers)
+    public mutating func adoptStorage(_ storage: HTTPHeaders.Storage) {
+        self.headers.adopt(storage)
     }
 
     /// Forgets any partial head (and any error) and waits for a new request line.
     public mutating func reset() {
         self.state = .requestLine
         self.scanner.reset()
-        self.headers.removeAll(keepingCapacity: true)
+        self.headers.removeAll()
         self.method = ""
         self.target = ""
         self.version = .http1_1
@@ -92,7 +92,7 @@ public struct HTTPRequestHeadParser: Sendable {
     /// `reset()`, and gives the header and line storage back (an idle keep-alive connection holds none).
     public mutating func releaseStorage() {
         reset()
-        self.headers = []
+        self.headers = HTTPHeaders.Storage()
         self.scanner.releaseLine()
     }
 
@@ -112,7 +112,7 @@ public struct HTTPRequestHeadParser: Sendable {
             guard self.headers.count < self.limits.maxHeaderCount else {
                 throw .tooManyHeaders
             }
-            try HTTPHeaderField.append(parsing: line, to: &self.headers)
+            try self.headers.append(parsing: line)
             return nil
         case .failed:
             // Unreachable: parse() throws the stored error before it scans in the failed state.
@@ -151,8 +151,8 @@ public struct HTTPRequestHeadParser: Sendable {
         var contentTypeCount = 0
         var expectIndex: Int?
         // One index loop (fields read in place, not copied) for the fields the head rules count.
-        for index in headers.fields.indices {
-            switch headers.fields[index].known {
+        for index in headers.indices {
+            switch headers.known(at: index) {
             case .host: hostCount += 1
             case .contentType: contentTypeCount += 1
             case .expect where expectIndex == nil: expectIndex = index
@@ -176,8 +176,8 @@ public struct HTTPRequestHeadParser: Sendable {
         }
         var expectsContinue = false
         if let first = expectIndex {
-            for index in first..<headers.fields.count where headers.fields[index].known == .expect {
-                guard HTTPSyntax.equalsIgnoringCase(headers.fields[index].value, lowercase: "100-continue") else {
+            for index in first..<headers.endIndex where headers.known(at: index) == .expect {
+                guard HTTPSyntax.equalsIgnoringCase(headers.value(at: index), lowercase: "100-continue") else {
                     throw .unsupportedExpectation
                 }
                 // RFC 9110 §10.1.1: a 100-continue from an HTTP/1.0 client is ignored.

@@ -38,7 +38,7 @@ public struct HTTPResponseHeadParser: Sendable {
     private var version = HTTPVersion.http1_1
     private var status = 0
     private var reason = ""
-    private var headers: [HTTPHeaderField] = []
+    private var headers = HTTPHeaders.Storage()
 
     /// Creates a parser with the given limits.
     public init(limits: HTTPLimits = HTTPLimits()) {
@@ -75,19 +75,19 @@ public struct HTTPResponseHeadParser: Sendable {
 
     /// Whether the parser holds no storage for header fields (a completed head took its array): `adoptStorage`
     /// gives it a recycled one.
-    public var needsStorage: Bool { self.headers.capacity == 0 }
+    public var needsStorage: Bool { self.headers.isUnallocated }
 
     /// Parses the next head's fields into `storage` (an empty array, such as an earlier head's
     /// `HTTPHeaders.takeStorage()` emptied) instead of a new array; ignored while the parser holds storage.
-    public mutating func adoptStorage(_ storage: [HTTPHeaderField]) {
-        HTTPHeaderField.adopt(storage, into: &self.headers)
+    public mutating func adoptStorage(_ storage: HTTPHeaders.Storage) {
+        self.headers.adopt(storage)
     }
 
     /// Forgets any partial head (and any error) and waits for a new status line.
     public mutating func reset() {
         self.state = .statusLine
         self.scanner.reset()
-        self.headers.removeAll(keepingCapacity: true)
+        self.headers.removeAll()
         self.version = .http1_1
         self.status = 0
         self.reason = ""
@@ -108,7 +108,7 @@ public struct HTTPResponseHeadParser: Sendable {
             guard self.headers.count < self.limits.maxHeaderCount else {
                 throw .tooManyHeaders
             }
-            try HTTPHeaderField.append(parsing: line, to: &self.headers)
+            try self.headers.append(parsing: line)
             return nil
         case .failed:
             // Unreachable: parse() throws the stored error before it scans in the failed state.

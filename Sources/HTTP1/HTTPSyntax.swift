@@ -314,6 +314,31 @@ enum HTTPSyntax {
         }
     }
 
+    /// `firstListElement` over the bytes of an ASCII value: calls `body` with each comma-separated element, OWS
+    /// trimmed (empty ones too), in order, until it returns true; returns whether it did.
+    static func anyListElement(_ value: UnsafeRawBufferPointer, where body: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
+        let bytes = value.bindMemory(to: UInt8.self)
+        var start = 0
+        while true {
+            var end = start
+            while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
+            var first = start
+            var last = end
+            while first < last, isWhitespace(bytes[first]) { first += 1 }
+            while last > first, isWhitespace(bytes[last - 1]) { last -= 1 }
+            if body(UnsafeBufferPointer(rebasing: bytes[first..<last])) { return true }
+            guard end < bytes.count else { return false }
+            start = end + 1
+        }
+    }
+
+    /// ASCII case-insensitive equality of bytes with a lowercase literal.
+    @inline(__always)
+    static func equalsIgnoringCase(_ bytes: UnsafeBufferPointer<UInt8>, lowercase literal: StaticString) -> Bool {
+        bytes.count == literal.utf8CodeUnitCount
+            && equalsIgnoringCase(bytes, UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
     /// Splits a comma-separated list value into OWS-trimmed elements, keeping empty ones.
     static func listElements(_ value: String) -> [Substring] {
         value.split(separator: ",", omittingEmptySubsequences: false).map { trimmed($0) }

@@ -486,7 +486,7 @@ struct ConnectionMachine {
                 return true
             }
         }
-        if headParser.needsStorage { headParser.adoptStorage(pools?.fieldStorage.take() ?? []) }
+        if headParser.needsStorage { headParser.adoptStorage(pools?.fieldStorage.take() ?? HTTPHeaders.Storage()) }
         let result = clientIn.withUnsafeReadableBytes { bytes in
             Result { () throws(HTTPParseError) in try headParser.parse(bytes) }
         }
@@ -538,6 +538,8 @@ struct ConnectionMachine {
         // before a body byte is read, and before any 100 Continue.
         var evaluator = context.newEvaluator()
         var bodyKind: PolicyEvaluator.BodyKind?
+        // Made into a String once: the fields are kept as bytes, and each lookup makes a new String.
+        let contentType = head.header(.contentType)
         if var ev = evaluator {
             let length: UInt64? = {
                 switch head.framing {
@@ -547,7 +549,7 @@ struct ConnectionMachine {
                 }
             }()
             let decision = ev.begin(method: head.method, path: head.target, host: head.header(.host),
-                                    contentType: head.header(.contentType), contentLength: length,
+                                    contentType: contentType, contentLength: length,
                                     preflight: Self.isPreflight(head), headerValues: { head.headers.values(named: $0) })
             evaluator = ev
             ex.evaluator = ev
@@ -580,7 +582,6 @@ struct ConnectionMachine {
         var upstreamFraming = head.framing
         // A re-encoded body's Content-Type, written in place of the client's (HTTPForwardingContext.contentType).
         var upstreamContentType: String?
-        let contentType = head.header(.contentType)
         let looksMultipart = contentType.map { ASCII.hasPrefix($0, lowercase: "multipart/form-data") } ?? false
         var isMultipart = bodyKind == .multipart || (bodyKind == nil && looksMultipart)
         // A compressed form body is decoded before it is parsed, and goes upstream decoded (docs/rules.md,
@@ -944,7 +945,7 @@ struct ConnectionMachine {
                     if ex.upReadEnded { upstreamEnded(ex, into: &out); return true }
                     return progressed
                 }
-                if ex.responseParser.needsStorage { ex.responseParser.adoptStorage(pools?.fieldStorage.take() ?? []) }
+                if ex.responseParser.needsStorage { ex.responseParser.adoptStorage(pools?.fieldStorage.take() ?? HTTPHeaders.Storage()) }
                 let result = upstreamIn.withUnsafeReadableBytes { bytes in
                     Result { () throws(HTTPParseError) in
                         try ex.responseParser.parse(bytes, requestMethod: ex.head.method)
@@ -1002,7 +1003,8 @@ struct ConnectionMachine {
                     case .chunked: ex.response = .chunked(ChunkedDecoder(limits: config.http))
                     case .closeDelimited: ex.response = .closeDelimited
                     }
-                    pools?.fieldStorage.recycle(head.headers.takeStorage())
+                    var storage = head.headers.takeStorage()
+                    pools?.fieldStorage.recycle(&storage)
                 }
             case .contentLength(let remaining):
                 let avail = upstreamIn.readableBytes
@@ -1147,9 +1149,10 @@ struct ConnectionMachine {
         upstreamOut.clear()
         let unread = !ex.requestComplete || ex.bodyDiscarded
         out.append(.ended(auditRecord(ex, status: ex.status, reason: nil, error: nil)))
-        // The request head's field array and the form stage's encoding array, for later requests (the exchange
+        // The request head's field arrays and the form stage's encoding array, for later requests (the exchange
         // is done with them).
-        pools?.fieldStorage.recycle(ex.takeHeadFieldStorage())
+        var storage = ex.takeHeadFieldStorage()
+        pools?.fieldStorage.recycle(&storage)
         if let pools { ex.form?.giveBack(to: pools) }
         headParser.reset()
         if unread || ex.closeAfter || context.draining {

@@ -111,9 +111,9 @@ final class Exchange {
         responseParser = HTTPResponseHeadParser(limits: limits)
     }
 
-    /// The request head's field array, for the pools (a later head's parser); the head keeps no fields
+    /// The request head's field arrays, for the pools (a later head's parser); the head keeps no fields
     /// afterwards, so call it only once the exchange has ended and its audit record is built.
-    func takeHeadFieldStorage() -> [HTTPHeaderField] { head.headers.takeStorage() }
+    func takeHeadFieldStorage() -> HTTPHeaders.Storage { head.headers.takeStorage() }
 
     var requestComplete: Bool { body?.isComplete ?? true }
     var upstreamConnected: Bool { upstream == .connected }

@@ -13,8 +13,9 @@ final class RequestPools {
     /// Replay logs of requests on reused upstream connections: at most 64, each of at most `replayLimit` bytes,
     /// 1 MiB in all.
     var replayLogs: ArrayPool<UInt8>
-    /// Field arrays of finished heads, for the head parsers: at most 64 arrays of at most 64 fields (2 KiB).
-    var fieldStorage = ArrayPool<HTTPHeaderField>(maxArrays: 64, maxCapacity: 64)
+    /// Field arrays of finished heads, for the head parsers: at most 64 pairs, each of at most 64 fields (2.5 KiB
+    /// of entries) and 4 KiB of name and value bytes.
+    var fieldStorage = FieldStoragePool()
     /// Part record lists of finished form stages: at most 64 lists of at most 16 records.
     var partRecords = ArrayPool<PartRecord>(maxArrays: 64, maxCapacity: 16)
 
@@ -22,6 +23,28 @@ final class RequestPools {
     init(replayLimit: Int) {
         replayLogs = ArrayPool(maxArrays: 64, maxCapacity: replayLimit, maxBytes: 1 << 20)
     }
+}
+
+/// The two arrays of finished heads' fields (`HTTPHeaders.Storage`), kept for the head parsers.
+struct FieldStoragePool {
+    private var bytes = ArrayPool<UInt8>(maxArrays: 64, maxCapacity: 4096)
+    private var entries = ArrayPool<HTTPHeaders.Entry>(maxArrays: 64, maxCapacity: 64)
+
+    /// A pair of empty arrays, with the capacity of recycled ones when the pool holds them.
+    mutating func take() -> HTTPHeaders.Storage {
+        HTTPHeaders.Storage(bytes: bytes.take(), entries: entries.take())
+    }
+
+    /// Empties both arrays, keeping their capacity, and keeps them for a later `take`, within the bounds; `storage`
+    /// is left without them. Taken by `inout` so that each array is passed on as its only reference (a copy
+    /// of a consumed argument would share them, and emptying a shared array allocates a new one).
+    mutating func recycle(_ storage: inout HTTPHeaders.Storage) {
+        bytes.recycle(moveOut(&storage.bytes, leaving: []))
+        entries.recycle(moveOut(&storage.entries, leaving: []))
+    }
+
+    /// How many pairs are kept (the arrays of field entries).
+    var count: Int { entries.count }
 }
 
 /// Emptied arrays kept for reuse: at most `maxArrays`, each with room for at most `maxCapacity` elements

@@ -72,7 +72,7 @@ import TestRandom
                 .joined(separator: "-")
             for name in [lower, canonical, lower.uppercased(), String(canonical.dropLast()) + canonical.suffix(1).uppercased()] {
                 let line = Array("\(name): v".utf8)
-                let field = try line.withUnsafeBytes { try HTTPHeaderField.parse(line: $0) }
+                let field = try Self.parsed(line)
                 #expect(Array(field.name.utf8) == Array(name.utf8), "\(name)")
                 #expect(field.known == KnownField(lower))
                 let headers = HTTPHeaders([HTTPHeaderField(name: "Other", value: "o"), field])
@@ -90,7 +90,7 @@ import TestRandom
             guard name.utf8.allSatisfy({ $0 < 0x80 }) else { continue }
             name = name.isEmpty ? "x" : name
             let line = Array("\(name): value".utf8)
-            let field = try line.withUnsafeBytes { try HTTPHeaderField.parse(line: $0) }
+            let field = try Self.parsed(line)
             #expect(field.known == KnownField(name))
             #expect(field.name == name, "a parsed name keeps its bytes")
             #expect(FieldName(field) == FieldName(field.name), "\(name)")
@@ -98,5 +98,14 @@ import TestRandom
             renamed.name = Self.knownNames[rng.below(Self.knownNames.count)]
             #expect(renamed.known == KnownField(renamed.name))
         }
+    }
+
+    /// The one field a head parser makes of `line` (its storage, then the headers taking it).
+    static func parsed(_ line: [UInt8]) throws -> HTTPHeaderField {
+        var storage = HTTPHeaders.Storage()
+        try line.withUnsafeBytes { try storage.append(parsing: $0) }
+        let headers = HTTPHeaders(taking: &storage)
+        #expect(headers.count == 1 && headers.parsed)
+        return headers[0]
     }
 }

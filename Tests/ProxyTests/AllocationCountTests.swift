@@ -99,12 +99,17 @@ private func measure(_ request: [UInt8], policy: Policy?, requests n: Int, warmU
 /// index loops. A change that makes a request allocate more than its
 /// budget fails here; one that makes it allocate less should lower the budget. The figures are for the debug
 /// build `swift test` makes; an optimized build allocates differently.
+///
+/// 2026-12-02: with header fields kept as bytes (two arrays per head instead of one array of String pairs) the
+/// debug build measures GET 78/60, upload 338/317, upload + rules 682/660, two more per request than before
+/// (the release build's mallocs per upload are unchanged at 15, and fall from 26 to 16 for a browser's head of 20
+/// fields: bench/proxy/instructions.py). The GET budget's machine share rose from 59 to 62 with them.
 enum AllocationCase: String, CaseIterable, Sendable {
     case get, upload, uploadWithPolicy
 
     var budget: (all: Double, machine: Double) {
         switch self {
-        case .get: (79, 59)
+        case .get: (80, 62)
         case .upload: (370, 347)
         case .uploadWithPolicy: (747, 723)
         }

@@ -15,8 +15,9 @@ a 10 KiB file (every answer must be a 200); formwall is stopped and callgrind's 
 N1 and N2 requests give instructions per request = (I(N2) - I(N1)) / (N2 - N1): start-up, warm-up and shut-down
 cancel out. The same difference of callgrind's call counts gives mallocs per request.
 
-Configurations: `bare` (no rules, no audit log) and `policy` (costs.py's typical route: the parts are also
-sniffed and hashed). With --baseline, the same is measured for a second binary in the same run and the
+Configurations: `bare` (no rules, no audit log), `policy` (costs.py's typical route: the parts are also
+sniffed and hashed) and `browser` (bare, but each request's head also carries the 17 fields a desktop Chromium
+sends with a form upload, `BROWSER_FIELDS`: wrk sends only Host, Content-Type and Content-Length). With --baseline, the same is measured for a second binary in the same run and the
 ratios printed (for a before/after of one change).
 
 Needs valgrind (Debian package `valgrind`). Valgrind 3.19 cannot read the DWARF 5 debug information the Swift
@@ -44,9 +45,35 @@ import idle  # noqa: E402  (idle.py: read_answer)
 BOUNDARY = "formwallinstructions0123456789"
 
 
-def request_bytes(file_kib):
+# The fields a desktop Chromium sends with a form upload besides Host, Content-Type and Content-Length (what wrk
+# sends): the `browser` configuration adds them, to count the per-field work a browser's request really costs.
+BROWSER_FIELDS = (
+    "Connection: keep-alive\r\n"
+    "Cache-Control: max-age=0\r\n"
+    'sec-ch-ua: "Chromium";v="120", "Not(A:Brand";v="24"\r\n'
+    "sec-ch-ua-mobile: ?0\r\n"
+    'sec-ch-ua-platform: "Linux"\r\n'
+    "Origin: http://127.0.0.1\r\n"
+    "Upgrade-Insecure-Requests: 1\r\n"
+    "User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 "
+    "Safari/537.36\r\n"
+    "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,"
+    "application/signed-exchange;v=b3;q=0.7\r\n"
+    "Sec-Fetch-Site: same-origin\r\n"
+    "Sec-Fetch-Mode: navigate\r\n"
+    "Sec-Fetch-User: ?1\r\n"
+    "Sec-Fetch-Dest: document\r\n"
+    "Referer: http://127.0.0.1/upload\r\n"
+    "Accept-Encoding: gzip, deflate, br\r\n"
+    "Accept-Language: en-US,en;q=0.9\r\n"
+    "Cookie: sessionid=8c1f2e0a9b7d4c3e6f5a1b2c3d4e5f60; csrftoken=Zx8Yw7Vu6Ts5Rq4Po3Nm2Lk1Jh0Gf9Ed\r\n"
+)
+
+
+def request_bytes(file_kib, browser=False):
     """One upload matching costs.py's route: a `caption` field and a `file` part named random.bin, its bytes
-    pseudo-random (fixed seed) so that the sniffer calls them application/octet-stream as the route asks."""
+    pseudo-random (fixed seed) so that the sniffer calls them application/octet-stream as the route asks. With
+    `browser`, the head also carries `BROWSER_FIELDS`."""
     body = (
         f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"caption\"\r\n\r\nhello\r\n"
         f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"random.bin\"\r\n"
@@ -54,7 +81,8 @@ def request_bytes(file_kib):
     ).encode() + random.Random(1).randbytes(file_kib * 1024) + f"\r\n--{BOUNDARY}--\r\n".encode()
     head = (
         "POST /upload HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\nContent-Length: {len(body)}\r\n"
+        + (BROWSER_FIELDS if browser else "") + "\r\n"
     ).encode()
     return head + body
 
@@ -95,7 +123,7 @@ def read_callgrind(path):
     return total, mallocs
 
 
-def count(args, exe, extra, n, workdir, uport, label):
+def count(args, exe, extra, n, workdir, uport, label, browser=False):
     """Runs formwall under callgrind for `n` requests; returns (instructions, mallocs) of the whole process."""
     port = base.free_port()
     out = os.path.join(workdir, f"callgrind.{label}.{n}")
@@ -113,17 +141,17 @@ def count(args, exe, extra, n, workdir, uport, label):
             raise RuntimeError(f"formwall under valgrind did not start; its log ends with:\n{base.tail(log)}")
         time.sleep(0.05)
     try:
-        send_requests(port, request_bytes(args.file_kib), n, timeout=60)
+        send_requests(port, request_bytes(args.file_kib, browser), n, timeout=60)
     except (OSError, RuntimeError) as e:
         raise RuntimeError(f"{label}, {n} requests: {e!r}; formwall's log ends with:\n{base.tail(log, 3000)}") from e
     base.PROCS.stop(p, grace=60)
     return read_callgrind(out)
 
 
-def measure(args, exe, extra, workdir, uport, label):
+def measure(args, exe, extra, workdir, uport, label, browser=False):
     n1, n2 = args.requests
-    i1, m1 = count(args, exe, extra, n1, workdir, uport, label)
-    i2, m2 = count(args, exe, extra, n2, workdir, uport, label)
+    i1, m1 = count(args, exe, extra, n1, workdir, uport, label, browser)
+    i2, m2 = count(args, exe, extra, n2, workdir, uport, label, browser)
     return {"instructions_per_request": (i2 - i1) / (n2 - n1), "mallocs_per_request": (m2 - m1) / (n2 - n1),
             "runs": {str(n1): {"instructions": i1, "mallocs": m1}, str(n2): {"instructions": i2, "mallocs": m2}}}
 
@@ -162,16 +190,17 @@ def main():
     rules = os.path.join(workdir, "typical.rules")
     with open(rules, "w") as f:
         f.write(costs.RULES.format(body_max_mib=1, file_max_mib=1))
-    configs = {"bare": [], "policy": ["--rules", rules]}
+    # (formwall's arguments, whether the request carries a browser's fields)
+    configs = {"bare": ([], False), "policy": (["--rules", rules], False), "browser": ([], True)}
     binaries = {"formwall": stripped_copy(args.formwall, workdir, "formwall")}
     if args.baseline:
         binaries["baseline"] = stripped_copy(args.baseline, workdir, "baseline")
 
     results = {}
     for name, exe in binaries.items():
-        for config, extra in configs.items():
+        for config, (extra, browser) in configs.items():
             label = f"{name}-{config}"
-            results[label] = measure(args, exe, extra, workdir, uport, label)
+            results[label] = measure(args, exe, extra, workdir, uport, label, browser)
             r = results[label]
             print(f"{label:20} {r['instructions_per_request']:10.0f} instructions/request "
                   f"{r['mallocs_per_request']:6.1f} mallocs/request", flush=True)
