@@ -1,3 +1,4 @@
+import CLinux
 import Testing
 import TestRandom
 
@@ -16,6 +17,24 @@ import TestRandom
             let digit = (0x30...0x39).contains(value)
             let expected = alpha || digit || punctuation.contains(byte)
             #expect(HTTPSyntax.isTokenChar(byte) == expected, "byte \(value)")
+        }
+    }
+
+    /// The shim's tchar table (`cl_tchar_span`, which finds the end of a field name) against the same grammar:
+    /// every byte value at every position of runs of 0 to 9 bytes (its loop takes four bytes at a time, then the
+    /// rest one by one), the others being tchars.
+    @Test func shimsTokenSpanStopsAtExactlyTheNonTokenBytes() {
+        #expect(cl_tchar_span(nil, 0) == 0)
+        for value in 0...255 {
+            let byte = UInt8(value)
+            for length in 1...9 {
+                for position in 0..<length {
+                    var run = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    run[position] = byte
+                    let span = run.withUnsafeBytes { cl_tchar_span($0.baseAddress, $0.count) }
+                    #expect(span == (HTTPSyntax.isTokenChar(byte) ? length : position), "byte \(value) at \(position) of \(length)")
+                }
+            }
         }
     }
 
