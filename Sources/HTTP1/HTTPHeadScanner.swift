@@ -154,6 +154,6 @@ extension HTTPHeaders.Storage {
         }
         let name = UnsafeRawBufferPointer(rebasing: line[..<colon])
         appendParsed(line: line, nameCount: colon, value: start..<end,
-                     known: KnownField(bytes: name.assumingMemoryBound(to: UInt8.self)))
+                     known: KnownField(tokenBytes: name.assumingMemoryBound(to: UInt8.self)))
     }
 }

@@ -46,9 +46,22 @@ package enum KnownField: UInt8, Sendable {
 
     /// The kind of a name's bytes: its length picks the candidates, one case-insensitive comparison decides.
     init(bytes name: UnsafeBufferPointer<UInt8>) {
+        self.init(name, isToken: false)
+    }
+
+    /// The kind of a name a head parser found to be a token (tchars only, so ASCII: never `nonASCII`).
+    init(tokenBytes name: UnsafeBufferPointer<UInt8>) {
+        self.init(name, isToken: true)
+    }
+
+    @inline(__always)
+    private init(_ name: UnsafeBufferPointer<UInt8>, isToken: Bool) {
+        // The first byte turns most candidates of the right length away before the whole name is compared.
+        let first = name.isEmpty ? 0 : HTTPSyntax.lowercased(name[0])
         func named(_ literal: StaticString) -> Bool {
-            HTTPSyntax.equalsIgnoringCase(name, UnsafeBufferPointer(start: literal.utf8Start,
-                                                                    count: literal.utf8CodeUnitCount))
+            first == literal.utf8Start[0]
+                && HTTPSyntax.equalsIgnoringCase(name, UnsafeBufferPointer(start: literal.utf8Start,
+                                                                           count: literal.utf8CodeUnitCount))
         }
         switch name.count {
         case 2 where named("te"): self = .te
@@ -69,7 +82,7 @@ package enum KnownField: UInt8, Sendable {
         case 16 where named("x-forwarded-host"): self = .xForwardedHost
         case 17 where named("transfer-encoding"): self = .transferEncoding
         case 17 where named("x-forwarded-proto"): self = .xForwardedProto
-        default: self = HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) ? .other : .nonASCII
+        default: self = isToken || HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) ? .other : .nonASCII
         }
     }
 

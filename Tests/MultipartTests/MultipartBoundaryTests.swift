@@ -1,0 +1,63 @@
+import Testing
+
+@testable import Multipart
+import TestRandom
+
+/// `MultipartBoundary.parse` reads the usual `multipart/form-data; boundary=…` without the parameter parser
+/// (`plainBoundary`). Whatever the Content-Type, the answer must be the parameter parser's: the same boundary and
+/// anomalies, or the same error. A collection without contiguous storage takes the parser alone, so the two are
+/// compared on generated Content-Types built from the pieces that decide between them.
+@Suite struct MultipartBoundaryTests {
+    private static let types = ["multipart/form-data", "Multipart/Form-Data", "MULTIPART/FORM-DATA", "multipart/mixed",
+                                "multipart/form-dat", " multipart/form-data", "multipart/form-data "]
+    private static let separators = [";", "; ", ";  ", " ;", ";\t", "", ",", "; x=1; "]
+    private static let names = ["boundary=", "BOUNDARY=", "Boundary=", "boundary =", "boundary= ", "boundar=",
+                                "boundary", "boundary=\"", "charset=utf-8; boundary="]
+    /// bchars, and bytes that are not (or that the fast path leaves to the parser).
+    private static let alphabet = Array("abcXYZ019'()+_,-./:=? ".utf8) + Array("\";\t\\é".utf8)
+
+    private static func answer(_ contentType: some Collection<UInt8>) -> String {
+        do {
+            let parsed = try MultipartBoundary.parse(contentType: contentType)
+            return "ok \(parsed.boundary) \(parsed.anomalies)"
+        } catch {
+            return "error \(error.kind)"
+        }
+    }
+
+    @Test func plainFormGivesTheParsersAnswer() {
+        var rng = SplitMix64(seed: 20261202)
+        var plain = 0
+        for _ in 0..<20_000 {
+            // Each piece is one of the plain form's in about two cases of three (the first three types, the first
+            // two separators and the first three names are), so that both sides of the check are frequent.
+            func pick(_ choices: [String], plain: Int) -> [UInt8] {
+                Array(choices[rng.below(3) != 0 ? rng.below(plain) : rng.below(choices.count)].utf8)
+            }
+            var text = pick(Self.types, plain: 3) + pick(Self.separators, plain: 2) + pick(Self.names, plain: 3)
+            // Mostly bchars without the space (the first 20 bytes of the alphabet); lengths around the 70-byte
+            // limit too.
+            let length = rng.below(4) == 0 ? 66 + rng.below(8) : rng.below(40)
+            let pool = rng.below(3) == 0 ? Self.alphabet.count : 20
+            for _ in 0..<length { text.append(Self.alphabet[rng.below(pool)]) }
+            let fast = Self.answer(text)
+            let parser = Self.answer(text.lazy.map { $0 })
+            #expect(fast == parser, "\(String(decoding: text, as: UTF8.self))")
+            if text.withUnsafeBytes({ MultipartBoundary.plainBoundary($0) }) != nil { plain += 1 }
+        }
+        // Both sides of the comparison were exercised.
+        #expect(plain > 2_000 && plain < 18_000, "plain \(plain)")
+    }
+
+    @Test func plainFormIsRecognised() {
+        for text in ["multipart/form-data; boundary=abc", "Multipart/Form-Data;BOUNDARY=----WebKitFormBoundaryx1",
+                     "multipart/form-data; boundary=" + String(repeating: "z", count: 70)] {
+            #expect(Array(text.utf8).withUnsafeBytes { MultipartBoundary.plainBoundary($0) } != nil, "\(text)")
+        }
+        for text in ["multipart/form-data; boundary=\"abc\"", "multipart/form-data; boundary=a b",
+                     "multipart/form-data; boundary=" + String(repeating: "z", count: 71),
+                     "multipart/form-data; boundary=abc; charset=utf-8", "multipart/form-data;  boundary=abc"] {
+            #expect(Array(text.utf8).withUnsafeBytes { MultipartBoundary.plainBoundary($0) } == nil, "\(text)")
+        }
+    }
+}
