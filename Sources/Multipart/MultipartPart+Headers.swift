@@ -1,3 +1,4 @@
+import CLinux
 import Glibc
 
 /// What the parser learned from one part's header block.
@@ -171,10 +172,70 @@ extension MultipartPart {
         }
         var plainFilename: [UInt8]?
         var starFilename: [UInt8]?
+        let dispositionBytes = UnsafeRawBufferPointer(rebasing: block[disposition])
+        if let plain = plainDisposition(dispositionBytes) {
+            // The usual form: what the parameter parser would find, without it.
+            part.name = Array(UnsafeRawBufferPointer(rebasing: dispositionBytes[plain.name]))
+            plainFilename = plain.filename.map { Array(UnsafeRawBufferPointer(rebasing: dispositionBytes[$0])) }
+        } else {
+            parseDisposition(dispositionBytes, into: &part, plainFilename: &plainFilename, starFilename: &starFilename)
+        }
+        if let star = starFilename {
+            if let plain = plainFilename, plain != star { part.anomalies.insert(.filenameMismatch) }
+            part.filename = star
+        } else {
+            part.filename = plainFilename
+        }
+        if part.name == nil { part.anomalies.insert(.missingName) }
+        func check(_ v: [UInt8]?) {
+            guard let v else { return }
+            let (control, nonASCII) = v.withUnsafeBytes { ASCII.controlAndHighBytes($0, tabIsControl: true) }
+            if control { part.anomalies.insert(.controlCharacters) }
+            if nonASCII && !UTF8Check.isValid(v) { part.anomalies.insert(.invalidUTF8) }
+        }
+        check(part.name)
+        check(part.filename)
+        return part
+    }
+
+    /// Where the name and filename lie in a Content-Disposition value of the form nearly every client sends:
+    /// `form-data; name="NAME"` and optionally `; filename="FILENAME"` (the disposition type in any case, the space
+    /// after each `;` optional), the values quoted without a quote or backslash inside, nothing else. Nil for
+    /// anything else, which the parameter parser then reads. For these the parser finds the same name and
+    /// filename, quoted, and no anomaly (`PartHeaderReferenceTests` compares the two on generated values).
+    static func plainDisposition(_ b: UnsafeRawBufferPointer) -> (name: Range<Int>, filename: Range<Int>?)? {
+        let type: StaticString = "form-data"
+        guard b.count > type.utf8CodeUnitCount, let base = b.baseAddress,
+              cl_equals_lower(base, type.utf8Start, type.utf8CodeUnitCount) != 0 else { return nil }
+        var i = type.utf8CodeUnitCount
+        // `; key="value"` at `i`: the value's range, and `i` moved past its closing quote.
+        func quoted(_ key: StaticString) -> Range<Int>? {
+            guard i < b.count, b[i] == ASCII.semicolon else { return nil }
+            i += 1
+            if i < b.count, b[i] == ASCII.space { i += 1 }
+            let keyCount = key.utf8CodeUnitCount
+            guard b.count - i > keyCount + 1, memcmp(base + i, key.utf8Start, keyCount) == 0,
+                  b[i + keyCount] == ASCII.equals, b[i + keyCount + 1] == ASCII.quote else { return nil }
+            let start = i + keyCount + 2
+            var end = start
+            while end < b.count, b[end] != ASCII.quote, b[end] != ASCII.backslash { end += 1 }
+            guard end < b.count, b[end] == ASCII.quote else { return nil }
+            i = end + 1
+            return start..<end
+        }
+        guard let name = quoted("name") else { return nil }
+        if i == b.count { return (name, nil) }
+        guard let filename = quoted("filename"), i == b.count else { return nil }
+        return (name, filename)
+    }
+
+    /// The Content-Disposition value through the parameter parser: name, filenames and their anomalies.
+    private static func parseDisposition(_ value: UnsafeRawBufferPointer, into part: inout MultipartPart,
+                                         plainFilename: inout [UInt8]?, starFilename: inout [UInt8]?) {
         // Duplicate names: flags for the three known ones, a set (made only then) for any other.
         var seenKnown: UInt8 = 0
         var seenOthers: Set<[UInt8]>?
-        let cd = HeaderParameters.scan(raw: UnsafeRawBufferPointer(rebasing: block[disposition])) { p in
+        let cd = HeaderParameters.scan(raw: value) { p in
             let known: UInt8 = ASCII.equals(p.name, "name") ? 1 : ASCII.equals(p.name, "filename") ? 2
                 : ASCII.equals(p.name, "filename*") ? 4 : 0
             let duplicate: Bool
@@ -204,22 +265,6 @@ extension MultipartPart {
         }
         part.anomalies.formUnion(cd.anomalies)
         if !ASCII.equals(cd.value, "form-data") { part.anomalies.insert(.dispositionNotFormData) }
-        if let star = starFilename {
-            if let plain = plainFilename, plain != star { part.anomalies.insert(.filenameMismatch) }
-            part.filename = star
-        } else {
-            part.filename = plainFilename
-        }
-        if part.name == nil { part.anomalies.insert(.missingName) }
-        func check(_ v: [UInt8]?) {
-            guard let v else { return }
-            let (control, nonASCII) = v.withUnsafeBytes { ASCII.controlAndHighBytes($0, tabIsControl: true) }
-            if control { part.anomalies.insert(.controlCharacters) }
-            if nonASCII && !UTF8Check.isValid(v) { part.anomalies.insert(.invalidUTF8) }
-        }
-        check(part.name)
-        check(part.filename)
-        return part
     }
 
     /// Whether a Content-Type value's media type (lowercased, before any `;`) starts with `multipart/`, as

@@ -250,6 +250,44 @@ enum ReferenceParameters {
         }
     }
 
+    /// The usual Content-Disposition (`form-data; name="…"; filename="…"`) is read without the parameter parser
+    /// (`MultipartPart.plainDisposition`): generated values near that form, half of them in it, must give what
+    /// the reference gives.
+    @Test func plainDispositionsMatchTheReference() {
+        var rng = SplitMix64(seed: 12)
+        let types = ["form-data", "Form-Data", "FORM-DATA", "form-datum", "form-data ", "attachment"]
+        let separators = [";", "; ", ";  ", " ;", ";\t", ""]
+        let keys = ["name=", "filename=", "NAME=", "name =", "name*=", "filename*=", "x="]
+        let alphabet = Array("abc XYZ.09-_/\\\";\t'".utf8) + [0x01, 0x7F, 0xC3, 0xA9, 0xFF]
+        var plain = 0
+        for _ in 0..<20_000 {
+            func value() -> [UInt8] {
+                let pool = rng.below(3) == 0 ? alphabet.count : 14
+                let body = (0..<rng.below(12)).map { _ in alphabet[rng.below(pool)] }
+                return rng.below(6) == 0 ? body : [ASCII.quote] + body + (rng.below(8) == 0 ? [] : [ASCII.quote])
+            }
+            func pick(_ choices: [String], plain: Int) -> [UInt8] {
+                Array(choices[rng.below(3) != 0 ? rng.below(plain) : rng.below(choices.count)].utf8)
+            }
+            var line = Array("Content-Disposition: ".utf8) + pick(types, plain: 3)
+            line += pick(separators, plain: 2) + (rng.below(4) == 0 ? pick(keys, plain: 7) : Array("name=".utf8)) + value()
+            if rng.below(2) == 0 {
+                line += pick(separators, plain: 2) + (rng.below(4) == 0 ? pick(keys, plain: 7) : Array("filename=".utf8))
+                line += value()
+            }
+            if rng.below(10) == 0 { line += Array("; x".utf8) }
+            var block = line
+            if rng.below(2) == 0 { block += Array("\r\nContent-Type: image/png".utf8) }
+            let disposition = Array(line.dropFirst(21))
+            if disposition.withUnsafeBytes({ MultipartPart.plainDisposition($0) }) != nil { plain += 1 }
+            let expected = outcome(
+                { (b) throws(MultipartError) in try ReferencePartParser.parse(headerBlock: b) }, block)
+            let actual = outcome({ (b) throws(MultipartError) in try MultipartPart.parse(headerBlock: b) }, block)
+            #expect(actual == expected, "\(String(decoding: block, as: UTF8.self).debugDescription)")
+        }
+        #expect(plain > 2_000 && plain < 18_000, "plain \(plain)")
+    }
+
     @Test func parametersMatchTheReference() {
         for line in Self.lines {
             let value = Array(line.utf8.drop { $0 != UInt8(ascii: ":") }.dropFirst())
