@@ -57,14 +57,14 @@ public struct MultipartEncoder: Sendable {
             out.write(ASCII.hyphen)
             out.write(ASCII.hyphen)
             boundary.withUnsafeBytes { out.write($0) }
-            out.write("\r\nContent-Disposition: form-data; name=\"")
+            out.write("\r\nContent-Disposition: form-data; name=\"" as StaticString)
             Self.writeEscaped(name, to: &out)
             out.write(ASCII.quote)
             if let filename = part.filename, let contentType {
-                out.write("; filename=\"")
+                out.write("; filename=\"" as StaticString)
                 Self.writeEscaped(filename, to: &out)
                 out.write(ASCII.quote)
-                out.write("\r\nContent-Type: ")
+                out.write("\r\nContent-Type: " as StaticString)
                 contentType.withUnsafeBytes { out.write($0) }
             }
             out.writeCRLF()

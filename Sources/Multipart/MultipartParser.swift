@@ -111,7 +111,7 @@ public final class MultipartParser {
         // transport-padding tail after it.
         let patternCount = 4 + boundary.count
         let block = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: patternCount + max(limits.maxTransportPadding, 0) + 2, alignment: 16)
+            byteCount: patternCount + max(limits.maxTransportPadding, 0) + 2, alignment: 1)
         crlfPattern = UnsafeMutableRawBufferPointer(rebasing: block[..<patternCount])
         crlfPattern[0] = ASCII.cr
         crlfPattern[1] = ASCII.lf

@@ -123,8 +123,8 @@ extension MultipartPart {
             i = end + 1
             // Index loops over the raw bytes: the generic slice algorithms cost several times as much per byte.
             // The name runs over tchars up to the colon.
-            var colon = start
-            while colon < lineEnd, ASCII.isTChar(block[colon]) { colon += 1 }
+            // The shim's tchar table, a lookup per byte (the shift-and-test took about nine instructions a byte).
+            let colon = start + cl_tchar_span(block.baseAddress.map { $0 + start }, lineEnd - start)
             guard colon < lineEnd, colon > start, block[colon] == ASCII.colon else {
                 throw MultipartError(.malformedPartHeader)
             }
