@@ -266,3 +266,10 @@ size_t cl_tchar_span(const void *p, size_t n) {
     while (i < n && tchar_table[s[i]]) i++;
     return i;
 }
+
+size_t cl_lower_tchar_span(const void *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i = 0;
+    while (i < n && tchar_table[s[i]] && !(s[i] >= 'A' && s[i] <= 'Z')) i++;
+    return i;
+}

@@ -1,3 +1,4 @@
+import CLinux
 /// Writes a canonical multipart/form-data body, incrementally, around part data the caller streams.
 ///
 /// Every part gets exactly `Content-Disposition: form-data; name="…"` (plus `; filename="…"` for files)
@@ -132,18 +133,12 @@ public struct MultipartEncoder: Sendable {
 
     /// `type/subtype`: tokens without an uppercase letter, one slash with a token on each side, nothing else.
     static func isPlainLowercaseMediaType(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBufferPointer { bytes in
-            var slash = -1
-            for index in bytes.indices {
-                let byte = bytes[index]
-                if byte == 0x2F {
-                    guard slash < 0 else { return false }
-                    slash = index
-                } else if !ASCII.isLowercaseTChar(byte) {
-                    return false
-                }
-            }
-            return slash > 0 && slash < bytes.count - 1
+        bytes.withUnsafeBytes { bytes in
+            // The type up to the slash, then the subtype to the end: two runs of the shim's table.
+            guard let base = bytes.baseAddress else { return false }
+            let slash = cl_lower_tchar_span(base, bytes.count)
+            guard slash > 0, slash < bytes.count - 1, bytes[slash] == 0x2F else { return false }
+            return cl_lower_tchar_span(base + slash + 1, bytes.count - slash - 1) == bytes.count - slash - 1
         }
     }
 

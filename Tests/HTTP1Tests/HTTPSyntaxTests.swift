@@ -20,7 +20,8 @@ import TestRandom
         }
     }
 
-    /// The shim's tchar table (`cl_tchar_span`, which finds the end of a field name) against the same grammar:
+    /// The shim's tchar table (`cl_tchar_span`, which finds the end of a field name, and `cl_lower_tchar_span`)
+    /// against the same grammar:
     /// every byte value at every position of runs of 0 to 9 bytes (its loop takes four bytes at a time, then the
     /// rest one by one), the others being tchars.
     @Test func shimsTokenSpanStopsAtExactlyTheNonTokenBytes() {
@@ -33,6 +34,10 @@ import TestRandom
                     run[position] = byte
                     let span = run.withUnsafeBytes { cl_tchar_span($0.baseAddress, $0.count) }
                     #expect(span == (HTTPSyntax.isTokenChar(byte) ? length : position), "byte \(value) at \(position) of \(length)")
+                    // The same without the uppercase letters (the encoder's plain media types).
+                    let lower = run.withUnsafeBytes { cl_lower_tchar_span($0.baseAddress, $0.count) }
+                    let lowerToken = HTTPSyntax.isTokenChar(byte) && !(0x41...0x5A).contains(value)
+                    #expect(lower == (lowerToken ? length : position), "byte \(value) at \(position) of \(length)")
                 }
             }
         }

@@ -90,6 +90,9 @@ int cl_all_bchars(const void *p, size_t n);
 /// The length of the run of RFC 9110 tchar bytes at the start of `p` (at most `n`).
 size_t cl_tchar_span(const void *p, size_t n);
 
+/// `cl_tchar_span` without the uppercase letters.
+size_t cl_lower_tchar_span(const void *p, size_t n);
+
 // Constants exposed as functions so Swift sees them as plain values.
 static inline int cl_sock_nonblock(void) { return SOCK_NONBLOCK; }
 static inline int cl_sock_cloexec(void) { return SOCK_CLOEXEC; }
