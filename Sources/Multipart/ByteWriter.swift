@@ -92,6 +92,22 @@ package struct ByteWriter {
             write(String(value))
             return
         }
+        writeDecimal(magnitude)
+    }
+
+    /// `writeDecimal` for an `Int` (a status code): the generic one goes through the protocol's witnesses when the
+    /// compiler does not specialize it (some 600 instructions for `200`).
+    @inline(__always)
+    package mutating func writeDecimal(_ value: Int) {
+        guard value >= 0 else {
+            write(String(value))
+            return
+        }
+        writeDecimal(UInt64(value))
+    }
+
+    /// `writeDecimal` for a `UInt64`.
+    package mutating func writeDecimal(_ magnitude: UInt64) {
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for the 20 digits of UInt64.max
         withUnsafeMutableBytes(of: &digits) { scratch in
             var rest = magnitude
