@@ -102,16 +102,14 @@ public enum HTTPHeadSerializer {
         var host: HTTPHeaders.Index?
         // The fields' bytes are copied out in place; no String is made.
         let checked = !headers.parsed
-        for index in headers.indices {
-            headers.withField(at: index) { name, value, known in
-                let kind = FieldName(known: known, name: name)
-                if host == nil && kind.contains(.host) {
-                    host = index
-                }
-                if context.contentType != nil && kind.contains(.contentType) { return }
-                if !dropsFromRequest(kind, name, headers, hasConnection: scan.connectionMayName(name, known)) {
-                    appendField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &out, checked: checked)
-                }
+        headers.forEachField { index, name, value, known in
+            let kind = FieldName(known: known, name: name)
+            if host == nil && kind.contains(.host) {
+                host = index
+            }
+            if context.contentType != nil && kind.contains(.contentType) { return }
+            if !dropsFromRequest(kind, name, headers, hasConnection: scan.connectionMayName(name, known)) {
+                appendField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &out, checked: checked)
             }
         }
         if let contentType = context.contentType {
@@ -175,7 +173,7 @@ public enum HTTPHeadSerializer {
             out.writeCRLF()
             let headers = head.headers
             let checked = !headers.parsed
-            headers.forEachField { name, value, known in
+            headers.forEachField { _, name, value, known in
                 let kind = FieldName(known: known, name: name)
                 if !dropsFromResponse(kind, name, headers, hasConnection: scan.connectionMayName(name, known)) {
                     appendField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &out, checked: checked)

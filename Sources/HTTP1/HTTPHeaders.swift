@@ -59,9 +59,7 @@ package enum KnownField: UInt8, Sendable {
         // The first byte turns most candidates of the right length away before the whole name is compared.
         let first = name.isEmpty ? 0 : HTTPSyntax.lowercased(name[0])
         func named(_ literal: StaticString) -> Bool {
-            first == literal.utf8Start[0]
-                && HTTPSyntax.equalsIgnoringCase(name, UnsafeBufferPointer(start: literal.utf8Start,
-                                                                           count: literal.utf8CodeUnitCount))
+            first == literal.utf8Start[0] && HTTPSyntax.equalsIgnoringCase(name, lowercase: literal)
         }
         switch name.count {
         case 2 where named("te"): self = .te
@@ -147,14 +145,19 @@ package enum KnownField: UInt8, Sendable {
         }
     }
 
-    /// Whether `field` is called `name` (ASCII case-insensitively), `self` being `name`'s kind. Equal names have
-    /// equal kinds (ASCII case folding leaves other bytes alone, so an ASCII name never equals a non-ASCII one):
-    /// a known kind decides alone; `other` and `nonASCII` names are then compared in full.
+    /// Whether a field whose name has kind `known` and bytes `nameBytes` is called `name` (ASCII
+    /// case-insensitively), `self` being `name`'s kind. Equal names have equal kinds (ASCII case folding leaves
+    /// other bytes alone, so an ASCII name never equals a non-ASCII one): a known kind decides alone; `other` and
+    /// `nonASCII` names are then compared in full.
     @inline(__always)
-    func matches(_ field: HTTPHeaderField, named name: String) -> Bool {
+    func matches(known: KnownField, nameBytes: UnsafeBufferPointer<UInt8>, named name: String) -> Bool {
+        guard known == self else { return false }
         switch self {
-        case .other, .nonASCII: return field.known == self && HTTPSyntax.equalsIgnoringCase(field.name, name)
-        default: return field.known == self
+        case .other, .nonASCII:
+            var name = name
+            return name.withUTF8 { HTTPSyntax.equalsIgnoringCase(nameBytes, $0) }
+        default:
+            return true
         }
     }
 }
@@ -242,7 +245,6 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         bytes = []
         entries = []
         for field in fields { append(field) }
-        parsed = false
     }
 
     /// Creates headers from a parser's arrays, taking them and leaving `storage` empty without capacity (so the
@@ -277,9 +279,9 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         hasher.combine(entries.count)
         bytes.withUnsafeBytes { raw in
             for entry in entries {
-                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: raw[entry.nameStart..<entry.nameStart + entry.nameCount]))
+                hasher.combine(bytes: UnsafeRawBufferPointer(Self.slice(raw, entry.nameStart, entry.nameCount)))
                 hasher.combine(0 as UInt8)
-                hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: raw[entry.valueStart..<entry.valueStart + entry.valueCount]))
+                hasher.combine(bytes: UnsafeRawBufferPointer(Self.slice(raw, entry.valueStart, entry.valueCount)))
                 hasher.combine(1 as UInt8)
             }
         }
@@ -324,32 +326,21 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
 
     /// The value of the field at `index`, as a String.
     package func value(at index: Int) -> String {
-        let entry = entries[index]
-        return bytes.withUnsafeBytes { String(decoding: Self.slice($0, entry.valueStart, entry.valueCount), as: UTF8.self) }
+        withValue(at: index) { String(decoding: $0, as: UTF8.self) }
     }
 
-    /// Calls `body` with the bytes of every field's name and value in order, and its name's kind.
+    /// Calls `body` with every field in order: its index, the bytes of its name and value, and its name's kind.
     @inline(__always)
     package func forEachField(
-        _ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>, _ known: KnownField) -> Void
+        _ body: (_ index: Int, _ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>,
+                 _ known: KnownField) -> Void
     ) {
         bytes.withUnsafeBytes { raw in
-            for entry in entries {
-                body(Self.slice(raw, entry.nameStart, entry.nameCount), Self.slice(raw, entry.valueStart, entry.valueCount),
-                     entry.known)
+            for index in entries.indices {
+                let entry = entries[index]
+                body(index, Self.slice(raw, entry.nameStart, entry.nameCount),
+                     Self.slice(raw, entry.valueStart, entry.valueCount), entry.known)
             }
-        }
-    }
-
-    /// Calls `body` with the bytes of the name and value of the field at `index`, and its name's kind.
-    @inline(__always)
-    package func withField<R>(
-        at index: Int, _ body: (_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>, _ known: KnownField) -> R
-    ) -> R {
-        let entry = entries[index]
-        return bytes.withUnsafeBytes { raw in
-            body(Self.slice(raw, entry.nameStart, entry.nameCount), Self.slice(raw, entry.valueStart, entry.valueCount),
-                 entry.known)
         }
     }
 
@@ -374,20 +365,6 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         return bytes.withUnsafeBytes { raw in body(Self.slice(raw, entry.valueStart, entry.valueCount)) }
     }
 
-    /// Calls `body` with the value bytes of the first field of a known kind (none for `other` and `nonASCII`),
-    /// and returns its result; nil when there is no such field.
-    package func withFirstValue<R>(_ kind: KnownField, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R? {
-        guard kind != .other, kind != .nonASCII else { return nil }
-        var found: Int?
-        for index in entries.indices where entries[index].known == kind {
-            found = index
-            break
-        }
-        guard let found else { return nil }
-        let entry = entries[found]
-        return bytes.withUnsafeBytes { body(Self.slice($0, entry.valueStart, entry.valueCount)) }
-    }
-
     /// The bytes of `count` bytes at `start` of `raw`, typed.
     @inline(__always)
     static func slice(_ raw: UnsafeRawBufferPointer, _ start: Int, _ count: Int) -> UnsafeBufferPointer<UInt8> {
@@ -409,22 +386,13 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         parsed = false
     }
 
-    /// Whether the field `entry` is called `name` (ASCII case-insensitively), `kind` being `name`'s kind. Equal
-    /// names have equal kinds (ASCII case folding leaves other bytes alone, so an ASCII name never equals a
-    /// non-ASCII one): a known kind decides alone; `other` and `nonASCII` names are then compared in full.
+    /// Whether the field `entry` is called `name`, `kind` being `name`'s kind (`KnownField.matches`).
     @inline(__always)
     private func matches(_ entry: Entry, _ kind: KnownField, named name: String) -> Bool {
+        // Most fields differ in kind: they are turned away before their bytes are reached.
         guard entry.known == kind else { return false }
-        switch kind {
-        case .other, .nonASCII:
-            return bytes.withUnsafeBytes { raw in
-                var name = name
-                return name.withUTF8 { wanted in
-                    HTTPSyntax.equalsIgnoringCase(Self.slice(raw, entry.nameStart, entry.nameCount), wanted)
-                }
-            }
-        default:
-            return true
+        return bytes.withUnsafeBytes { raw in
+            kind.matches(known: entry.known, nameBytes: Self.slice(raw, entry.nameStart, entry.nameCount), named: name)
         }
     }
 
@@ -514,26 +482,25 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     }
 
     /// `connectionNames` for a name given as bytes (a field of these headers): an ASCII name (any field a parser
-    /// took) is compared with the Connection fields' ASCII elements in place; anything else as Strings.
+    /// took) is compared with each ASCII Connection value's elements in place, and with any other value's through
+    /// Strings (whose Unicode lowercasing `equalsLowercased` follows); a non-ASCII name goes through Strings.
     func connectionNames(bytes name: UnsafeBufferPointer<UInt8>) -> Bool {
-        bytes.withUnsafeBytes { raw in
+        guard HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) else {
+            return connectionNames(String(decoding: name, as: UTF8.self))
+        }
+        return bytes.withUnsafeBytes { raw in
             for entry in entries where entry.known == .connection {
-                let value = Self.slice(raw, entry.valueStart, entry.valueCount)
-                guard HTTPSyntax.isASCII(UnsafeRawBufferPointer(value)), HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) else {
-                    if connectionNamesSlow(String(decoding: name, as: UTF8.self)) { return true }
-                    continue
-                }
-                if HTTPSyntax.anyListElement(UnsafeRawBufferPointer(value), where: { element in
-                    !element.isEmpty && HTTPSyntax.equalsIgnoringCase(element, name)
-                }) {
-                    return true
-                }
+                let value = UnsafeRawBufferPointer(Self.slice(raw, entry.valueStart, entry.valueCount))
+                let named = HTTPSyntax.isASCII(value)
+                    ? HTTPSyntax.anyListElement(value) { !$0.isEmpty && HTTPSyntax.equalsIgnoringCase($0, name) }
+                    : HTTPSyntax.firstListElement(String(decoding: value, as: UTF8.self)) { element in
+                        !element.isEmpty && HTTPSyntax.equalsLowercased(element, String(decoding: name, as: UTF8.self))
+                    }
+                if named { return true }
             }
             return false
         }
     }
-
-    private func connectionNamesSlow(_ name: String) -> Bool { connectionNames(name) }
 
     /// The lengths of the Connection fields' elements, as `HeadScan.connectionLengths` keeps them.
     func connectionElementLengths() -> UInt64 {

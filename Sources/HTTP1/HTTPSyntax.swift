@@ -317,7 +317,7 @@ enum HTTPSyntax {
     /// `firstListElement` over the bytes of an ASCII value: calls `body` with each comma-separated element, OWS
     /// trimmed (empty ones too), in order, until it returns true; returns whether it did.
     static func anyListElement(_ value: UnsafeRawBufferPointer, where body: (UnsafeBufferPointer<UInt8>) -> Bool) -> Bool {
-        let bytes = value.bindMemory(to: UInt8.self)
+        let bytes = value.assumingMemoryBound(to: UInt8.self)
         var start = 0
         while true {
             var end = start

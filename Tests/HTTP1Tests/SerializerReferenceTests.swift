@@ -130,20 +130,18 @@ enum ReferenceSerializer {
             let scan = HeadScan(headers)
             let request = ReferenceSerializer.requestDropped(headers)
             let response = ReferenceSerializer.responseDropped(headers)
-            for index in headers.indices {
+            // As the serializers decide: on the name's bytes, past the Connection elements' lengths first.
+            headers.forEachField { index, name, _, known in
                 let field = headers[index]
                 let kind = FieldName(field)
                 let lowered = field.name.lowercased()
-                // As the serializers decide: on the name's bytes, past the Connection elements' lengths first.
-                headers.withField(at: index) { name, _, known in
-                    #expect(FieldName(known: known, name: name) == kind)
-                    #expect(
-                        HTTPHeadSerializer.dropsFromRequest(kind, name, headers, hasConnection: scan.connectionMayName(name, known))
-                            == request.contains(lowered), "request \(field.name) in \(headers.fields)")
-                    #expect(
-                        HTTPHeadSerializer.dropsFromResponse(kind, name, headers, hasConnection: scan.connectionMayName(name, known))
-                            == response.contains(lowered), "response \(field.name) in \(headers.fields)")
-                }
+                #expect(FieldName(known: known, name: name) == kind)
+                #expect(
+                    HTTPHeadSerializer.dropsFromRequest(kind, name, headers, hasConnection: scan.connectionMayName(name, known))
+                        == request.contains(lowered), "request \(field.name) in \(headers.fields)")
+                #expect(
+                    HTTPHeadSerializer.dropsFromResponse(kind, name, headers, hasConnection: scan.connectionMayName(name, known))
+                        == response.contains(lowered), "response \(field.name) in \(headers.fields)")
             }
             #expect(ReferenceSerializer.referenceConnectionTokens(headers) == headers.connectionTokens)
         }
