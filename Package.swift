@@ -69,7 +69,7 @@ let package = Package(
         .target(name: "TestRandom", path: "Tests/TestRandom"),
         .testTarget(name: "ShimTests", dependencies: ["CLinux", "COpenSSL", "CZlib"]),
         .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect", "COpenSSL", "TestRandom"], exclude: ["Fixtures"]),
-        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "CLinux", "TestRandom"]),
+        .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "CLinux", "Multipart", "TestRandom"]),
         .testTarget(name: "InspectTests", dependencies: ["Inspect", "CZlib", "TestRandom"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "Multipart", "TestRandom"]),
         .testTarget(name: "AuditTests", dependencies: ["Audit", "TestRandom"]),

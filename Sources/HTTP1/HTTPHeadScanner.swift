@@ -1,4 +1,5 @@
 import CLinux
+import Multipart
 
 /// Splits head bytes into CRLF-terminated lines, one byte class at a time, across any chunk boundary.
 ///
@@ -148,8 +149,9 @@ extension HTTPHeaders.Storage {
         }
         let value = UnsafeRawBufferPointer(rebasing: line[start..<end])
         let (valid, ascii) = HTTPSyntax.fieldValueBytes(value)
-        // A value with bytes of 0x80 and above must be UTF-8 (it is handed out as a String).
-        guard valid, ascii || HTTPSyntax.validString(line[start..<end]) != nil else {
+        // A value with bytes of 0x80 and above must be UTF-8 (it is handed out as a String): checked without
+        // making one.
+        guard valid, ascii || UTF8Check.isValid(value) else {
             throw .invalidHeaderValue
         }
         let name = UnsafeRawBufferPointer(rebasing: line[..<colon])

@@ -38,13 +38,6 @@ enum HTTPSyntax {
         String(decoding: UnsafeRawBufferPointer(rebasing: bytes).assumingMemoryBound(to: UInt8.self), as: UTF8.self)
     }
 
-    /// The bytes as a String if they are valid UTF-8, else nil; as `string(_:)`, without an intermediate array.
-    /// For bytes not all ASCII: the field parser makes an ASCII value (nearly every one) with `string(_:)`, knowing
-    /// from its own pass over the bytes that there is nothing to validate.
-    static func validString(_ bytes: Slice<UnsafeRawBufferPointer>) -> String? {
-        String(validating: UnsafeRawBufferPointer(rebasing: bytes).assumingMemoryBound(to: UInt8.self), as: UTF8.self)
-    }
-
     /// `tchar` (RFC 9110 §5.6.2): the bytes of a token such as a method or field name.
     /// One bit per byte value: ALPHA, DIGIT and ``!#$%&'*+-.^_`|~`` (bytes 0–63 in `tokenLow`, 64–127 in
     /// `tokenHigh`). `HTTPSyntaxTests` checks the masks against the grammar for all 256 bytes.

@@ -314,9 +314,9 @@ enum ExtendedValue {
     }
 }
 
-/// UTF-8 validation without building a String.
-enum UTF8Check {
-    static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
+/// UTF-8 validation without building a String (also the head parsers' check of non-ASCII field values).
+package enum UTF8Check {
+    package static func isValid(_ bytes: some Collection<UInt8>) -> Bool {
         if bytes.allSatisfy({ $0 < 0x80 }) {
             return true  // ASCII, the usual case, needs no decoder.
         }
