@@ -188,14 +188,6 @@ package enum ASCII {
     }
     static let tcharLow: UInt64 = 0x03ff_6cfa_0000_0000
     static let tcharHigh: UInt64 = 0x57ff_ffff_c7ff_fffe
-    /// `tcharHigh` without the uppercase letters (bits 1–26: `A` to `Z`).
-    static let lowercaseTCharHigh: UInt64 = tcharHigh & ~0x07ff_fffe
-
-    /// A tchar that is not an uppercase letter.
-    @inline(__always) static func isLowercaseTChar(_ c: UInt8) -> Bool {
-        c < 64 ? (tcharLow >> UInt64(c)) & 1 == 1 : c < 128 && (lowercaseTCharHigh >> UInt64(c &- 64)) & 1 == 1
-    }
-
     /// Whether `bytes` holds a control byte (below 0x20, a tab only if `tabIsControl`, or DEL) and whether it
     /// holds a byte of 0x80 or above. One pass without branches, which the compiler turns into vector code.
     static func controlAndHighBytes(_ bytes: UnsafeRawBufferPointer, tabIsControl: Bool = false)

@@ -42,9 +42,6 @@ struct FieldStoragePool {
         bytes.recycle(moveOut(&storage.bytes, leaving: []))
         entries.recycle(moveOut(&storage.entries, leaving: []))
     }
-
-    /// How many pairs are kept (the arrays of field entries).
-    var count: Int { entries.count }
 }
 
 /// Emptied arrays kept for reuse: at most `maxArrays`, each with room for at most `maxCapacity` elements

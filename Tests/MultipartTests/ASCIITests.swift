@@ -15,7 +15,6 @@ import Testing
         for value in 0...255 {
             let byte = UInt8(value)
             #expect(ASCII.isTChar(byte) == Self.tchar(byte), "byte \(value)")
-            #expect(ASCII.isLowercaseTChar(byte) == (Self.tchar(byte) && !(0x41...0x5A).contains(byte)), "byte \(value)")
         }
     }
 }
