@@ -33,6 +33,13 @@ struct HTTPHeadScanner {
         self.maxHeadBytes = maxHeadBytes
     }
 
+    /// Whether the scanner is at the start of a head and holds no line storage: `reset` and `releaseLine`
+    /// would change nothing.
+    var isPristine: Bool {
+        if case .sawCR = state { return false }
+        return headBytes == 0 && line.capacity == 0 && lineInInput == nil
+    }
+
     /// Consumes bytes from `offset` until a line is complete (true) or the input is exhausted (false).
     ///
     /// Call `clearLine()` after handling a completed line.

@@ -91,6 +91,9 @@ public struct HTTPRequestHeadParser: Sendable {
 
     /// `reset()`, and gives the header and line storage back (an idle keep-alive connection holds none).
     public mutating func releaseStorage() {
+        // Already released (an idle connection's buffers are released when its exchange ends and again when the
+        // answer is flushed): waiting for a request line, which `reset` leaves, so method and target are empty.
+        if case .requestLine = self.state, self.headers.isUnallocated, self.scanner.isPristine { return }
         reset()
         self.headers = HTTPHeaders.Storage()
         self.scanner.releaseLine()
