@@ -46,8 +46,13 @@ final class Worker {
     private var acceptTimer: TimerID?
     /// The policy new requests use; swapped atomically (per worker) on reload. Nil: no rules.
     var policy: Policy? {
-        didSet { evaluatorTemplate = policy.map { PolicyEvaluator(policy: $0) } }
+        didSet {
+            evaluatorTemplate = policy.map { PolicyEvaluator(policy: $0) }
+            hasPolicy = policy != nil
+        }
     }
+    /// Whether `policy` is set: a Bool, read on every request, where testing the optional struct is not free.
+    private var hasPolicy = false
     /// An evaluator made once per policy (at start and on every reload): each request's starts from it and
     /// shares its boxed policy instead of boxing (copying) the policy again.
     private var evaluatorTemplate: PolicyEvaluator?
@@ -86,6 +91,7 @@ final class Worker {
         self.stats = stats
         self.policy = policy
         evaluatorTemplate = policy.map { PolicyEvaluator(policy: $0) }   // didSet does not run in init
+        hasPolicy = policy != nil
         self.quarantine = quarantine
         self.audit = audit
         balancers = config.upstreams.map { UpstreamBalancer(group: $0) }
@@ -433,5 +439,9 @@ extension Worker: ExchangeContext {
     func newBoundary() -> [UInt8] { random.boundary() }
     func timestamp() -> AuditTimestamp { .now() }
 
-    func newEvaluator() -> PolicyEvaluator? { evaluatorTemplate.map { PolicyEvaluator(policyOf: $0) } }
+    func newEvaluator() -> PolicyEvaluator? {
+        // Without rules, no copy of the (nil) template: mapping the optional copied its few hundred bytes first.
+        guard hasPolicy, let template = evaluatorTemplate else { return nil }
+        return PolicyEvaluator(policyOf: template)
+    }
 }
