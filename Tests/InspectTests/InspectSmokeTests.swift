@@ -67,6 +67,28 @@ import Testing
         }
     }
 
+    /// A draw larger than the pool is served on its own (the pool's bytes are not reused for it), and the pool
+    /// keeps serving its own draws afterwards; every lent byte is wiped once the draw returns.
+    @Test func drawsLargerThanThePoolAreServedAndWiped() {
+        let pool = SecureRandomPool(refill: 64)
+        let small = pool.bytes(40)
+        let large = pool.bytes(100)
+        let again = pool.bytes(100)
+        #expect(small.count == 40 && large.count == 100 && again.count == 100)
+        #expect(large != again, "two draws of 100 random bytes agree")
+        #expect(pool.bytes(40) != small)
+        var lent: UnsafeRawBufferPointer?
+        for count in [30, 100] {
+            let copy = pool.withBytes(count) { bytes -> [UInt8] in
+                lent = bytes
+                return Array(bytes)
+            }
+            #expect(copy.count == count)
+            // The lent memory is still the pool's (or freed, for the one-off draw), so only the pool's is read.
+            if count <= 64, let lent { #expect(lent.allSatisfy { $0 == 0 }, "lent bytes wiped") }
+        }
+    }
+
     @Test func hexMatchesTheFormattedDigits() {
         var random = SystemRandomNumberGenerator()
         for count in [0, 1, 7, 16, 33] {
