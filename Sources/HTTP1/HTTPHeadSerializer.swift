@@ -17,6 +17,10 @@ public struct HTTPForwardingContext: Hashable, Sendable {
     /// left out and this one written after the forwarded fields, where appending it to the head would put it.
     /// Set here rather than edited into the head, whose field array the request's exchange shares.
     public var contentType: String?
+    /// A re-encoded multipart body's boundary (the encoder's, a valid RFC 2046 boundary it checked): the upstream's
+    /// Content-Type is then `multipart/form-data; boundary=` and these bytes, written in place of the client's field
+    /// as `contentType` is, without a String made for it. Wins over `contentType`.
+    public var multipartBoundary: [UInt8]?
     /// Whether the client's X-Forwarded-For values are kept before `clientAddress` (a trusted proxy sent
     /// them); false: X-Forwarded-For is `clientAddress` alone.
     public var keepForwardedFor = true
@@ -79,6 +83,7 @@ public enum HTTPHeadSerializer {
         var bound = head.method.utf8.count + head.target.utf8.count + scan.fieldBytes * 2 + 256
         bound += context.clientAddress.utf8.count + context.scheme.utf8.count + context.requestID.utf8.count
         bound += (context.contentType?.utf8.count ?? 0) + (context.defaultHost?.utf8.count ?? 0)
+        bound += context.multipartBoundary.map { $0.count + 48 } ?? 0
         for field in context.added { bound += field.name.utf8.count + field.value.utf8.count + 4 }
         return ByteWriter.withBytes(room: bound, { writer in
             fillRequestHead(head, framing: framing, context: context, scan: scan, into: &writer)
@@ -102,17 +107,23 @@ public enum HTTPHeadSerializer {
         var host: HTTPHeaders.Index?
         // The fields' bytes are copied out in place; no String is made.
         let checked = !headers.parsed
+        let replacesContentType = context.contentType != nil || context.multipartBoundary != nil
         headers.forEachField { index, name, value, known in
             let kind = FieldName(known: known, name: name)
             if host == nil && kind.contains(.host) {
                 host = index
             }
-            if context.contentType != nil && kind.contains(.contentType) { return }
+            if replacesContentType && kind.contains(.contentType) { return }
             if !dropsFromRequest(kind, name, headers, hasConnection: scan.connectionMayName(name, known)) {
                 appendField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &out, checked: checked)
             }
         }
-        if let contentType = context.contentType {
+        if let boundary = context.multipartBoundary {
+            // Boundary bytes are bchars (MultipartEncoder.init checks them), field-value bytes all.
+            out.write("Content-Type: multipart/form-data; boundary=" as StaticString)
+            boundary.withUnsafeBytes { out.write($0) }
+            out.writeCRLF()
+        } else if let contentType = context.contentType {
             writeOwnField("Content-Type", contentType, into: &out)
         }
         if host == nil, let defaultHost = context.defaultHost {

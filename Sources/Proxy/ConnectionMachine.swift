@@ -580,8 +580,10 @@ struct ConnectionMachine {
         let bodyMode = evaluator?.routeUpstreamBody ?? config.upstreamBody
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
-        // A re-encoded body's Content-Type, written in place of the client's (HTTPForwardingContext.contentType).
+        // A re-encoded body's Content-Type, written in place of the client's (HTTPForwardingContext.contentType),
+        // or, for a multipart body, its boundary (`multipartBoundary`: no String made for the field).
         var upstreamContentType: String?
+        var upstreamBoundary: [UInt8]?
         let looksMultipart = contentType.map { ASCII.hasPrefix($0, lowercase: "multipart/form-data") } ?? false
         var isMultipart = bodyKind == .multipart || (bodyKind == nil && looksMultipart)
         // A compressed form body is decoded before it is parsed, and goes upstream decoded (docs/rules.md,
@@ -635,7 +637,7 @@ struct ConnectionMachine {
             }
             ex.form = stage
             transform = .form(stage)
-            upstreamContentType = encoder.contentType
+            upstreamBoundary = encoder.boundary
             upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
         } else if isMultipart {
             respond(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary",
@@ -672,6 +674,7 @@ struct ConnectionMachine {
                                                requestID: requestID)
         forwarding.keepForwardedFor = resolution.keepChain
         forwarding.contentType = upstreamContentType
+        forwarding.multipartBoundary = upstreamBoundary
         // The client-certificate field is Formwall's alone: a client's copy never passes, on any listener.
         if let name = config.tls?.clientSubjectHeader {
             head.headers.removeAll(named: name)

@@ -37,8 +37,15 @@ enum ReferenceSerializer {
         var buffer: [UInt8] = []
         buffer.append(contentsOf: "\(head.method) \(head.target) HTTP/1.1\r\n".utf8)
         let dropped = requestDropped(head.headers)
+        // The proxy's own Content-Type (a re-encoded body's) replaces the client's fields of that name.
+        let ownContentType = context.multipartBoundary.map { "multipart/form-data; boundary=" + String(decoding: $0, as: UTF8.self) }
+            ?? context.contentType
         for field in head.headers where !dropped.contains(field.name.lowercased()) {
+            if ownContentType != nil && field.name.lowercased() == "content-type" { continue }
             writeField(field.name, field.value, into: &buffer)
+        }
+        if let ownContentType {
+            writeField("Content-Type", ownContentType, into: &buffer)
         }
         let host = head.headers.fields.first { HTTPSyntax.equalsIgnoringCase($0.name, "host") }?.value
         if host == nil, let defaultHost = context.defaultHost {
@@ -156,12 +163,21 @@ enum ReferenceSerializer {
                 target: ["/", "/up?x=1", "*"].randomElement(using: &rng)!,
                 headers: randomHeaders(&rng, names: Self.tokenNames)
             )
-            let context = HTTPForwardingContext(
+            var context = HTTPForwardingContext(
                 clientAddress: ["203.0.113.7", "2001:db8::1"].randomElement(using: &rng)!,
                 scheme: ["http", "https"].randomElement(using: &rng)!,
                 requestID: "req-\(rng.next() % 1000)",
                 defaultHost: Bool.random(using: &rng) ? "default.example" : nil
             )
+            // A re-encoded body's Content-Type, as a String or (multipart) as the boundary's bytes, or none.
+            switch rng.next() % 4 {
+            case 0: context.contentType = ["application/x-www-form-urlencoded", "text/plain"].randomElement(using: &rng)!
+            case 1: context.multipartBoundary = Array("formwall-\(rng.next() % 100_000)AbZ".utf8)
+            case 2:
+                context.contentType = "text/plain"
+                context.multipartBoundary = Array("x'()+_,-./:=?y".utf8)
+            default: break
+            }
             let framing = framings.randomElement(using: &rng)!
             var buffer: [UInt8] = Bool.random(using: &rng) ? Array("prefix".utf8) : []
             let prefix = buffer
