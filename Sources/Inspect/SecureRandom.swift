@@ -96,7 +96,7 @@ public final class SecureRandomPool {
     public func withBytes<R>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         guard count <= storage.count else {
             var once = SecureRandom.bytes(count)
-            defer { once.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+            defer { once.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
             return once.withUnsafeBytes(body)
         }
         if count > storage.count - next { refill() }
