@@ -410,6 +410,15 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         entries.removeSubrange(kept...)
     }
 
+    /// The index of the first field of a known name, or nil (`other` and `nonASCII` find nothing): for reading
+    /// its value's bytes (`withValue(at:)`) without making a String.
+    package func firstIndex(_ kind: KnownField) -> Int? {
+        switch kind {
+        case .other, .nonASCII: return nil
+        default: return entries.indices.first { matches(entries[$0], kind, named: "") }
+        }
+    }
+
     /// The value of the first field of a known name (`.contentType`...), or nil: `first(named:)` without
     /// classifying the name first. `other` and `nonASCII` stand for no one name, and find nothing.
     package func first(_ kind: KnownField) -> String? {

@@ -202,16 +202,15 @@ package enum ASCII {
         return (control != 0, high >= 0x80)
     }
 
-    /// Whether `text` starts with the lowercase ASCII `literal`, ignoring ASCII case, without allocating.
-    package static func hasPrefix(_ text: String, lowercase literal: StaticString) -> Bool {
+    /// Whether `bytes` start with the lowercase ASCII `literal`, ignoring ASCII case.
+    package static func hasPrefix(_ bytes: UnsafeBufferPointer<UInt8>, lowercase literal: StaticString) -> Bool {
         let count = literal.utf8CodeUnitCount
-        let contiguous = text.utf8.withContiguousStorageIfAvailable { bytes in
-            bytes.count >= count && (0..<count).allSatisfy { lowercased(bytes[$0]) == literal.utf8Start[$0] }
-        }
-        if let contiguous { return contiguous }
-        var utf8 = text.utf8.makeIterator()
-        for i in 0..<literal.utf8CodeUnitCount {
-            guard let byte = utf8.next(), lowercased(byte) == literal.utf8Start[i] else { return false }
+        guard bytes.count >= count else { return false }
+        let expected = literal.utf8Start
+        var index = 0
+        while index < count {
+            guard lowercased(bytes[index]) == expected[index] else { return false }
+            index &+= 1
         }
         return true
     }

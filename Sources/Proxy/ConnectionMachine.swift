@@ -538,8 +538,14 @@ struct ConnectionMachine {
         // before a body byte is read, and before any 100 Continue.
         var evaluator = context.newEvaluator()
         var bodyKind: PolicyEvaluator.BodyKind?
-        // Made into a String once: the fields are kept as bytes, and each lookup makes a new String.
-        let contentType = head.header(.contentType)
+        // The Content-Type is read as bytes where it lies: a String is made only for a policy (`begin` takes one).
+        // Fields removed below (a modified-header, Content-Encoding) are never Content-Type, but they move it:
+        // its index is looked up again where the boundary is parsed.
+        let contentTypeIndex = head.headers.firstIndex(.contentType)
+        let contentType = evaluator == nil ? nil : contentTypeIndex.map { head.headers.value(at: $0) }
+        let looksMultipart = contentTypeIndex.map {
+            head.headers.withValue(at: $0) { ASCII.hasPrefix($0, lowercase: "multipart/form-data") }
+        } ?? false
         if var ev = evaluator {
             let length: UInt64? = {
                 switch head.framing {
@@ -584,7 +590,6 @@ struct ConnectionMachine {
         // or, for a multipart body, its boundary (`multipartBoundary`: no String made for the field).
         var upstreamContentType: String?
         var upstreamBoundary: [UInt8]?
-        let looksMultipart = contentType.map { ASCII.hasPrefix($0, lowercase: "multipart/form-data") } ?? false
         var isMultipart = bodyKind == .multipart || (bodyKind == nil && looksMultipart)
         // A compressed form body is decoded before it is parsed, and goes upstream decoded (docs/rules.md,
         // "Compressed bodies"); other bodies keep their Content-Encoding and stream through.
@@ -605,10 +610,12 @@ struct ConnectionMachine {
                 return
             }
         }
-        if isMultipart, let ct = contentType {
+        if isMultipart, let contentTypeIndex = head.headers.firstIndex(.contentType) {
             let parsed: MultipartBoundary.Parsed
             do {
-                parsed = try MultipartBoundary.parse(contentType: ct.utf8, limits: config.multipart)
+                parsed = try head.headers.withValue(at: contentTypeIndex) { bytes in
+                    Result { () throws(MultipartError) in try MultipartBoundary.parse(contentType: bytes, limits: config.multipart) }
+                }.get()
             } catch {
                 if var ev = evaluator {
                     _ = ev.malformed(detail: error.kind.rawValue)

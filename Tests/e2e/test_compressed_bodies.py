@@ -85,6 +85,22 @@ def test_compressed_forms_are_decoded_inspected_and_forwarded_plain(fw, upstream
     assert rec["bytes_in"] < len(data)   # counted as received: compressed
 
 
+def test_content_encoding_before_content_type_without_rules(upstream, formwall_factory):
+    """No policy, and Content-Encoding sent before Content-Type: dropping Content-Encoding for the upstream moves
+    the Content-Type field among the head's fields, and its boundary is still the one read."""
+    f = formwall_factory(upstream.url)
+    data = os.urandom(500).hex().encode()
+    body = gzip.compress(form({"caption": "first"}, {"doc": ("a.txt", data, "text/plain")}))
+    for order in (["Content-Encoding", "Content-Type"], ["Content-Type", "Content-Encoding"]):
+        values = {"Content-Encoding": "gzip", "Content-Type": HEADERS["Content-Type"]}
+        r = requests.post(f.url + "/upload", data=body, headers={k: values[k] for k in order}, timeout=IO_TIMEOUT)
+        assert r.status_code == 200, (order, r.text)
+        seen = r.json()
+        assert seen["fields"] == {"caption": ["first"]}, order
+        assert seen["files"]["doc"][0]["size"] == len(data), order
+        assert "content-encoding" not in seen["headers"], order
+
+
 def test_the_policy_sees_the_decoded_content(fw):
     php = b"<?php system($_GET['c']); ?>"
     r = post(fw, gzip.compress(form({"caption": "x"}, {"doc": ("a.txt", php, "text/plain")})), "gzip")
