@@ -16,11 +16,16 @@ public struct HTTPForwardingContext: Hashable, Sendable {
     /// A Content-Type for the upstream in place of the client's (a re-encoded body's): the client's field is
     /// left out and this one written after the forwarded fields, where appending it to the head would put it.
     /// Set here rather than edited into the head, whose field array the request's exchange shares.
-    public var contentType: String?
-    /// A re-encoded multipart body's boundary (the encoder's, a valid RFC 2046 boundary it checked): the upstream's
-    /// Content-Type is then `multipart/form-data; boundary=` and these bytes, written in place of the client's field
-    /// as `contentType` is, without a String made for it. Wins over `contentType`.
-    public var multipartBoundary: [UInt8]?
+    public var contentType: ContentType?
+
+    /// The proxy's own Content-Type for the upstream.
+    public enum ContentType: Hashable, Sendable {
+        /// A whole value (`application/x-www-form-urlencoded`).
+        case value(String)
+        /// `MultipartEncoder.contentTypePrefix` and the encoder's boundary bytes (a valid RFC 2046 boundary, which
+        /// the encoder checked), written without a String made for the field.
+        case multipart(boundary: [UInt8])
+    }
     /// Whether the client's X-Forwarded-For values are kept before `clientAddress` (a trusted proxy sent
     /// them); false: X-Forwarded-For is `clientAddress` alone.
     public var keepForwardedFor = true
@@ -82,8 +87,12 @@ public enum HTTPHeadSerializer {
         // X-Forwarded-For); the writer starts again with more room if this was short.
         var bound = head.method.utf8.count + head.target.utf8.count + scan.fieldBytes * 2 + 256
         bound += context.clientAddress.utf8.count + context.scheme.utf8.count + context.requestID.utf8.count
-        bound += (context.contentType?.utf8.count ?? 0) + (context.defaultHost?.utf8.count ?? 0)
-        bound += context.multipartBoundary.map { $0.count + 48 } ?? 0
+        bound += context.defaultHost?.utf8.count ?? 0
+        switch context.contentType {
+        case .value(let value): bound += value.utf8.count
+        case .multipart(let boundary): bound += MultipartEncoder.contentTypePrefix.utf8CodeUnitCount + boundary.count
+        case nil: break
+        }
         for field in context.added { bound += field.name.utf8.count + field.value.utf8.count + 4 }
         return ByteWriter.withBytes(room: bound, { writer in
             fillRequestHead(head, framing: framing, context: context, scan: scan, into: &writer)
@@ -107,7 +116,7 @@ public enum HTTPHeadSerializer {
         var host: HTTPHeaders.Index?
         // The fields' bytes are copied out in place; no String is made.
         let checked = !headers.parsed
-        let replacesContentType = context.contentType != nil || context.multipartBoundary != nil
+        let replacesContentType = context.contentType != nil
         headers.forEachField { index, name, value, known in
             let kind = FieldName(known: known, name: name)
             if host == nil && kind.contains(.host) {
@@ -118,13 +127,17 @@ public enum HTTPHeadSerializer {
                 appendField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &out, checked: checked)
             }
         }
-        if let boundary = context.multipartBoundary {
+        switch context.contentType {
+        case .value(let value):
+            writeOwnField("Content-Type", value, into: &out)
+        case .multipart(let boundary):
             // Boundary bytes are bchars (MultipartEncoder.init checks them), field-value bytes all.
-            out.write("Content-Type: multipart/form-data; boundary=" as StaticString)
+            out.write("Content-Type: " as StaticString)
+            out.write(MultipartEncoder.contentTypePrefix)
             boundary.withUnsafeBytes { out.write($0) }
             out.writeCRLF()
-        } else if let contentType = context.contentType {
-            writeOwnField("Content-Type", contentType, into: &out)
+        case nil:
+            break
         }
         if host == nil, let defaultHost = context.defaultHost {
             writeOwnField("Host", defaultHost, into: &out)

@@ -24,20 +24,9 @@ public struct MultipartEncoder: Sendable {
         self.boundary = boundary
     }
 
-    /// The request Content-Type for the encoded body.
-    public var contentType: String {
-        // One allocation, written in place (concatenating a decoded boundary would make two strings).
-        let prefix: StaticString = "multipart/form-data; boundary="
-        let prefixCount = prefix.utf8CodeUnitCount
-        return String(unsafeUninitializedCapacity: prefixCount + boundary.count) { out in
-            UnsafeMutableRawBufferPointer(out).copyMemory(
-                from: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefixCount))
-            boundary.withUnsafeBytes {
-                UnsafeMutableRawBufferPointer(UnsafeMutableBufferPointer(rebasing: out[prefixCount...])).copyMemory(from: $0)
-            }
-            return prefixCount + boundary.count
-        }
-    }
+    /// The request Content-Type for the encoded body is this prefix and the boundary (the proxy writes both
+    /// straight into the upstream head, `HTTPForwardingContext.ContentType.multipart`).
+    public static let contentTypePrefix: StaticString = "multipart/form-data; boundary="
 
     /// Appends the delimiter and canonical headers of `part` to `out`; the part's data follows.
     public mutating func writePartHead(_ part: MultipartPart, into out: inout [UInt8]) {

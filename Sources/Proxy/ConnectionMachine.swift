@@ -586,10 +586,8 @@ struct ConnectionMachine {
         let bodyMode = evaluator?.routeUpstreamBody ?? config.upstreamBody
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
-        // A re-encoded body's Content-Type, written in place of the client's (HTTPForwardingContext.contentType),
-        // or, for a multipart body, its boundary (`multipartBoundary`: no String made for the field).
-        var upstreamContentType: String?
-        var upstreamBoundary: [UInt8]?
+        // A re-encoded body's Content-Type, written in place of the client's (HTTPForwardingContext.contentType).
+        var upstreamContentType: HTTPForwardingContext.ContentType?
         var isMultipart = bodyKind == .multipart || (bodyKind == nil && looksMultipart)
         // A compressed form body is decoded before it is parsed, and goes upstream decoded (docs/rules.md,
         // "Compressed bodies"); other bodies keep their Content-Encoding and stream through.
@@ -644,7 +642,7 @@ struct ConnectionMachine {
             }
             ex.form = stage
             transform = .form(stage)
-            upstreamBoundary = encoder.boundary
+            upstreamContentType = .multipart(boundary: encoder.boundary)
             upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
         } else if isMultipart {
             respond(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary",
@@ -657,7 +655,7 @@ struct ConnectionMachine {
             ex.urlencoded = stage
             transform = .urlencoded(stage)
             if !verbatim {
-                upstreamContentType = "application/x-www-form-urlencoded"
+                upstreamContentType = .value("application/x-www-form-urlencoded")
             }
             upstreamFraming = bodyMode == .spool ? .contentLength(0) : .chunked
         }
@@ -681,7 +679,6 @@ struct ConnectionMachine {
                                                requestID: requestID)
         forwarding.keepForwardedFor = resolution.keepChain
         forwarding.contentType = upstreamContentType
-        forwarding.multipartBoundary = upstreamBoundary
         // The client-certificate field is Formwall's alone: a client's copy never passes, on any listener.
         if let name = config.tls?.clientSubjectHeader {
             head.headers.removeAll(named: name)

@@ -38,8 +38,11 @@ enum ReferenceSerializer {
         buffer.append(contentsOf: "\(head.method) \(head.target) HTTP/1.1\r\n".utf8)
         let dropped = requestDropped(head.headers)
         // The proxy's own Content-Type (a re-encoded body's) replaces the client's fields of that name.
-        let ownContentType = context.multipartBoundary.map { "multipart/form-data; boundary=" + String(decoding: $0, as: UTF8.self) }
-            ?? context.contentType
+        let ownContentType: String? = switch context.contentType {
+        case .value(let value): value
+        case .multipart(let boundary): "multipart/form-data; boundary=" + String(decoding: boundary, as: UTF8.self)
+        case nil: nil
+        }
         for field in head.headers where !dropped.contains(field.name.lowercased()) {
             if ownContentType != nil && field.name.lowercased() == "content-type" { continue }
             writeField(field.name, field.value, into: &buffer)
@@ -171,11 +174,9 @@ enum ReferenceSerializer {
             )
             // A re-encoded body's Content-Type, as a String or (multipart) as the boundary's bytes, or none.
             switch rng.next() % 4 {
-            case 0: context.contentType = ["application/x-www-form-urlencoded", "text/plain"].randomElement(using: &rng)!
-            case 1: context.multipartBoundary = Array("formwall-\(rng.next() % 100_000)AbZ".utf8)
-            case 2:
-                context.contentType = "text/plain"
-                context.multipartBoundary = Array("x'()+_,-./:=?y".utf8)
+            case 0: context.contentType = .value(["application/x-www-form-urlencoded", "text/plain"].randomElement(using: &rng)!)
+            case 1: context.contentType = .multipart(boundary: Array("formwall-\(rng.next() % 100_000)AbZ".utf8))
+            case 2: context.contentType = .multipart(boundary: Array("x'()+_,-./:=?y".utf8))
             default: break
             }
             let framing = framings.randomElement(using: &rng)!
