@@ -46,16 +46,17 @@ final class Worker {
     private var acceptTimer: TimerID?
     /// The policy new requests use; swapped atomically (per worker) on reload. Nil: no rules.
     var policy: Policy? {
-        didSet {
-            evaluatorTemplate = policy.map { PolicyEvaluator(policy: $0) }
-            hasPolicy = policy != nil
-        }
+        didSet { evaluatorTemplate = policy.map { EvaluatorTemplate(PolicyEvaluator(policy: $0)) } }
     }
-    /// Whether `policy` is set: a Bool, read on every request, where testing the optional struct is not free.
-    private var hasPolicy = false
     /// An evaluator made once per policy (at start and on every reload): each request's starts from it and
-    /// shares its boxed policy instead of boxing (copying) the policy again.
-    private var evaluatorTemplate: PolicyEvaluator?
+    /// shares its boxed policy instead of boxing (copying) the policy again. Kept in a box: without rules, each
+    /// request's test of an optional evaluator copied its few hundred bytes; a nil reference costs nothing.
+    private var evaluatorTemplate: EvaluatorTemplate?
+
+    private final class EvaluatorTemplate {
+        let evaluator: PolicyEvaluator
+        init(_ evaluator: PolicyEvaluator) { self.evaluator = evaluator }
+    }
     /// The shared quarantine store, if configured.
     let quarantine: QuarantineStore?
     /// This worker's own audit log handle (each worker opens the same path with O_APPEND).
@@ -90,8 +91,7 @@ final class Worker {
         events = config.eventLog
         self.stats = stats
         self.policy = policy
-        evaluatorTemplate = policy.map { PolicyEvaluator(policy: $0) }   // didSet does not run in init
-        hasPolicy = policy != nil
+        evaluatorTemplate = policy.map { EvaluatorTemplate(PolicyEvaluator(policy: $0)) }   // didSet does not run in init
         self.quarantine = quarantine
         self.audit = audit
         balancers = config.upstreams.map { UpstreamBalancer(group: $0) }
@@ -440,8 +440,7 @@ extension Worker: ExchangeContext {
     func timestamp() -> AuditTimestamp { .now() }
 
     func newEvaluator() -> PolicyEvaluator? {
-        // Without rules, no copy of the (nil) template: mapping the optional copied its few hundred bytes first.
-        guard hasPolicy, let template = evaluatorTemplate else { return nil }
-        return PolicyEvaluator(policyOf: template)
+        guard let template = evaluatorTemplate else { return nil }
+        return PolicyEvaluator(policyOf: template.evaluator)
     }
 }
