@@ -2,30 +2,36 @@ import COpenSSL
 
 /// Random values from OpenSSL's CSPRNG (`RAND_bytes`).
 public enum SecureRandom {
-    /// Fills and returns `count` random bytes. Traps if the CSPRNG fails, which is never recoverable.
-    public static func bytes(_ count: Int) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: count)
-        guard count > 0 else { return out }
-        // Cannot fail: `count > 0` was checked.
-        let rc = out.withUnsafeMutableBytes { RAND_bytes($0.baseAddress!.assumingMemoryBound(to: UInt8.self), Int32(count)) }
-        precondition(rc == 1, "RAND_bytes failed")
-        return out
+    /// Fills `buffer` from the CSPRNG; false when it fails (the buffer's contents are then not random).
+    public static func fill(_ buffer: UnsafeMutableRawBufferPointer) -> Bool {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return true }
+        guard buffer.count <= Int(Int32.max) else { return false }
+        return RAND_bytes(base.assumingMemoryBound(to: UInt8.self), Int32(buffer.count)) == 1
     }
 
     /// A fresh multipart boundary: `formwall-` followed by 32 random characters from `[0-9A-Za-z]`
-    /// (about 190 bits), well inside RFC 2046's 70-character limit.
+    /// (about 190 bits), well inside RFC 2046's 70-character limit. Traps if the CSPRNG fails: for the command
+    /// line (`formwall inspect`); the proxy's requests draw from a `SecureRandomPool`, which fails one request.
     public static func boundary() -> [UInt8] {
-        boundary { count, body in bytes(count).withUnsafeBytes(body) }
+        let drawn = boundary { count, body in
+            var random = [UInt8](repeating: 0, count: count)
+            guard random.withUnsafeMutableBytes(fill) else { return false }
+            random.withUnsafeBytes(body)
+            return true
+        }
+        guard let drawn else { preconditionFailure("RAND_bytes failed") }
+        return drawn
     }
 
-    /// The same, drawing random bytes from `source` (which lends `count` bytes to the closure it is given).
+    /// The same, drawing random bytes from `source` (which lends `count` bytes to the closure it is given, and
+    /// returns false, without calling it, when it has none: the boundary is then nil).
     /// Each three random bytes give four 6-bit values; a value below 62 picks a symbol and 62 or 63 is skipped
     /// (rejection sampling keeps the distribution uniform over the 62 symbols). 30 bytes give 40 values, of which
     /// 32 or more are kept but for about one boundary in 10^6, which draws again. Inlined into its callers, so
     /// that the pool's `withBytes` and the symbol loop run without closure contexts (1,700 instructions a
     /// boundary before).
     @inline(__always)
-    static func boundary(from source: (Int, (UnsafeRawBufferPointer) -> Void) -> Void) -> [UInt8] {
+    static func boundary(from source: (Int, (UnsafeRawBufferPointer) -> Void) -> Bool) -> [UInt8]? {
         let alphabet: StaticString = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
         let prefix: StaticString = "formwall-"
         let total = prefix.utf8CodeUnitCount + 32
@@ -37,7 +43,7 @@ public enum SecureRandom {
             var count = prefix.utf8CodeUnitCount
             for index in 0..<count { out[index] = prefix.utf8Start[index] }
             while count < total {
-                source(30) { random in
+                let drawn = source(30) { random in
                     var i = 0
                     while i + 3 <= random.count && count < total {
                         let bits = UInt32(random[i]) << 16 | UInt32(random[i + 1]) << 8 | UInt32(random[i + 2])
@@ -48,6 +54,7 @@ public enum SecureRandom {
                         place(bits & 63, into: out, at: &count, total: total, symbols: symbols)
                     }
                 }
+                guard drawn else { return nil }
             }
             return Array(UnsafeBufferPointer(rebasing: out[..<count]))
         }
@@ -62,22 +69,31 @@ public enum SecureRandom {
         count += 1
     }
 
-    /// A random identifier of `count` bytes as lowercase hex (request ids, quarantine ids).
-    public static func hexID(bytes count: Int = 16) -> String { Hex.encode(bytes(count)) }
+    /// A random identifier of `count` bytes as lowercase hex (quarantine ids); nil when the CSPRNG fails.
+    public static func hexID(bytes count: Int = 16) -> String? {
+        var random = [UInt8](repeating: 0, count: count)
+        guard random.withUnsafeMutableBytes(fill) else { return nil }
+        return Hex.encode(random)
+    }
 }
 
 /// Random bytes from OpenSSL's CSPRNG, drawn 4 KiB at a time: one `RAND_bytes` call serves about a hundred
 /// requests' ids and boundaries instead of two calls each. Not thread-safe: one pool per event-loop thread.
+/// A draw the CSPRNG cannot serve returns nil (the request it was for fails, not the process), and the next
+/// draw asks it again.
 public final class SecureRandomPool {
     /// The drawn bytes; those before `next` were lent and wiped.
     private let storage: UnsafeMutableRawBufferPointer
     private var next: Int
+    /// Fills a buffer with random bytes, false on failure: `SecureRandom.fill`, or a test's stand-in.
+    private let source: (UnsafeMutableRawBufferPointer) -> Bool
 
-    /// Creates an empty pool refilled `refill` bytes (at least 64) at a time.
-    public init(refill: Int = 4096) {
+    /// Creates an empty pool refilled `refill` bytes (at least 64) at a time from `source`.
+    public init(refill: Int = 4096, source: @escaping (UnsafeMutableRawBufferPointer) -> Bool = SecureRandom.fill) {
         storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(refill, 64), alignment: 16)
         storage.initializeMemory(as: UInt8.self, repeating: 0)
         next = storage.count
+        self.source = source
     }
 
     deinit {
@@ -85,37 +101,41 @@ public final class SecureRandomPool {
         storage.deallocate()
     }
 
-    /// Takes `count` random bytes.
-    public func bytes(_ count: Int) -> [UInt8] {
+    /// Takes `count` random bytes; nil when the CSPRNG fails.
+    public func bytes(_ count: Int) -> [UInt8]? {
         withBytes(count) { Array($0) }
     }
 
     /// Lends the next `count` bytes of the pool to `body`, then wipes them, so a later memory disclosure cannot
-    /// reveal past ids or boundaries. More than the pool holds are drawn for this call alone.
+    /// reveal past ids or boundaries. More than the pool holds are drawn for this call alone. Nil, without
+    /// calling `body`, when the CSPRNG fails.
     @inline(__always)
-    public func withBytes<R>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    public func withBytes<R>(_ count: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R? {
         guard count <= storage.count else {
-            var once = SecureRandom.bytes(count)
+            var once = [UInt8](repeating: 0, count: count)
             defer { once.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+            guard once.withUnsafeMutableBytes(source) else { return nil }
             return once.withUnsafeBytes(body)
         }
-        if count > storage.count - next { refill() }
+        if count > storage.count - next {
+            // Nothing is lent from a failed refill: the pool stays empty and the next draw tries again.
+            guard source(storage) else {
+                next = storage.count
+                return nil
+            }
+            next = 0
+        }
         let slice = UnsafeMutableRawBufferPointer(rebasing: storage[next..<(next + count)])
         next += count
         defer { slice.initializeMemory(as: UInt8.self, repeating: 0) }
         return body(UnsafeRawBufferPointer(slice))
     }
 
-    private func refill() {
-        // The storage holds at least 64 bytes, so it has an address. Traps if the CSPRNG fails (SecureRandom.bytes).
-        let rc = storage.baseAddress.map { RAND_bytes($0.assumingMemoryBound(to: UInt8.self), Int32(storage.count)) }
-        precondition(rc == 1, "RAND_bytes failed")
-        next = 0
+    /// A fresh multipart boundary (see `SecureRandom.boundary()`), from the pool; nil when the CSPRNG fails.
+    public func boundary() -> [UInt8]? {
+        SecureRandom.boundary { count, body in withBytes(count, body) != nil }
     }
 
-    /// A fresh multipart boundary (see `SecureRandom.boundary()`), from the pool.
-    public func boundary() -> [UInt8] { SecureRandom.boundary { count, body in withBytes(count, body) } }
-
-    /// A random identifier of `count` bytes as lowercase hex.
-    public func hexID(bytes count: Int = 16) -> String { withBytes(count) { Hex.encode(raw: $0) } }
+    /// A random identifier of `count` bytes as lowercase hex; nil when the CSPRNG fails.
+    public func hexID(bytes count: Int = 16) -> String? { withBytes(count) { Hex.encode(raw: $0) } }
 }

@@ -49,10 +49,11 @@ protocol ExchangeContext: AnyObject {
     var quarantine: QuarantineStore? { get }
     /// The worker is shutting down: no new request starts, no connection is kept alive.
     var draining: Bool { get }
-    /// A fresh random request id.
+    /// A fresh request id: random, or unique in the process when random bytes cannot be had (an id is a label,
+    /// not a secret).
     func newRequestID() -> String
-    /// A fresh random multipart boundary.
-    func newBoundary() -> [UInt8]
+    /// A fresh random multipart boundary; nil when the CSPRNG fails (the request is then refused, 503).
+    func newBoundary() -> [UInt8]?
     /// The wall-clock time for an audit record.
     func timestamp() -> AuditTimestamp
     /// The worker's storage kept between requests (buffers, replay logs, head arrays); nil: every request
@@ -162,7 +163,7 @@ struct ConnectionMachine {
 
     /// An error line about one request, for the driver's rate-limited stderr log (docs/operations.md).
     struct FailureLine {
-        /// The rate-limiting bucket: `upstream`, `spool` or `quarantine`.
+        /// The rate-limiting bucket: `upstream`, `spool`, `quarantine`, `antivirus` or `random`.
         var kind: String
         /// The stable event text (`upstream unreachable`, …).
         var msg: StaticString
@@ -627,8 +628,17 @@ struct ConnectionMachine {
                 QuarantineContext(store: $0, requestID: requestID, route: evaluator?.routePrefix,
                                   client: ex.forwardedClient ?? peerIP)
             }
+            // A predictable boundary would let a part's data close the re-encoded body early: without random
+            // bytes, this request is refused, not the process stopped.
+            guard let reencodeBoundary = context.newBoundary() else {
+                out.append(.log(FailureLine(kind: "random", msg: "random bytes unavailable", requestID: requestID,
+                                            error: "RAND_bytes failed")))
+                respond(status: 503, kind: "random_unavailable", requestID: requestID, detail: nil, violation: nil,
+                        exchange: ex, into: &out)
+                return
+            }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
-                                  reencodeBoundary: context.newBoundary(), evaluator: evaluator,
+                                  reencodeBoundary: reencodeBoundary, evaluator: evaluator,
                                   quarantine: quarantine, spoolDirectory: config.spoolDirectory,
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
                                   previewFields: config.audit?.fields ?? [], scanFiles: config.antivirus != nil,

@@ -64,7 +64,9 @@ final class ExchangeRig {
             ids += 1
             return "rig\(ids)"
         }
-        func newBoundary() -> [UInt8] { Array("RigBoundary0123456789abcdefXYZ".utf8) }
+        /// Boundaries fail (as when the CSPRNG does) while this is set.
+        var randomFails = false
+        func newBoundary() -> [UInt8]? { randomFails ? nil : Array("RigBoundary0123456789abcdefXYZ".utf8) }
         func timestamp() -> AuditTimestamp { AuditTimestamp(millisecondsSinceEpoch: 1_700_000_000_000) }
     }
 

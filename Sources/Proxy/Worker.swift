@@ -66,6 +66,8 @@ final class Worker {
     private var balancers: [UpstreamBalancer]
     /// Request ids and boundaries come from here (one RAND_bytes call per ~100 requests).
     let random = SecureRandomPool()
+    /// Request ids made while random bytes could not be had (`newRequestID`).
+    private var fallbackIDs = 0
     /// Buffers, replay logs and head arrays kept between this worker's requests (RequestPools).
     let pools: RequestPools?
     /// This worker's share of /metrics: plain counters, touched only on this loop's thread (a scrape copies them
@@ -435,8 +437,13 @@ enum FileOutput {
 }
 
 extension Worker: ExchangeContext {
-    func newRequestID() -> String { random.hexID(bytes: 12) }
-    func newBoundary() -> [UInt8] { random.boundary() }
+    func newRequestID() -> String {
+        if let id = random.hexID(bytes: 12) { return id }
+        // Without random bytes (the boundary's refusal logs why): this worker's count, unique in the process.
+        fallbackIDs &+= 1
+        return "w\(index)-\(fallbackIDs)"
+    }
+    func newBoundary() -> [UInt8]? { random.boundary() }
     func timestamp() -> AuditTimestamp { .now() }
 
     func newEvaluator() -> PolicyEvaluator? {

@@ -58,7 +58,10 @@ public final class QuarantineStore: Sendable {
     ///
     /// The returned writer belongs to the calling thread; finish it with `commit` or `abort`.
     public func begin(_ meta: QuarantineMeta) throws -> QuarantineWriter {
-        let id = SecureRandom.hexID(bytes: 16)
+        // Without random bytes the part is not stored, and fails closed like any store failure.
+        guard let id = SecureRandom.hexID(bytes: 16) else {
+            throw QuarantineError(.io, operation: "draw a random item id (RAND_bytes failed)", path: directory)
+        }
         let (y, m, d) = Sidecar.dayComponents(meta.time)
         let itemDirectory = "\(directory)/\(y)/\(m)/\(d)/\(id)"
         try usage.withLock { used in

@@ -40,6 +40,7 @@ import Testing
                 }
                 draws.append(bytes)
                 bytes.withUnsafeBytes(body)
+                return true
             }
             var values: [Int] = []
             for draw in draws {
@@ -55,38 +56,75 @@ import Testing
         }
     }
 
-    @Test func poolIdsAndBoundariesAreFreshAndWellFormed() {
+    @Test func poolIdsAndBoundariesAreFreshAndWellFormed() throws {
         let pool = SecureRandomPool(refill: 100)   // a small pool, so draws cross refills
         var seen: Set<String> = []
         for _ in 0..<50 {
-            let id = pool.hexID(bytes: 12)
+            let id = try #require(pool.hexID(bytes: 12))
             #expect(id.utf8.count == 24 && id.utf8.allSatisfy { (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
             #expect(seen.insert(id).inserted)
-            let boundary = pool.boundary()
+            let boundary = try #require(pool.boundary())
             #expect(boundary.count == 41 && boundary.starts(with: Array("formwall-".utf8)))
         }
     }
 
     /// A draw larger than the pool is served on its own (the pool's bytes are not reused for it), and the pool
     /// keeps serving its own draws afterwards; every lent byte is wiped once the draw returns.
-    @Test func drawsLargerThanThePoolAreServedAndWiped() {
+    @Test func drawsLargerThanThePoolAreServedAndWiped() throws {
         let pool = SecureRandomPool(refill: 64)
-        let small = pool.bytes(40)
-        let large = pool.bytes(100)
-        let again = pool.bytes(100)
+        let small = try #require(pool.bytes(40))
+        let large = try #require(pool.bytes(100))
+        let again = try #require(pool.bytes(100))
         #expect(small.count == 40 && large.count == 100 && again.count == 100)
         #expect(large != again, "two draws of 100 random bytes agree")
-        #expect(pool.bytes(40) != small)
+        #expect(try #require(pool.bytes(40)) != small)
         var lent: UnsafeRawBufferPointer?
         for count in [30, 100] {
             let copy = pool.withBytes(count) { bytes -> [UInt8] in
                 lent = bytes
                 return Array(bytes)
             }
-            #expect(copy.count == count)
+            #expect(copy?.count == count)
             // The lent memory is still the pool's (or freed, for the one-off draw), so only the pool's is read.
             if count <= 64, let lent { #expect(lent.allSatisfy { $0 == 0 }, "lent bytes wiped") }
         }
+    }
+
+    /// When the CSPRNG fails, a draw gives nothing (its closure is not called) and lends no byte of the failed
+    /// refill; the pool draws again on the next call and serves once the CSPRNG does. A boundary whose source
+    /// fails is nil, whatever was drawn before.
+    @Test func aFailingCSPRNGFailsTheDrawNotTheProcess() throws {
+        var failing = true
+        var refills = 0
+        let pool = SecureRandomPool(refill: 64) { buffer in
+            refills += 1
+            if failing { return false }
+            for index in buffer.indices { buffer[index] = UInt8(truncatingIfNeeded: index &* 7 &+ refills) }
+            return true
+        }
+        var called = false
+        #expect(pool.withBytes(12) { _ in called = true } == nil && !called)
+        #expect(pool.hexID(bytes: 12) == nil)
+        #expect(pool.boundary() == nil)
+        #expect(pool.bytes(100) == nil, "the one-off draw too")
+        let failedRefills = refills
+        #expect(failedRefills >= 4, "every draw asked the CSPRNG again")
+        failing = false
+        let id = try #require(pool.hexID(bytes: 12))
+        #expect(id.utf8.count == 24)
+        #expect(try #require(pool.boundary()).count == 41)
+        #expect(try #require(pool.bytes(100)).count == 100)
+        #expect(refills > failedRefills)
+        // A source that lends once and then fails: the boundary needs a second draw only when the first kept
+        // fewer than 32 symbols, so the first draw here is all ones (every value 63, none kept).
+        var lends = 0
+        let boundary = SecureRandom.boundary { count, body in
+            lends += 1
+            guard lends == 1 else { return false }
+            [UInt8](repeating: 0xFF, count: count).withUnsafeBytes(body)
+            return true
+        }
+        #expect(boundary == nil && lends == 2)
     }
 
     @Test func hexMatchesTheFormattedDigits() {

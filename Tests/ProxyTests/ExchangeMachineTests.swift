@@ -86,6 +86,26 @@ private func rig(_ script: ExchangeRig.UpstreamScript = .init(), rules: Bool = t
         #expect(up.hasSuffix("\r\n0\r\n\r\n"))
     }
 
+    /// Without random bytes for the re-encode boundary (the CSPRNG failed), a form is refused with 503
+    /// `random_unavailable`, a JSON body, an audit record and an error line; nothing reaches the upstream. The
+    /// connection closes after the answer, as after any refusal before the body is read (the pool draws again for
+    /// the next request: InspectSmokeTests).
+    @Test(arguments: [true, false])
+    func aFormWithoutRandomBytesIs503NotATrap(rules: Bool) throws {
+        let r = try rig(rules: rules)
+        r.context.randomFails = true
+        r.run(client: post("/up", body: form([("title", nil, "hi")])), clientEOF: false)
+        #expect(r.violations() == [])
+        let answer = text(r.clientReceived)
+        #expect(answer.hasPrefix("HTTP/1.1 503"), "\(answer)")
+        #expect(answer.contains("\"error\":\"random_unavailable\""), "\(answer)")
+        #expect(r.connections.allSatisfy { !text($0.received).contains("hi") })
+        #expect(r.records.count == 1)
+        #expect(r.records[0]?.status == 503)
+        #expect(r.logs.contains { $0.contains("random bytes unavailable") })
+        #expect(r.closed)
+    }
+
     /// Bug 1: bytes after the close delimiter reached the evaluator after `end()` and trapped. Now the
     /// epilogue is the `data-after` anomaly judged by the route, in the same read or a later one: logged and
     /// dropped by default, 400 where the route says `reject`.
