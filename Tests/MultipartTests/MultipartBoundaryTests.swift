@@ -49,6 +49,33 @@ import TestRandom
         #expect(plain > 2_000 && plain < 18_000, "plain \(plain)")
     }
 
+    /// What `parse` accepts is what `MultipartParser.init` requires of a boundary (1 to 200 bytes, no CR or LF;
+    /// it traps otherwise), whatever bytes a client puts in its Content-Type: quoted, escaped, CR, LF, NUL and
+    /// non-ASCII bytes included, through both the plain path and the parameter parser.
+    @Test func everyParsedBoundaryIsOneTheParserTakes() {
+        var rng = SplitMix64(seed: 0xB0_0D)
+        let hostile = Self.alphabet + [0x0D, 0x0A, 0x00, 0x7F, 0xFF, 0x5C, 0x22]
+        var accepted = 0
+        for _ in 0..<20_000 {
+            var text = Array(Self.types[rng.below(3)].utf8) + Array(Self.separators[rng.below(Self.separators.count)].utf8)
+                + Array(Self.names[rng.below(Self.names.count)].utf8)
+            for _ in 0..<(rng.below(4) == 0 ? 60 + rng.below(20) : rng.below(30)) {
+                text.append(rng.below(4) == 0 ? hostile[rng.below(hostile.count)] : Self.alphabet[rng.below(20)])
+            }
+            // The contiguous array takes the plain path where it applies; the lazy view, the parameter parser.
+            for parsed in [try? MultipartBoundary.parse(contentType: text),
+                           try? MultipartBoundary.parse(contentType: text.lazy.map { $0 })] {
+                guard let parsed else { continue }
+                accepted += 1
+                let b = parsed.boundary
+                #expect(!b.isEmpty && b.count <= 70 && !b.contains(0x0D) && !b.contains(0x0A),
+                        "\(String(decoding: text, as: UTF8.self))")
+                _ = MultipartParser(boundary: b)
+            }
+        }
+        #expect(accepted > 2_000, "accepted \(accepted)")
+    }
+
     @Test func plainFormIsRecognised() {
         for text in ["multipart/form-data; boundary=abc", "Multipart/Form-Data;BOUNDARY=----WebKitFormBoundaryx1",
                      "multipart/form-data; boundary=" + String(repeating: "z", count: 70)] {
