@@ -422,10 +422,7 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// The value of the first field of a known name (`.contentType`...), or nil: `first(named:)` without
     /// classifying the name first. `other` and `nonASCII` stand for no one name, and find nothing.
     package func first(_ kind: KnownField) -> String? {
-        switch kind {
-        case .other, .nonASCII: return nil
-        default: return first(kind, named: "")
-        }
+        firstIndex(kind).map { value(at: $0) }
     }
 
     /// The values of every field of a known name, in order (`values(named:)` by kind, as `first(_:)`).
