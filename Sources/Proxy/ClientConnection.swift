@@ -145,7 +145,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
                 let event = queue[index]
                 index += 1
                 actions.removeAll(keepingCapacity: true)
-                machine.handle(event, now: worker.loop.now(), into: &actions)
+                machine.handle(event, now: worker.loop.iterationTime, into: &actions)
                 apply()
             }
             queue.removeAll(keepingCapacity: true)

@@ -300,7 +300,7 @@ final class Worker {
     /// The server of `group` for the next attempt of a request that tried `tried` (round-robin or least-conn,
     /// skipping servers marked down); nil when it tried them all.
     func pickServer(group: Int, excluding tried: [Int]) -> Int? {
-        balancers[group].pick(excluding: tried, now: loop.now())
+        balancers[group].pick(excluding: tried, now: loop.iterationTime)
     }
 
     /// A request started or finished on a server (least-conn counts).
@@ -309,7 +309,7 @@ final class Worker {
 
     /// Passive health: what a request learnt about a server. The report that marks it down is logged.
     func reportServer(group: Int, server: Int, ok: Bool) {
-        guard balancers[group].report(server, ok: ok, now: loop.now()) else { return }
+        guard balancers[group].report(server, ok: ok, now: loop.iterationTime) else { return }
         let g = config.upstreams[group]
         events.write(.warn, "upstream marked down", [
             .string("upstream", g.servers[server].upstream.authority), .string("group", g.name),
@@ -320,7 +320,7 @@ final class Worker {
     /// Returns a finished upstream connection to the pool (or closes it when the pool is full or draining).
     func release(_ up: UpstreamConnection) {
         guard !draining, idle.count < config.pool.maxIdle else { up.close(); return }
-        up.becomeIdle(now: loop.now())
+        up.becomeIdle(now: loop.iterationTime)
         idle.append(up)
     }
 

@@ -69,6 +69,16 @@ public final class EventLoop {
     /// The current CLOCK_MONOTONIC time in nanoseconds; the clock all timer deadlines use.
     public func now() -> UInt64 { cl_monotonic_ns() }
 
+    /// `now()` as read when the current iteration's `epoll_wait` returned (at creation before the first): the
+    /// time of the events being handled, as nginx and HAProxy keep it. A connection stamps each of its events
+    /// with it instead of reading the clock for each (six reads per proxied request); it is behind the clock by
+    /// at most the time this iteration has run so far.
+    public private(set) var iterationTime: UInt64 = cl_monotonic_ns()
+
+    /// Called by the selector as soon as `epoll_wait` returns.
+    @inline(__always)
+    func woke() { iterationTime = cl_monotonic_ns() }
+
     // MARK: Registrations
 
     /// Registers `fd` for `interest`; the loop keeps `handler` alive until the registration is removed.

@@ -135,6 +135,7 @@ final class EpollSelector {
         let count = try Syscall.run("epoll_wait") {
             cl_epoll_wait(epfd, eventData, eventMasks, Int32(Self.batchSize), timeoutMilliseconds)
         }
+        loop.woke()
         let events = Int(count)
         batch &+= 1
         for index in 0..<events {
