@@ -20,7 +20,11 @@ final class UpstreamConnection: EventHandler {
     private(set) var phase: Phase
     private var registration: Registration?
     private var currentInterest: Interest = []
-    weak var client: ClientConnection?
+    /// The client connection this one is attached to, from `attach` until `becomeIdle` or `close`: the client
+    /// detaches it (`dropUpstream`) before it closes, so the reference cycle lives exactly as long as the
+    /// exchange. Strong, not weak: a weakly referenced object gets a side table, and every retain and release of
+    /// the client connection (a dozen a request) then takes the runtime's slow path.
+    private(set) var client: ClientConnection?
     private(set) var idleSince: UInt64 = 0
     /// Taken from the pool for the current exchange.
     private(set) var reused = false

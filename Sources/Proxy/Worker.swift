@@ -31,7 +31,7 @@ final class Worker {
     private(set) var draining = false
     /// This worker's listening sockets, one per listening address, and their registrations.
     private var listeners: [(socket: TCPListener, registration: Registration)] = []
-    private var idle: [UpstreamConnection] = []
+    private(set) var idle: [UpstreamConnection] = []
     private(set) var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var poolTimer: TimerID?
     private var lastClientTick: UInt64 = 0
