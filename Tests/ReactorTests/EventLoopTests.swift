@@ -61,6 +61,19 @@ import Testing
         #expect(chain == [1, 2])
     }
 
+    /// `iterationTime` is the clock as read when the iteration's `epoll_wait` returned: a timer's callback sees
+    /// a time at or past its deadline, and not ahead of the clock.
+    @Test func iterationTimeIsReadWhenTheWaitReturns() throws {
+        let loop = try EventLoop()
+        let scheduledAt = loop.now()
+        var seen: (iteration: UInt64, clock: UInt64)?
+        loop.schedule(after: .milliseconds(20)) { loop in seen = (loop.iterationTime, loop.now()) }
+        #expect(try loop.run(until: { seen != nil }))
+        let (iteration, clock) = try #require(seen)
+        #expect(iteration >= scheduledAt + 20_000_000)
+        #expect(iteration <= clock)
+    }
+
     /// `afterEvents` runs once per iteration, after that iteration's callbacks (the audit log's batch is written
     /// there, so it must see everything the iteration did).
     @Test func afterEventsRunsOncePerIterationAfterItsCallbacks() throws {
