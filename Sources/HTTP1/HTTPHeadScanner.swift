@@ -89,15 +89,12 @@ struct HTTPHeadScanner {
         return false
     }
 
-    /// Calls `body` with the line `nextLine` completed: `lineInInput`'s range of `input`, or else `carried` (the
-    /// scanner's `line`, passed by value so that `body` may mutate the scanner's owner).
-    static func withLine<R>(
-        _ carried: [UInt8], in input: UnsafeRawBufferPointer, at range: Range<Int>?,
-        _ body: (UnsafeRawBufferPointer) throws(HTTPParseError) -> R
+    /// Calls `body` with the carried line `nextLine` completed (the scanner's `line`, passed by value so that
+    /// `body` may mutate the scanner's owner). A line wholly in the input (`lineInInput`) is handed out by its
+    /// parser as a range instead, without touching the array: passing it would retain it for every line.
+    static func withCarriedLine<R>(
+        _ carried: [UInt8], _ body: (UnsafeRawBufferPointer) throws(HTTPParseError) -> R
     ) throws(HTTPParseError) -> R {
-        if let range {
-            return try body(UnsafeRawBufferPointer(rebasing: input[range]))
-        }
         let result = carried.withUnsafeBytes { raw in
             Result { () throws(HTTPParseError) in try body(raw) }
         }
