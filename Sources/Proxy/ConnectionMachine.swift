@@ -225,7 +225,12 @@ struct ConnectionMachine {
     /// while a body slice is processed. The driver settles it after each write attempt, before reading again.
     let upstreamOut: OutputQueue
 
-    private(set) var state: State = .awaitingHead(since: nil)
+    private(set) var state: State = .awaitingHead(since: nil) {
+        didSet { stateChanges &+= 1 }
+    }
+    /// Counts assignments to `state`: a loop holding the exchange checks that the state still holds it by
+    /// comparing counts, not by binding the exchange out of the state again (each binding retains and releases).
+    private var stateChanges: UInt32 = 0
     private var headParser: HTTPRequestHeadParser
     private var clientEOF = false
     private(set) var now: UInt64
@@ -438,14 +443,15 @@ struct ConnectionMachine {
             progressed = false
             switch state {
             case .exchanging(let ex):
+                let holding = stateChanges
                 refillFromFile(ex)
                 if !ex.requestComplete && !ex.bodyDiscarded && (ex.upstream != .none || ex.spooling) {
                     progressed = pumpBody(ex, into: &out) || progressed
                 }
-                guard case .exchanging(let current) = state, current === ex else { progressed = true; continue }
+                guard stateChanges == holding else { progressed = true; continue }
                 if ex.bodyDiscarded && clientIn.readableBytes > 0 {
                     discardClientInput(into: &out)
-                    guard case .exchanging(let current) = state, current === ex else { continue }
+                    guard stateChanges == holding else { continue }
                 }
                 if !ex.requestComplete, !ex.bodyDiscarded, clientEOF, clientIn.readableBytes == 0 {
                     // The client went away mid-upload: the upstream must see an incomplete body.
@@ -518,6 +524,7 @@ struct ConnectionMachine {
         let requestID = newRequestID(given: head.header(.xRequestID))
         let ex = Exchange(head: copy head, requestID: requestID, startedAt: now, limits: config.http)
         state = .exchanging(ex)
+        let holding = stateChanges
         // `--trusted-proxies`: who the client is (audit, quarantine), and whether its X-Forwarded-For is kept.
         let resolution = config.trustedProxies.resolve(peer: peerIP,
                                                        forwardedFor: head.headers.values(.xForwardedFor))
@@ -739,7 +746,7 @@ struct ConnectionMachine {
             return
         }
         if ex.requestComplete { requestDidComplete(ex, into: &out) }
-        guard case .exchanging(let current) = state, current === ex else { return }
+        guard stateChanges == holding else { return }
         if head.expectsContinue && !ex.requestComplete {
             // Formwall has accepted the request: tell the client to send the body.
             _ = try? clientOut.writeBytes(Self.continueResponse)
