@@ -163,7 +163,7 @@ public final class MultipartParser {
     }
 
     /// The part's data follows: the header buffer is emptied and scanning for the next delimiter starts.
-    private func begin(_ part: MultipartPart) -> MultipartStep {
+    private func begin(_ part: consuming MultipartPart) -> MultipartStep {
         headerBuf.removeAll(keepingCapacity: true)
         lineStart = 0
         inPart = true

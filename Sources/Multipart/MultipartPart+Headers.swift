@@ -163,7 +163,8 @@ extension MultipartPart {
             }
         }
 
-        var part = MultipartPart(name: nil, filename: nil, contentType: contentType, anomalies: anomalies)
+        // The arrays are moved into the part (`take`): copying them would retain and release each.
+        var part = MultipartPart(name: nil, filename: nil, contentType: contentType.take(), anomalies: anomalies)
         if nestedMultipart { part.anomalies.insert(.nestedMultipart) }
         guard let disposition else {
             part.anomalies.insert(.missingContentDisposition)
@@ -180,11 +181,11 @@ extension MultipartPart {
         } else {
             parseDisposition(dispositionBytes, into: &part, plainFilename: &plainFilename, starFilename: &starFilename)
         }
-        if let star = starFilename {
+        if let star = starFilename.take() {
             if let plain = plainFilename, plain != star { part.anomalies.insert(.filenameMismatch) }
             part.filename = star
         } else {
-            part.filename = plainFilename
+            part.filename = plainFilename.take()
         }
         if part.name == nil { part.anomalies.insert(.missingName) }
         func check(_ v: [UInt8]?) {

@@ -147,7 +147,6 @@ public final class FormStage {
         var hasher: SHA256Hasher?
         var value: [UInt8]?
         var valueLimit: Int
-        var head: MultipartPart
         /// Archive inspection (docs/rules.md, "Archives"): the first bytes until the format is known, then the
         /// inspector; nil once done, or for parts that are not inspected.
         var archiveProbe: [UInt8]?
@@ -384,24 +383,26 @@ public final class FormStage {
         if case .reject(let v) = action { throw .rejected(v) }
     }
 
-    private func partBegin(_ part: MultipartPart, out: FormOutput) throws(FormStageError) {
+    private func partBegin(_ part: consuming MultipartPart, out: FormOutput) throws(FormStageError) {
         // Room for a typical form at once (each growth of the list would allocate and move the records again).
         if records.capacity == 0 { records.reserveCapacity(4) }
+        // The part is moved into its record and read from there: a copy would retain and release its arrays.
         var record = PartRecord(index: records.count, part: part)
+        let isFile = record.part.isFile
         var mode = Mode.stream
         var pending: PolicyEvaluator.PendingChecks = []
-        var head = part
         var valueLimit = 0
         // What the part's rule says about disarming and archives, read while the evaluator is in hand: reading
         // them through `evaluator` would copy the whole evaluator each time.
         var disarm: DisarmMode?
         var archiveSettings: ArchiveSettings?
         if var ev = takeEvaluator() {
-            let decision = ev.partBegin(index: record.index, name: part.nameString, filename: part.filenameString,
-                                        declaredType: part.contentTypeString, anomalies: part.anomalies)
+            let decision = ev.partBegin(index: record.index, name: record.part.nameString,
+                                        filename: record.part.filenameString,
+                                        declaredType: record.part.contentTypeString, anomalies: record.part.anomalies)
             // A held field value is bounded by its rule's `max` (only a field with a `pattern` is held).
             if decision.pending.contains(.value) { valueLimit = Int(min(ev.currentRuleMax ?? 65_536, 16 << 20)) }
-            if part.isFile {
+            if isFile {
                 disarm = ev.currentDisarm
                 archiveSettings = ev.currentArchiveSettings
             }
@@ -409,7 +410,6 @@ public final class FormStage {
             pending = decision.pending
             record.part.anomalies.formUnion(decision.flags)
             if let renamed = decision.filename {
-                head.filename = Array(renamed.utf8)
                 record.sanitizedFilename = renamed
                 modified = true
             }
@@ -422,11 +422,11 @@ public final class FormStage {
             case .strip:
                 mode = .drop
             case .quarantine(let v):
-                mode = .quarantine(try openQuarantine(part, violations: [v]))
+                mode = .quarantine(try openQuarantine(record.part, violations: [v]))
             case .forward:
                 // Hold mode: any file whose verdict is still pending waits for it, so a file that fails is
                 // never sent upstream at all.
-                if decision.mustHold || (holdPending && part.isFile && !decision.pending.isEmpty) {
+                if decision.mustHold || (holdPending && isFile && !decision.pending.isEmpty) {
                     do { mode = .hold(try TemporaryFile(directory: spoolDirectory)) } catch {
                         throw .holdFailed("\(error)")
                     }
@@ -435,10 +435,10 @@ public final class FormStage {
         }
         // With an antivirus, a file goes upstream only after its verdict, and a file to disarm only once rewritten:
         // either is held like a pending part.
-        if (scanFiles || disarm != nil) && part.isFile, case .stream = mode {
+        if (scanFiles || disarm != nil) && isFile, case .stream = mode {
             do { mode = .hold(try TemporaryFile(directory: spoolDirectory)) } catch { throw .holdFailed("\(error)") }
         }
-        if scanFiles && part.isFile, case .hold(let file) = mode {
+        if scanFiles && isFile, case .hold(let file) = mode {
             // The scan starts now and follows the file as it grows.
             scanFile = file
             scanID += 1
@@ -447,22 +447,28 @@ public final class FormStage {
             scanEndSignalled = false
             scanOutcome = nil
         }
-        if case .stream = mode { writeHead(head, out: out) }
-        // The record and head are moved in: copies would retain and release every array and string they hold.
+        if case .stream = mode { writeHead(of: record, out: out) }
+        // The record is moved in: a copy would retain and release every array and string it holds.
         current = Current(record: moveOut(&record, leaving: .empty), mode: mode, pending: pending,
-                          sniffer: part.isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
-                          value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit,
-                          head: moveOut(&head, leaving: MultipartPart(name: nil)))
+                          sniffer: isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
+                          value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit)
         current?.disarm = disarm
-        if !part.isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
-        if part.isFile, let settings = archiveSettings, settings.inspect {
+        if !isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
+        if isFile, let settings = archiveSettings, settings.inspect {
             current?.archiveProbe = []
             current?.archiveSettings = settings
         }
     }
 
-    private func writeHead(_ part: MultipartPart, out: FormOutput) {
-        encoder?.withPartHead(part) { out.write($0) }
+    /// Writes the part's head as it goes upstream: with the sanitized filename when the policy renamed it.
+    private func writeHead(of record: PartRecord, out: FormOutput) {
+        guard let renamed = record.sanitizedFilename else {
+            encoder?.withPartHead(record.part) { out.write($0) }
+            return
+        }
+        var head = record.part
+        head.filename = Array(renamed.utf8)
+        encoder?.withPartHead(head) { out.write($0) }
     }
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
@@ -695,7 +701,7 @@ public final class FormStage {
         case .hold(let file):
             cur.record.action = cur.record.disarmed != nil ? "disarm"
                 : cur.record.sanitizedFilename == nil ? "forward" : "sanitize"
-            writeHead(cur.head, out: out)
+            writeHead(of: cur.record, out: out)
             if encoder != nil && file.size > 0 {
                 if out.enqueue(file) { blocked = true }
             } else {
