@@ -62,8 +62,12 @@ public final class TCPSocket {
     }
 
     /// Reads into `buffer`: `.processed(0)` is end of file, `.wouldBlock` means nothing is available yet.
+    ///
+    /// With `recv`, as HAProxy and nginx read sockets: `read` takes the file layer's path (`vfs_read`, the position
+    /// lock, `sock_read_iter`), which a sampled profile of the proxy under wrk put at about 0.25 µs more per
+    /// request (two reads) than `recv`'s.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> IOResult<Int> {
-        try Syscall.call("read(fd \(fd))") { Glibc.read(fd, buffer.baseAddress, buffer.count) }
+        try Syscall.call("recv(fd \(fd))") { Glibc.recv(fd, buffer.baseAddress, buffer.count, 0) }
     }
 
     /// Writes as much of `bytes` as the kernel accepts; a short count means "register for `.writable`".
