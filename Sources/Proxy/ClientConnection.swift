@@ -32,6 +32,14 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     private var registration: Registration?
     private var currentInterest: Interest = []
     private(set) var machine: ConnectionMachine
+    /// The machine's buffers (constants of the machine), kept here as constants too: a call through
+    /// `machine.clientIn` retains and releases the buffer around it, since the machine is a variable that the
+    /// compiler cannot prove unchanged during the call; through a `let` of this class it needs neither.
+    private let clientIn: ByteBuffer
+    private let clientOut: ByteBuffer
+    private let upstreamOut: OutputQueue
+    /// Where the attached upstream connection reads into.
+    let upstreamIn: ByteBuffer
     private var upstream: UpstreamConnection?
     /// The antivirus scan of a held file part in progress.
     private var scan: ClamdScan?
@@ -55,6 +63,10 @@ final class ClientConnection: EventHandler, BatchEndHandler {
         acceptedAt = worker.loop.now()
         peer = socket.peerAddress ?? "unknown"
         machine = ConnectionMachine(context: worker, peer: peer, now: worker.loop.now())
+        clientIn = machine.clientIn
+        clientOut = machine.clientOut
+        upstreamOut = machine.upstreamOut
+        upstreamIn = machine.upstreamIn
         actions.reserveCapacity(8)
         queue.reserveCapacity(8)
     }
@@ -108,7 +120,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
         // Part data still lent from clientIn (writes deferred to the batch's end, see `deferWrites`) is copied
         // before the read can move or overwrite it.
         machine.settleClientInput()
-        let input = machine.clientIn
+        let input = clientIn
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return }
         let wanted = input.adaptiveReadSize(afterFilledRead: lastReadFilled)
@@ -152,7 +164,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
             if closed { break }
             if deferWrites() { return }
             flushClient()
-            if let up = upstream, up.isConnected, machine.wantsUpstreamWrite, let e = up.write(from: machine.upstreamOut) {
+            if let up = upstream, up.isConnected, machine.wantsUpstreamWrite, let e = up.write(from: upstreamOut) {
                 queue.append(e)
             }
             // TLS may hold decrypted bytes the socket will not announce again.
@@ -161,15 +173,15 @@ final class ClientConnection: EventHandler, BatchEndHandler {
                 queue.append(e)
             }
             if queue.isEmpty, transport.hasBufferedInput, machine.wantsClientRead {
-                let before = machine.clientIn.readableBytes
+                let before = clientIn.readableBytes
                 readClient()
-                if queue.isEmpty && machine.clientIn.readableBytes == before { break }
+                if queue.isEmpty && clientIn.readableBytes == before { break }
             }
             if queue.isEmpty { break }
         }
         // Every write's event is handled: part data still lent from clientIn (not accepted by the upstream's
         // socket) is copied now, before the next read into clientIn can move or overwrite it.
-        machine.upstreamOut.settle()
+        upstreamOut.settle()
         // The held part grew: the scan may send more of it.
         scan?.wake()
         reconcile()
@@ -185,7 +197,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     private func deferWrites() -> Bool {
         guard !writesDeferred, !lastReadFilled else { return false }
         let upstreamWrite = machine.wantsUpstreamWrite && upstream?.isConnected == true
-        guard upstreamWrite || machine.clientOut.readableBytes > 0 else { return false }
+        guard upstreamWrite || clientOut.readableBytes > 0 else { return false }
         guard worker.loop.runAtBatchEnd(self) else { return false }
         writesDeferred = true
         return true
@@ -200,7 +212,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     }
 
     private func flushClient() {
-        let output = machine.clientOut
+        let output = clientOut
         guard output.readableBytes > 0 else { return }
         do {
             if case .processed(let n) = try transport.write(from: output), n > 0 { queue.append(.clientWrote(n)) }
@@ -285,7 +297,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
         guard !closed, let registration else { return }
         var want: Interest = []
         if machine.wantsClientRead { want.insert(.readable) }
-        if machine.clientOut.readableBytes > 0 || transport.wantsWritable { want.insert(.writable) }
+        if clientOut.readableBytes > 0 || transport.wantsWritable { want.insert(.writable) }
         if want != currentInterest {
             currentInterest = want
             try? worker.loop.setInterest(want, for: registration)

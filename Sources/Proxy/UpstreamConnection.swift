@@ -187,7 +187,7 @@ final class UpstreamConnection: EventHandler {
 
     /// Reads what fits into the machine's `upstreamIn`.
     private func read() -> Event? {
-        guard let input = client?.machine.upstreamIn, !readEnded else { return nil }
+        guard let input = client?.upstreamIn, !readEnded else { return nil }
         let room = input.maxCapacity - input.readableBytes
         guard room > 0 else { return nil }
         // Adaptive, as on the client side: a small response never takes a `buffers.upstreamRead` block.
