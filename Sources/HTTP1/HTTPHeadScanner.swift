@@ -89,13 +89,19 @@ struct HTTPHeadScanner {
         return false
     }
 
-    /// Calls `body` with the carried line `nextLine` completed (the scanner's `line`, passed by value so that
-    /// `body` may mutate the scanner's owner). A line wholly in the input (`lineInInput`) is handed out by its
-    /// parser as a range instead, without touching the array: passing it would retain it for every line.
-    static func withCarriedLine<R>(
-        _ carried: [UInt8], _ body: (UnsafeRawBufferPointer) throws(HTTPParseError) -> R
+    /// Calls `body` with the line `nextLine` completed: `range` of `input` when the line lay whole in it
+    /// (`lineInInput`), or else the carried line (the scanner's `line`, passed by value so that `body` may mutate
+    /// the scanner's owner). The carried line is asked for only then: passing the array itself retained and
+    /// released it for every line.
+    @inline(__always)
+    static func withLine<R>(
+        in input: UnsafeRawBufferPointer, at range: Range<Int>?, carried: @autoclosure () -> [UInt8],
+        _ body: (UnsafeRawBufferPointer) throws(HTTPParseError) -> R
     ) throws(HTTPParseError) -> R {
-        let result = carried.withUnsafeBytes { raw in
+        if let range {
+            return try body(UnsafeRawBufferPointer(rebasing: input[range]))
+        }
+        let result = carried().withUnsafeBytes { raw in
             Result { () throws(HTTPParseError) in try body(raw) }
         }
         return try result.get()

@@ -53,13 +53,9 @@ public struct HTTPRequestHeadParser: Sendable {
         var offset = 0
         do throws(HTTPParseError) {
             while try self.scanner.nextLine(input, offset: &offset) {
-                let head: HTTPRequestHead?
-                if let range = self.scanner.lineInInput {
-                    head = try self.handleLine(UnsafeRawBufferPointer(rebasing: input[range]))
-                } else {
-                    head = try HTTPHeadScanner.withCarriedLine(self.scanner.line) {
-                        line throws(HTTPParseError) in try self.handleLine(line)
-                    }
+                let head = try HTTPHeadScanner.withLine(in: input, at: self.scanner.lineInInput,
+                                                        carried: self.scanner.line) {
+                    line throws(HTTPParseError) in try self.handleLine(line)
                 }
                 if let head {
                     self.reset()

@@ -57,13 +57,9 @@ public struct HTTPResponseHeadParser: Sendable {
         var offset = 0
         do throws(HTTPParseError) {
             while try self.scanner.nextLine(input, offset: &offset) {
-                let head: HTTPResponseHead?
-                if let range = self.scanner.lineInInput {
-                    head = try self.handleLine(UnsafeRawBufferPointer(rebasing: input[range]), requestMethod: requestMethod)
-                } else {
-                    head = try HTTPHeadScanner.withCarriedLine(self.scanner.line) {
-                        line throws(HTTPParseError) in try self.handleLine(line, requestMethod: requestMethod)
-                    }
+                let head = try HTTPHeadScanner.withLine(in: input, at: self.scanner.lineInInput,
+                                                        carried: self.scanner.line) {
+                    line throws(HTTPParseError) in try self.handleLine(line, requestMethod: requestMethod)
                 }
                 if let head {
                     self.reset()
