@@ -98,18 +98,20 @@ public final class MultipartParser {
     /// Before the first delimiter the line-ending style is unknown, so both forms are looked for.
     private var lfDelimitersAllowed: Bool { lfBody || !sawFirstDelimiter }
 
+    /// Whether the boundary given to `init` is usable: 1 to 200 bytes without CR or LF. Every caller passes one
+    /// that `MultipartBoundary.parse` validated (1-70 bchars) or that the encoder generated; should one not be,
+    /// the body fails (`invalid_boundary`, thrown by `step` and `finish`), not the process.
+    private let boundaryIsValid: Bool
+
     /// Creates a parser for `boundary` (without the leading `--`), e.g. from `MultipartBoundary.parse`.
     public init(boundary: [UInt8], limits: MultipartLimits = MultipartLimits(),
                 anomalies: MultipartAnomalies = MultipartAnomalies()) {
-        // Unreachable from input: every caller passes a boundary that `MultipartBoundary.parse` validated
-        // (1-70 bchars) or that the encoder generated.
-        precondition(!boundary.isEmpty && boundary.count <= 200, "boundary must be validated first")
         // Two memchr calls: `contains` stepped through the bytes generically, about ten instructions a byte.
         let hasLineBreak = boundary.withUnsafeBytes { bytes in
             guard let base = bytes.baseAddress else { return false }
             return memchr(base, Int32(ASCII.lf), bytes.count) != nil || memchr(base, Int32(ASCII.cr), bytes.count) != nil
         }
-        precondition(!hasLineBreak, "boundary must be validated first")
+        boundaryIsValid = !boundary.isEmpty && boundary.count <= 200 && !hasLineBreak
         self.limits = limits
         self.anomalies = anomalies
         // CRLF, `--` and the boundary, written straight into the start of one allocation that also holds the
@@ -219,6 +221,7 @@ public final class MultipartParser {
     package func step(_ input: UnsafeRawBufferPointer, consumed pos: inout Int) throws(MultipartError)
         -> MultipartStep?
     {
+        guard boundaryIsValid else { throw MultipartError(.invalidBoundary, at: 0) }
         let startPos = pos
         defer { offset &+= UInt64(pos - startPos) }
         while true {
@@ -454,6 +457,7 @@ public final class MultipartParser {
     /// Declares the end of input. Throws `missing_initial_delimiter` or `truncated` unless the close
     /// delimiter was seen.
     public func finish() throws(MultipartError) {
+        guard boundaryIsValid else { throw MultipartError(.invalidBoundary, at: 0) }
         switch state {
         case .epilogue:
             return

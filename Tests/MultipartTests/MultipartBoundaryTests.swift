@@ -49,9 +49,10 @@ import TestRandom
         #expect(plain > 2_000 && plain < 18_000, "plain \(plain)")
     }
 
-    /// What `parse` accepts is what `MultipartParser.init` requires of a boundary (1 to 200 bytes, no CR or LF;
-    /// it traps otherwise), whatever bytes a client puts in its Content-Type: quoted, escaped, CR, LF, NUL and
-    /// non-ASCII bytes included, through both the plain path and the parameter parser.
+    /// What `parse` accepts is what `MultipartParser` requires of a boundary (1 to 200 bytes, no CR or LF;
+    /// otherwise the body fails with `invalid_boundary`), whatever bytes a client puts in its Content-Type:
+    /// quoted, escaped, CR, LF, NUL and non-ASCII bytes included, through both the plain path and the parameter
+    /// parser.
     @Test func everyParsedBoundaryIsOneTheParserTakes() {
         var rng = SplitMix64(seed: 0xB0_0D)
         let hostile = Self.alphabet + [0x0D, 0x0A, 0x00, 0x7F, 0xFF, 0x5C, 0x22]
@@ -70,10 +71,31 @@ import TestRandom
                 let b = parsed.boundary
                 #expect(!b.isEmpty && b.count <= 70 && !b.contains(0x0D) && !b.contains(0x0A),
                         "\(String(decoding: text, as: UTF8.self))")
-                _ = MultipartParser(boundary: b)
+                // An empty input: anything but `invalid_boundary` (here nothing: more input is needed).
+                var consumed = 0
+                #expect(throws: Never.self) { _ = try MultipartParser(boundary: b).step(UnsafeRawBufferPointer(start: nil, count: 0), consumed: &consumed) }
             }
         }
         #expect(accepted > 2_000, "accepted \(accepted)")
+    }
+
+    /// A boundary the parser cannot use (empty, too long, a CR or LF in it) fails the body, not the process:
+    /// `step` and `finish` throw `invalid_boundary`.
+    @Test func aBoundaryTheParserCannotUseFailsTheBody() {
+        let body = Array("--a\r\nContent-Disposition: form-data; name=\"x\"\r\n\r\n1\r\n--a--\r\n".utf8)
+        for bad in [[], Array(repeating: UInt8(ascii: "a"), count: 201), Array("a\rb".utf8), Array("a\nb".utf8)] as [[UInt8]] {
+            let parser = MultipartParser(boundary: bad)
+            var consumed = 0
+            #expect(throws: MultipartError(.invalidBoundary, at: 0)) {
+                _ = try body.withUnsafeBytes { try parser.step($0, consumed: &consumed) }
+            }
+            #expect(throws: MultipartError(.invalidBoundary, at: 0)) { try parser.finish() }
+        }
+        // The same body with a usable boundary parses.
+        var events = 0
+        let good = MultipartParser(boundary: Array("a".utf8))
+        #expect(throws: Never.self) { try body.withUnsafeBytes { bytes in try good.feed(bytes) { _ in events += 1 } } }
+        #expect(events == 4)
     }
 
     @Test func plainFormIsRecognised() {
