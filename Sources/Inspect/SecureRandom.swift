@@ -10,17 +10,15 @@ public enum SecureRandom {
     }
 
     /// A fresh multipart boundary: `formwall-` followed by 32 random characters from `[0-9A-Za-z]`
-    /// (about 190 bits), well inside RFC 2046's 70-character limit. Traps if the CSPRNG fails: for the command
-    /// line (`formwall inspect`); the proxy's requests draw from a `SecureRandomPool`, which fails one request.
-    public static func boundary() -> [UInt8] {
-        let drawn = boundary { count, body in
+    /// (about 190 bits), well inside RFC 2046's 70-character limit; nil when the CSPRNG fails (`formwall inspect`
+    /// then reports `random_unavailable`; the proxy's requests draw from a `SecureRandomPool`).
+    public static func boundary() -> [UInt8]? {
+        boundary { count, body in
             var random = [UInt8](repeating: 0, count: count)
             guard random.withUnsafeMutableBytes(fill) else { return false }
             random.withUnsafeBytes(body)
             return true
         }
-        guard let drawn else { preconditionFailure("RAND_bytes failed") }
-        return drawn
     }
 
     /// The same, drawing random bytes from `source` (which lends `count` bytes to the closure it is given, and

@@ -165,7 +165,15 @@ enum InspectCommand: Command {
             if evaluator != nil { _ = evaluator!.malformed(detail: error.kind.rawValue); decide(400, "reject") }
             return Result(json: json)
         }
-        let fresh = reencode ? SecureRandom.boundary() : nil
+        var fresh: [UInt8]?
+        if reencode {
+            // A predictable boundary would let a part's data end the re-encoded body early: none is made up.
+            guard let drawn = SecureRandom.boundary() else {
+                json["error"] = "random_unavailable"
+                return Result(json: json)
+            }
+            fresh = drawn
+        }
         let stage = FormStage(boundary: boundary.boundary, limits: limits, anomalies: boundary.anomalies,
                               reencodeBoundary: fresh, evaluator: evaluator, quarantine: nil)
         let out = SyncOutput(sink)

@@ -15,8 +15,8 @@ import Testing
         }
     }
 
-    @Test func boundariesAreFreshAndValid() {
-        let a = SecureRandom.boundary(), b = SecureRandom.boundary()
+    @Test func boundariesAreFreshAndValid() throws {
+        let a = try #require(SecureRandom.boundary()), b = try #require(SecureRandom.boundary())
         #expect(a != b)
         #expect(a.count >= 32 + 9 && a.count <= 70)
         let allowed = Set("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz-".utf8)

@@ -41,9 +41,9 @@ import TestRandom
         return out
     }
 
-    @Test func roundTripIsCanonical() {
+    @Test func roundTripIsCanonical() throws {
         var rng = SplitMix64(seed: 0xF0_F0_01)
-        let boundary = SecureRandom.boundary()
+        let boundary = try #require(SecureRandom.boundary())
         for iteration in 0..<300 {
             let parts = Self.randomParts(&rng, boundary: boundary)
             let body = Self.encode(parts, boundary: boundary)
@@ -97,7 +97,7 @@ let controlAndUTF8: MultipartAnomalies = {
     /// A 1 GiB file part streamed through the parser in 64 KiB chunks (never materialised): the bytes the
     /// parser retains stay under its bound at every step, and every data byte comes back out.
     @Test func oneGiBPartKeepsRetainedBytesBounded() throws {
-        let boundary = SecureRandom.boundary()
+        let boundary = try #require(SecureRandom.boundary())
         let parser = MultipartParser(boundary: boundary)
         let bound = parser.limits.maxPartHeaderBytes + boundary.count + 4 + parser.limits.maxTransportPadding + 2
         var rng = SplitMix64(seed: 42)

@@ -101,7 +101,8 @@ precondition(sink == total, "parser lost bytes: \(sink) != \(total)")
 let hasher = SHA256Hasher()
 let hashGBs = largePart("parse+sha256") { hasher.update($0) }
 _ = hasher.finalize()
-var encoder = MultipartEncoder(boundary: SecureRandom.boundary())
+guard let reencodeBoundary = SecureRandom.boundary() else { print("RAND_bytes failed: no re-encode boundary"); exit(1) }
+var encoder = MultipartEncoder(boundary: reencodeBoundary)
 var headOut: [UInt8] = []
 encoder.writePartHead(MultipartPart(name: Array("file".utf8), filename: Array("big.bin".utf8)), into: &headOut)
 var encoded: UInt64 = UInt64(headOut.count)
