@@ -19,6 +19,11 @@ Workloads:
   2. 10 KiB multipart uploads from 64 keep-alive connections for 10 s with wrk, repeated (default 5 times,
      --wrk-reps); the medians of requests/s and of the latency percentiles (printed by a Lua done() hook).
 
+All targets are started first and measured in interleaved rounds: round i runs each target once, the order
+rotated by one each round (large uploads first, then wrk). The load on this kind of machine drifts by 10-15 %
+over minutes, so besides the ratios of the medians the report gives the paired ratios: formwall's run over the
+peer's run of the same round, their median and range ("paired by round"; JSON "paired").
+
 Prints a table and writes bench/out/results.json. Only the standard library is used. Every
 process started here is stopped on exit, including on Ctrl-C. Run as root (nginx is started
 as root with a private prefix; its workers run as the default unprivileged user).
@@ -559,15 +564,72 @@ def run_wrk(args, target, lua_path, prefix=()):
 
 
 def measure(args, target, files, sink_pid, workdir):
+    """All of one target's runs in a row (costs.py, which compares configurations of one binary). run.py itself
+    interleaves the targets (`measure_interleaved`)."""
     result = {"status": "ok"}
     warm_up(target, files["small_path"], files["boundary"])
     reps = []
     for i in range(args.reps):
-        r = large_upload(args, target, files["large_path"], files["large_len"], files["boundary"], sink_pid,
-                         workdir)
-        reps.append(r)
-        shown = f"{r['gbps']:.2f} GB/s" if r.get("ok") else f"FAILED ({r.get('error')})"
-        print(f"  [{target.name}] {size_label(args)} upload {i + 1}/{args.reps}: {shown}", flush=True)
+        reps.append(one_large(args, target, files, sink_pid, workdir, i))
+    result["large"] = summarize_large(target, reps)
+    if args.wrk_duration > 0:
+        runs = []
+        for i in range(args.wrk_reps):
+            w = one_wrk(args, target, files, i)
+            runs.append(w)
+            if not w.get("ok"):
+                break
+        result["small"] = median_wrk(runs)
+    return result
+
+
+def one_large(args, target, files, sink_pid, workdir, i):
+    r = large_upload(args, target, files["large_path"], files["large_len"], files["boundary"], sink_pid, workdir)
+    shown = f"{r['gbps']:.2f} GB/s" if r.get("ok") else f"FAILED ({r.get('error')})"
+    print(f"  [{target.name}] {size_label(args)} upload {i + 1}/{args.reps}: {shown}", flush=True)
+    return r
+
+
+def one_wrk(args, target, files, i):
+    w = run_wrk(args, target, files["lua_path"])
+    shown = (f"{w['rps']:.0f} req/s, p50 {w['p50_us'] / 1000:.2f} ms, p99 {w['p99_us'] / 1000:.2f} ms"
+             if w.get("ok") else f"FAILED ({w.get('error')})")
+    print(f"  [{target.name}] wrk {args.small_kib} KiB x {args.wrk_connections} conns "
+          f"{i + 1}/{args.wrk_reps}: {shown}", flush=True)
+    return w
+
+
+def rotated(names, i):
+    """The targets' order in round `i`: each round starts one further along, so no target always runs first
+    (after an idle pause) or right after the same neighbour."""
+    k = i % len(names) if names else 0
+    return names[k:] + names[:k]
+
+
+def measure_interleaved(args, targets, files, sink_pid, workdir):
+    """Every target's runs, round by round: round i runs each target once (large uploads first, then wrk), in
+    the order `rotated` gives. The machine's load drifts by 10-15 % over minutes here; run back to back, the
+    targets of one round see the same drift, so their ratios (`paired_ratios`) are steadier than ratios of
+    medians taken minutes apart. Returns {name: result} in `measure`'s shape, each with its runs in round order."""
+    names = list(targets)
+    for name in names:
+        warm_up(targets[name], files["small_path"], files["boundary"])
+    large = {name: [] for name in names}
+    for i in range(args.reps):
+        for name in rotated(names, i):
+            large[name].append(one_large(args, targets[name], files, sink_pid, workdir, i))
+    results = {name: {"status": "ok", "large": summarize_large(targets[name], large[name])} for name in names}
+    if args.wrk_duration > 0:
+        small = {name: [] for name in names}
+        for i in range(args.wrk_reps):
+            for name in rotated(names, i):
+                small[name].append(one_wrk(args, targets[name], files, i))
+        for name in names:
+            results[name]["small"] = median_wrk(small[name])
+    return results
+
+
+def summarize_large(target, reps):
     good = [r for r in reps if r.get("ok")]
     large = {"reps": reps}
     if good:
@@ -588,20 +650,7 @@ def measure(args, target, files, sink_pid, workdir):
     pids = target.proxy_pids_fn()
     if pids:
         large["vmhwm_mib"] = sum((proc_status(pid, "VmHWM") or 0) for pid in pids) / 1024
-    result["large"] = large
-    if args.wrk_duration > 0:
-        runs = []
-        for i in range(args.wrk_reps):
-            w = run_wrk(args, target, files["lua_path"])
-            shown = (f"{w['rps']:.0f} req/s, p50 {w['p50_us'] / 1000:.2f} ms, p99 {w['p99_us'] / 1000:.2f} ms"
-                     if w.get("ok") else f"FAILED ({w.get('error')})")
-            print(f"  [{target.name}] wrk {args.small_kib} KiB x {args.wrk_connections} conns "
-                  f"{i + 1}/{args.wrk_reps}: {shown}", flush=True)
-            runs.append(w)
-            if not w.get("ok"):
-                break
-        result["small"] = median_wrk(runs)
-    return result
+    return large
 
 
 WRK_ERRORS = ("connect", "read", "write", "status", "timeout")
@@ -664,6 +713,39 @@ COMPARED = {"large": ("large", "median_gbps", "GB/s"),
             "small_p99": ("small", "p99_us", "p99")}
 
 
+# Figures also compared round by round (formwall's run over the peer's run of the same round, interleaved):
+# JSON key -> (workload, per-run figure, label).
+PAIRED = {"large": ("large", lambda r: r["gbps"], "GB/s"),
+          "cpu_per_gib": ("large", lambda r: r["proxy_cpu_s"] / (r["size_upload"] / GIB), "CPU s/GiB"),
+          "small_rps": ("small", lambda r: r["rps"], "10 KiB req/s"),
+          "small_p99": ("small", lambda r: r["p99_us"], "p99")}
+
+
+def paired_ratios(results, peers):
+    """For each peer and PAIRED figure: formwall's figure over the peer's in each round where both runs
+    succeeded, and the median of those ratios. {vs(key, peer): {"median": m, "rounds": [...]}}."""
+    def runs(name, workload):
+        w = results[name].get(workload) or {}
+        return w.get("reps" if workload == "large" else "runs") or []
+
+    out = {}
+    for peer in peers:
+        for key, (workload, figure, _) in PAIRED.items():
+            ratios = []
+            for mine, theirs in zip(runs("formwall", workload), runs(peer, workload)):
+                if not (mine.get("ok") and theirs.get("ok")):
+                    continue
+                try:
+                    a, b = figure(mine), figure(theirs)
+                except (KeyError, TypeError, ZeroDivisionError):
+                    continue
+                if a is not None and b:
+                    ratios.append(a / b)
+            if ratios:
+                out[vs(key, peer)] = {"median": statistics.median(ratios), "rounds": ratios}
+    return out
+
+
 def report(results, args):
     names = [n for n in TARGETS if n in results]
 
@@ -688,6 +770,8 @@ def report(results, args):
             for key, (workload, k, _) in COMPARED.items():
                 ratios[vs(key, peer)] = ratio(figure(n, workload, k), figure(peer, workload, k))
     peers = [p for p in PEERS if ok(p)]  # a peer that did not run gets no column
+    if ok("formwall"):
+        results["formwall"]["paired"] = paired_ratios(results, [p for p in peers if p != "direct"])
 
     def row(cells):
         return " ".join(format(c, w) for c, w in cells)
@@ -730,6 +814,14 @@ def report(results, args):
             parts = [f"{label} {fmt(r[vs(key, p)], '.2f')}x"
                      for key, (_, _, label) in COMPARED.items()]
             print(f"formwall / {p + ':':<12} " + ", ".join(parts))
+            paired = results["formwall"]["paired"]
+            parts = []
+            for key, (_, _, label) in PAIRED.items():
+                q = paired.get(vs(key, p))
+                if q:
+                    parts.append(f"{label} {q['median']:.2f}x ({min(q['rounds']):.2f}-{max(q['rounds']):.2f})")
+            if parts:
+                print(f"  {'paired by round:':<22} " + ", ".join(parts))
     print()
     for n in names:
         if not ok(n):
@@ -866,34 +958,39 @@ def main():
     print(f"CPU busy before the run (1 s sample, all cores): {busy * 100:.0f}%"
           + ("  ** other load on the machine: figures will be low and noisy **" if busy > 0.05 else ""),
           flush=True)
+    # Every target is started first and measured in interleaved rounds (`measure_interleaved`); an idle proxy
+    # waiting for its turn costs nothing measurable.
     results = {}
+    started = {}
     for name in targets:
-        print(f"{name}:", flush=True)
-        target = None
         try:
             if name == "direct":
-                target = Target("direct", uport)
+                started[name] = Target("direct", uport)
             elif name in ("nginx", "nginx-tuned"):
-                target = start_nginx(args, workdir, name, uport, tuned=(name == "nginx-tuned"))
+                started[name] = start_nginx(args, workdir, name, uport, tuned=(name == "nginx-tuned"))
             elif name == "haproxy":
-                target = start_haproxy(args, workdir, uport)
+                started[name] = start_haproxy(args, workdir, uport)
             elif name == "formwall":
                 target, reason = start_formwall(args, workdir, uport)
                 if target is None:
-                    print(f"  n/a: {reason}", flush=True)
-                    results[name] = {"status": "n/a", "reason": reason}
-                    continue
+                    raise RuntimeError(reason)
+                started[name] = target
             else:
                 sys.exit(f"unknown target {name}")
-            results[name] = measure(args, target, files, sink.pid, workdir)
         except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-            print(f"  n/a: {e}", flush=True)
+            print(f"{name}: n/a: {e}", flush=True)
             results[name] = {"status": "n/a", "reason": str(e)}
-        finally:
-            if target is not None and target.proc is not None:
+    print(f"interleaved rounds over {', '.join(started)}", flush=True)
+    try:
+        results.update(measure_interleaved(args, started, files, sink.pid, workdir))
+    except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+        sys.exit(f"measurement failed: {e}")
+    finally:
+        for target in started.values():
+            if target.proc is not None:
                 PROCS.stop(target.proc, signal.SIGTERM)
-            if sink.poll() is not None:
-                sys.exit(f"sink died: {tail(sink_log.name)}")
+    if sink.poll() is not None:
+        sys.exit(f"sink died: {tail(sink_log.name)}")
 
     report(results, args)
 
