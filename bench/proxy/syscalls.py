@@ -9,8 +9,9 @@ processes are watched:
   - user and system CPU time, from /proc/PID/stat before and after, per request;
   - with `perf` (Debian package linux-perf), `perf stat -e raw_syscalls:sys_enter` and the tracepoints of the
     calls a proxy makes (read, recvfrom, sendmsg, sendto, writev, epoll_wait, ...), per request.
-The medians over --reps are printed and written to bench/out/syscalls.json. Without perf (or without access to
-the tracepoints) only the CPU times are reported. The figures say where a request's time goes, not how fast
+The targets run side by side and are measured in interleaved rounds (each round runs each target once, the
+order rotated), as in run.py. The medians over --reps are printed and written to bench/out/syscalls.json.
+Without perf (or without access to the tracepoints) only the CPU times are reported. The figures say where a request's time goes, not how fast
 the proxy is: run.py measures that.
 
 Reuses run.py's process handling and peers; every process and file started or written here is removed on exit.
@@ -119,25 +120,33 @@ def main():
     if base.wait_port(uport, sink, 5):
         sys.exit("the sink did not start")
 
+    # All targets run side by side and are measured in interleaved rounds (run.py's `rotated` order), so that
+    # the machine's drift over minutes falls on all of them alike.
     results, failures = {}, []
+    started = {}
     for name in targets:
         try:
-            target = base.start_target(args, tempfile.mkdtemp(dir=workdir), name, uport)
+            started[name] = base.start_target(args, tempfile.mkdtemp(dir=workdir), name, uport)
         except RuntimeError as e:
             failures.append(f"{name}: {e}")
-            continue
-        runs = []
-        for rep in range(args.reps):
-            r, why = one_run(args, target, files["lua_path"], use_perf)
+    runs = {name: [] for name in started}
+    for rep in range(args.reps):
+        for name in base.rotated(list(started), rep):
+            if name not in runs:
+                continue
+            r, why = one_run(args, started[name], files["lua_path"], use_perf)
             if r is None:
                 failures.append(f"{name}: {why}")
-                break
-            runs.append(r)
+                del runs[name]
+                continue
+            runs[name].append(r)
             print(f"  [{name}] {rep + 1}/{args.reps}: {r['rps']:.0f} req/s, user {r['user_us']:.1f} µs, system "
                   f"{r['system_us']:.1f} µs, {r['calls'].get('all', 0):.2f} calls per request", flush=True)
+    for target in started.values():
         base.PROCS.stop(target.proc)
-        if runs:
-            results[name] = median_of(runs)
+    for name in started:
+        if runs.get(name):
+            results[name] = median_of(runs[name])
 
     print(f"\nper 10 KiB upload, 1 worker, wrk -t2 -c64, median of {args.reps} runs of {args.seconds} s")
     print(f"{'target':12} {'req/s':>8} {'user µs':>8} {'sys µs':>8} {'calls':>6}  by call")
