@@ -554,7 +554,9 @@ struct ConnectionMachine {
         let looksMultipart = contentTypeIndex.map {
             head.headers.withValue(at: $0) { ASCII.hasPrefix($0, lowercase: "multipart/form-data") }
         } ?? false
-        if var ev = evaluator {
+        // Moved out and back in (not copied, each copy retaining every reference the evaluator holds); the exchange
+        // keeps its own copy as it was after `begin`.
+        if var ev = evaluator.take() {
             let length: UInt64? = {
                 switch head.framing {
                 case .none: return 0
@@ -565,7 +567,6 @@ struct ConnectionMachine {
             let decision = ev.begin(method: head.method, path: head.target, host: head.header(.host),
                                     contentType: contentType, contentLength: length,
                                     preflight: Self.isPreflight(head), headerValues: { head.headers.values(named: $0) })
-            evaluator = ev
             ex.evaluator = ev
             switch decision {
             case .reject(let violation):
@@ -584,6 +585,7 @@ struct ConnectionMachine {
                 }
                 ex.group = group
             }
+            evaluator = consume ev
         }
 
         // The field that tells the upstream what was stripped is Formwall's alone: the client's copy never passes.

@@ -29,6 +29,16 @@ struct EvaluatorSlot {
         }
     }
 
+    /// Stores `value` by moving it in (the setter of `value` copies it: a retain of each of its references, and
+    /// the caller's copy released after). Use it with `consume` for an evaluator taken out with `take()`.
+    mutating func put(_ value: consuming PolicyEvaluator) {
+        if isKnownUniquelyReferenced(&box), let box {
+            box.value = consume value
+        } else {
+            box = Box(value)
+        }
+    }
+
     /// Moves the evaluator out, leaving the slot empty until it is stored back (`value = ...`). The copy is then
     /// the only holder of the evaluator's collections (the names seen, the repeat counts), so updating it does
     /// not copy them; a copy read with `value` would share them, and its first update would copy them all, for

@@ -231,7 +231,7 @@ public final class FormStage {
     public func bodyData(count: Int) throws(FormStageError) {
         guard var ev = takeEvaluator() else { return }
         let action = ev.bodyData(count: count)
-        evaluator = ev
+        evaluatorSlot.put(consume ev)
         if case .reject(let v) = action { throw .rejected(v) }
     }
 
@@ -304,7 +304,7 @@ public final class FormStage {
         do { try parser.finish() } catch {
             if var ev = takeEvaluator() {
                 _ = ev.malformed(detail: error.description)
-                evaluator = ev
+                evaluatorSlot.put(consume ev)
             }
             throw .malformed(error)
         }
@@ -312,7 +312,7 @@ public final class FormStage {
         try checkRequestAnomalies()
         if var ev = takeEvaluator() {
             let action = ev.end()
-            evaluator = ev
+            evaluatorSlot.put(consume ev)
             if case .reject(let v) = action { throw .rejected(v) }
         }
         ended = true
@@ -331,7 +331,7 @@ public final class FormStage {
                 try checkRequestAnomalies()
                 if var ev = takeEvaluator() {
                     _ = ev.malformed(detail: error.description)
-                    evaluator = ev
+                    evaluatorSlot.put(consume ev)
                 }
                 throw .malformed(error)
             }
@@ -379,7 +379,7 @@ public final class FormStage {
         reportedAnomalies = now
         guard var ev = takeEvaluator() else { return }
         let action = ev.anomalies(fresh)
-        evaluator = ev
+        evaluatorSlot.put(consume ev)
         if case .reject(let v) = action { throw .rejected(v) }
     }
 
@@ -406,7 +406,7 @@ public final class FormStage {
                 disarm = ev.currentDisarm
                 archiveSettings = ev.currentArchiveSettings
             }
-            evaluator = ev
+            evaluatorSlot.put(consume ev)
             pending = decision.pending
             record.part.anomalies.formUnion(decision.flags)
             if let renamed = decision.filename {
@@ -524,7 +524,7 @@ public final class FormStage {
                     if case .reject = action {} else { action = ev.partSniffed(result.ruleFacts) }
                 }
             }
-            evaluator = ev
+            evaluatorSlot.put(consume ev)
         } else if cur.sniffer?.isDecided == false {
             cur.sniffer?.feed(span)
             cur.record.sniffedType = cur.sniffer?.result?.mimeType
@@ -613,7 +613,7 @@ public final class FormStage {
                 current = cur
                 if var ev = takeEvaluator() {
                     let action = ev.partMalware(signature: signature)
-                    evaluator = ev
+                    evaluatorSlot.put(consume ev)
                     try apply(action, out: out)
                 } else {
                     throw .rejected(Violation(kind: .malware, part: cur.record.part.nameString,
@@ -634,7 +634,7 @@ public final class FormStage {
             cur.sniffer = sniffer
             if var ev = takeEvaluator() {
                 let action = ev.partSniffed(result.ruleFacts)
-                evaluator = ev
+                evaluatorSlot.put(consume ev)
                 current = cur
                 try apply(action, out: out)
                 cur = try stillCurrent()
@@ -659,7 +659,7 @@ public final class FormStage {
                 current = cur
                 guard var ev = takeEvaluator() else { throw .holdFailed("\(error)") }
                 let action = ev.partDisarmFailed(detail: "\(error)")
-                evaluator = ev
+                evaluatorSlot.put(consume ev)
                 try apply(action, out: out)
                 cur = try stillCurrent()
             }
@@ -667,7 +667,7 @@ public final class FormStage {
         if let text = cur.text, var ev = takeEvaluator() {
             cur.record.part.anomalies.formUnion(PolicyEvaluator.textFlags(text))
             let action = ev.fieldText(text)
-            evaluator = ev
+            evaluatorSlot.put(consume ev)
             current = cur
             try apply(action, out: out)
             cur = try stillCurrent()
@@ -675,7 +675,7 @@ public final class FormStage {
         if var ev = takeEvaluator() {
             if let value = cur.value, cur.pending.contains(.value) {
                 let action = ev.fieldValue(value)
-                evaluator = ev
+                evaluatorSlot.put(consume ev)
                 current = cur
                 try apply(action, out: out)
                 cur = try stillCurrent()
@@ -683,7 +683,7 @@ public final class FormStage {
                 ev = updated
             }
             final = ev.partEnd()
-            evaluator = ev
+            evaluatorSlot.put(consume ev)
         }
         cur.record.sha256 = cur.hasher?.finalizeHex()
         if final != .forward {
@@ -803,7 +803,7 @@ public final class FormStage {
         guard var ev = takeEvaluator() else { return }
         let detail = finding.entry.map { "\($0): \(finding.detail)" } ?? finding.detail
         let action = ev.partArchive(ArchiveProblemKind(finding.problem), detail: detail)
-        evaluator = ev
+        evaluatorSlot.put(consume ev)
         try apply(action, out: out)
     }
 

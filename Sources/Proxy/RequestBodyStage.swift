@@ -339,7 +339,7 @@ final class RequestBodyStage {
         case .passthrough:
             if var ev = takeEvaluator() {
                 let action = ev.bodyData(count: span.count)
-                evaluator = ev
+                evaluatorSlot.put(consume ev)
                 if case .reject(let v) = action { throw .rejected(v) }
             }
             sink.write(span)
@@ -379,7 +379,7 @@ final class RequestBodyStage {
             // Opaque and bodyless requests still get the policy's end-of-request checks (required parts).
             if var ev = takeEvaluator() {
                 let action = ev.end()
-                evaluator = ev
+                evaluatorSlot.put(consume ev)
                 if case .reject(let v) = action { throw .rejected(v) }
             }
         }
