@@ -42,9 +42,20 @@ public enum FilenameCheck {
             found.insert(.invalidUTF8)
             text = String(decoding: bytes, as: UTF8.self)
         }
-        if bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) { found.insert(.pathSeparators) }
-        let segments = text.split(omittingEmptySubsequences: false) { $0 == "/" || $0 == "\\" }
-        if segments.contains(where: { $0.count >= 2 && $0.allSatisfy { $0 == "." } }) { found.insert(.dotDot) }
+        let hasSeparator = bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\"))
+        let base: String
+        if hasSeparator {
+            found.insert(.pathSeparators)
+            let segments = text.split(omittingEmptySubsequences: false) { $0 == "/" || $0 == "\\" }
+            if segments.contains(where: { $0.count >= 2 && $0.allSatisfy { $0 == "." } }) { found.insert(.dotDot) }
+            base = String(segments.last ?? "")
+        } else {
+            // No separator byte, so no separator Character: the name is its one segment, checked byte by byte
+            // (a segment of Characters that are all "." is a run of "." bytes, and the other way round). The
+            // Character split took some 4,000 instructions for a short name.
+            if bytes.count >= 2 && bytes.allSatisfy({ $0 == UInt8(ascii: ".") }) { found.insert(.dotDot) }
+            base = text
+        }
         for scalar in text.unicodeScalars {
             if isControl(scalar) { found.insert(.controlCharacters) }
             if isBidiControl(scalar) { found.insert(.bidiControls) }
@@ -53,7 +64,6 @@ public enum FilenameCheck {
             found.insert(.trailingDotsSpaces)
         }
         if bytes.count > maximumLength { found.insert(.tooLong) }
-        let base = String(segments.last ?? "")
         if firstDangerousExtension(of: base, dangerous: dangerous, extensionAllowed: extensionAllowed) != nil {
             found.insert(.dangerousExtension)
         }

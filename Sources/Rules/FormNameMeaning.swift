@@ -186,7 +186,12 @@ public struct FormNameRegistry: Sendable, Hashable {
         return (repeated, collides)
     }
 
-    private static func join(_ path: ArraySlice<Substring>) -> String { path.joined(separator: "\u{0}") }
+    private static func join(_ path: ArraySlice<Substring>) -> String {
+        // A plain name (one part: the usual case) is its own key; `joined` takes the generic path, about 2,000
+        // instructions for one part.
+        if path.count == 1, let only = path.first { return String(only) }
+        return path.joined(separator: "\u{0}")
+    }
 }
 
 /// Whether `bytes` are well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), fed in

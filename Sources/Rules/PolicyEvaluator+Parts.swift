@@ -116,7 +116,8 @@ extension PolicyEvaluator {
     public var currentArchiveSettings: ArchiveSettings? {
         guard case .inPart(_, let part) = state, part.isFile, let route = routeBox else { return nil }
         var settings = part.rule?.value.archive ?? route.value.archive
-        if let types = part.rule?.value.types, Self.executableTypes.contains(where: { t in types.contains { $0.matches(t) } }) {
+        if let types = part.rule?.value.types,
+           Self.executableEssences.contains(where: { t in types.contains { $0.matches(essence: t) } }) {
             settings.allowExecutables = true
         }
         return settings
@@ -124,6 +125,8 @@ extension PolicyEvaluator {
 
     /// The sniffed types of executables, as `types` names them.
     static let executableTypes = ["application/x-elf", "application/x-dosexec", "application/x-mach-binary"]
+    /// `executableTypes` read once (`MediaTypePattern.essence`), not again for every file part.
+    static let executableEssences = executableTypes.compactMap(MediaTypePattern.essence(of:))
 
     /// Reports what inspecting an archive file part found: a violation `archive_<problem>`, handled with the
     /// rule's action (a file without a rule: rejected).
