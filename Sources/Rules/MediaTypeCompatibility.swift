@@ -36,7 +36,8 @@ public enum MediaTypeCompatibility {
 
     /// Whether `declared` and `sniffed` agree (see the table above).
     public static func compatible(declared: String, sniffed: String) -> Bool {
-        guard !isGeneric(declared), let declared = canonical(declared) else { return true }
+        // `isGeneric` and then `canonical` would read the declared type twice.
+        guard let declared = canonical(declared), declared != "application/octet-stream" else { return true }
         guard let sniffed = canonical(sniffed), sniffed != "application/octet-stream" else { return true }
         if declared == sniffed { return true }
         switch sniffed {

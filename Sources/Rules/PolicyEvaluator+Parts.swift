@@ -284,8 +284,10 @@ extension PolicyEvaluator {
         let outcome = Finding.Outcome(rule.value.action)
         let key = Self.key(rule.value.kind, part.name ?? "")
         if let seen = updateBodyInPart({ body -> Int in
-            body.repeats[key, default: 0] += 1
-            return body.repeats[key] ?? 0
+            // Room for a typical form's names at the first part (growing from empty resized the table at the
+            // second), and one lookup for the count and its update.
+            if body.repeats.isEmpty { body.repeats.reserveCapacity(8) }
+            return Self.increment(&body.repeats[key, default: 0])
         }) {
             if seen > rule.value.repeatLimit {
                 let violation = partViolation(.tooManyRepeats, part,
@@ -589,6 +591,12 @@ extension PolicyEvaluator {
         let ownRule = rule == nil || rule == part.rule?.value.location
         return Violation(kind: kind, part: part.name, partIndex: part.index, rule: rule ?? part.rule?.value.location,
                          detail: detail, limit: limit, statusOverride: ownRule ? part.rule?.value.status : nil)
+    }
+
+    /// Adds one to `count` and returns it (through `Dictionary`'s defaulted subscript: one lookup).
+    static func increment(_ count: inout Int) -> Int {
+        count += 1
+        return count
     }
 
     /// Whether `types` allow `mediaType`, as sent or under its canonical alias (`image/jpg` = `image/jpeg`).
