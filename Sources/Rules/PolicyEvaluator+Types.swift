@@ -6,11 +6,11 @@ extension PolicyEvaluator {
         /// Send it upstream.
         case forward
         /// Leave the part out of the body sent upstream; the request continues.
-        case strip(Violation)
+        indirect case strip(Violation)
         /// Move the part into quarantine instead of sending it upstream; the request continues.
-        case quarantine(Violation)
+        indirect case quarantine(Violation)
         /// Fail the whole request with `violation.status`; send nothing more upstream.
-        case reject(Violation)
+        indirect case reject(Violation)
 
         /// The violation behind a non-forward action.
         public var violation: Violation? {
