@@ -160,9 +160,24 @@ public struct MultipartAnomalies: Sendable, Hashable, Sequence {
     /// Adds every flag of `other`.
     @inlinable public mutating func formUnion(_ other: MultipartAnomalies) { bits |= other.bits }
 
-    /// The flags in declaration order.
-    public func makeIterator() -> IndexingIterator<[MultipartAnomaly]> {
-        MultipartAnomaly.allCases.filter { contains($0) }.makeIterator()
+    /// The flags in declaration order (their raw values, so their bits, count up in that order), read off the bits
+    /// one set bit at a time. Filtering `allCases` into an array took some 290 instructions for every set, the
+    /// empty one too, and the policy iterates every part's flags.
+    public func makeIterator() -> Iterator { Iterator(remaining: bits) }
+
+    /// The set bits, lowest first.
+    public struct Iterator: IteratorProtocol {
+        var remaining: UInt64
+
+        public mutating func next() -> MultipartAnomaly? {
+            while remaining != 0 {
+                let bit = remaining.trailingZeroBitCount
+                remaining &= remaining &- 1
+                // A bit no case has (only `bits` set by hand could hold one) is skipped, as the filter did.
+                if let flag = MultipartAnomaly(rawValue: UInt8(bit)) { return flag }
+            }
+            return nil
+        }
     }
 
     /// The flags of `self` that are not in `other`.
