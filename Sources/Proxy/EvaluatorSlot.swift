@@ -20,18 +20,18 @@ struct EvaluatorSlot {
     var value: PolicyEvaluator? {
         get { box?.value }
         set {
-            // A slot is never shared, but if it were, a store must not change the other holder's evaluator.
-            if isKnownUniquelyReferenced(&box), let box {
-                box.value = newValue
-            } else if let newValue {
-                box = Box(newValue)
+            if let newValue {
+                put(newValue)
+            } else if isKnownUniquelyReferenced(&box), let box {
+                box.value = nil
             }
         }
     }
 
-    /// Stores `value` by moving it in (the setter of `value` copies it: a retain of each of its references, and
-    /// the caller's copy released after). Use it with `consume` for an evaluator taken out with `take()`.
+    /// Stores `value` by moving it in (a caller's `value = ev` copies `ev`: a retain of each of its references,
+    /// and the caller's copy released after). Use it with `consume` for an evaluator taken out with `take()`.
     mutating func put(_ value: consuming PolicyEvaluator) {
+        // A slot is never shared, but if it were, a store must not change the other holder's evaluator.
         if isKnownUniquelyReferenced(&box), let box {
             box.value = consume value
         } else {

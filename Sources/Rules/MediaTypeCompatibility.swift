@@ -29,15 +29,17 @@ public enum MediaTypeCompatibility {
     }
 
     /// Whether a declared type says nothing (`application/octet-stream`, empty or malformed).
-    public static func isGeneric(_ mediaType: String) -> Bool {
-        guard let canonical = canonical(mediaType) else { return true }
-        return canonical == "application/octet-stream"
+    public static func isGeneric(_ mediaType: String) -> Bool { specific(mediaType) == nil }
+
+    /// `canonical(mediaType)`, or nil when the type says nothing (`isGeneric`): read once for both questions.
+    static func specific(_ mediaType: String) -> String? {
+        guard let canonical = canonical(mediaType), canonical != "application/octet-stream" else { return nil }
+        return canonical
     }
 
     /// Whether `declared` and `sniffed` agree (see the table above).
     public static func compatible(declared: String, sniffed: String) -> Bool {
-        // `isGeneric` and then `canonical` would read the declared type twice.
-        guard let declared = canonical(declared), declared != "application/octet-stream" else { return true }
+        guard let declared = specific(declared) else { return true }
         guard let sniffed = canonical(sniffed), sniffed != "application/octet-stream" else { return true }
         if declared == sniffed { return true }
         switch sniffed {
