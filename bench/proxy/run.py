@@ -611,20 +611,40 @@ def measure_interleaved(args, targets, files, sink_pid, workdir):
     the order `rotated` gives. The machine's load drifts by 10-15 % over minutes here; run back to back, the
     targets of one round see the same drift, so their ratios (`paired_ratios`) are steadier than ratios of
     medians taken minutes apart. Returns {name: result} in `measure`'s shape, each with its runs in round order."""
-    names = list(targets)
-    for name in names:
-        warm_up(targets[name], files["small_path"], files["boundary"])
+    # A target that fails to warm up, or whose run raises (a timeout), is reported n/a and left out of the
+    # later rounds, as when the targets were measured one after the other; the others go on.
+    failed = {}
+
+    def attempt(name, work):
+        try:
+            return work()
+        except (RuntimeError, subprocess.SubprocessError, OSError) as e:
+            print(f"  [{name}] n/a: {e}", flush=True)
+            failed[name] = {"status": "n/a", "reason": str(e)}
+            return None
+
+    for name in targets:
+        attempt(name, lambda: warm_up(targets[name], files["small_path"], files["boundary"]))
+    names = [name for name in targets if name not in failed]
     large = {name: [] for name in names}
     for i in range(args.reps):
-        for name in rotated(names, i):
-            large[name].append(one_large(args, targets[name], files, sink_pid, workdir, i))
-    results = {name: {"status": "ok", "large": summarize_large(targets[name], large[name])} for name in names}
+        for name in rotated([n for n in names if n not in failed], i):
+            r = attempt(name, lambda: one_large(args, targets[name], files, sink_pid, workdir, i))
+            if r is not None:
+                large[name].append(r)
     if args.wrk_duration > 0:
         small = {name: [] for name in names}
         for i in range(args.wrk_reps):
-            for name in rotated(names, i):
-                small[name].append(one_wrk(args, targets[name], files, i))
-        for name in names:
+            for name in rotated([n for n in names if n not in failed], i):
+                w = attempt(name, lambda: one_wrk(args, targets[name], files, i))
+                if w is not None:
+                    small[name].append(w)
+    results = dict(failed)
+    for name in names:
+        if name in failed:
+            continue
+        results[name] = {"status": "ok", "large": summarize_large(targets[name], large[name])}
+        if args.wrk_duration > 0:
             results[name]["small"] = median_wrk(small[name])
     return results
 
@@ -983,8 +1003,6 @@ def main():
     print(f"interleaved rounds over {', '.join(started)}", flush=True)
     try:
         results.update(measure_interleaved(args, started, files, sink.pid, workdir))
-    except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-        sys.exit(f"measurement failed: {e}")
     finally:
         for target in started.values():
             if target.proc is not None:
