@@ -67,7 +67,7 @@ public final class TCPSocket {
     /// lock, `sock_read_iter`), which a sampled profile of the proxy under wrk put at about 0.25 µs more per
     /// request (two reads) than `recv`'s.
     public func read(into buffer: UnsafeMutableRawBufferPointer) throws -> IOResult<Int> {
-        try Syscall.call("recv(fd \(fd))") { Glibc.recv(fd, buffer.baseAddress, buffer.count, 0) }
+        try Syscall.call("recv(fd \(fd))") { cl_recv(fd, buffer.baseAddress, buffer.count) }
     }
 
     /// Writes as much of `bytes` as the kernel accepts; a short count means "register for `.writable`".
