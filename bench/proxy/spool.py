@@ -12,7 +12,7 @@ never materialised, in memory or on disk). While it runs a thread samples every 
   - formwall's VmRSS (and VmHWM at the end, the kernel's peak since the process started: one upload per
     process, so it is this upload's peak);
   - the spool file through /proc/PID/fd: the descriptor whose target is in the spool dir and starts with
-    `formwall-spool-`: its mode (must be 0600), its link text (must end in `(deleted)`: unlinked at
+    `formwall-spool-` (a named file) or `#` (an O_TMPFILE one, which never has a name): its mode (must be 0600), its link text (must end in `(deleted)`: unlinked at
     creation), its size and its allocated blocks (disk use);
   - the free space of the spool dir's file system (statvfs).
 After the response it checks that the spool fd is closed, that no `formwall-spool-*` name is left in the
@@ -112,11 +112,13 @@ def spool_fds(pid, spool_dir):
         names = os.listdir(base)
     except OSError:
         return out
-    prefix = os.path.join(spool_dir, SPOOL_PREFIX)
+    # A named spool file (the mkostemp fallback) links to `formwall-spool-XXXXXX (deleted)`; an O_TMPFILE one, the
+    # usual kind since Reactor.TemporaryFile uses it, to `#INODE (deleted)`: it never had a name.
+    prefixes = (os.path.join(spool_dir, SPOOL_PREFIX), os.path.join(spool_dir, "#"))
     for name in names:
         try:
             link = os.readlink(f"{base}/{name}")
-            if not link.startswith(prefix):
+            if not link.startswith(prefixes):
                 continue
             st = os.stat(f"{base}/{name}")  # follows the magic link: the (unlinked) file itself
         except OSError:
