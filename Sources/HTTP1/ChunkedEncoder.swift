@@ -21,14 +21,18 @@ public enum ChunkedEncoder {
     /// they reserve the room first, so nil means a bug in the caller: it fails that body, not the process.
     public static func writeChunkHeader(size: Int, to out: UnsafeMutableRawBufferPointer) -> Int? {
         guard size > 0, out.count >= maxChunkHeaderLength else { return nil }
-        var shift = (Int.bitWidth - size.leadingZeroBitCount - 1) / 4 * 4
-        var n = 0
-        while shift >= 0 {
-            let v = UInt8(truncatingIfNeeded: (size >> shift) & 0xF)
-            out[n] = v < 10 ? 0x30 + v : 0x57 + v
-            n += 1
-            shift -= 4
-        }
+        // The digits are written from the last, until no bits are left: a loop whose end depends on the value is
+        // not vectorised. The counted loop this replaces (one digit per 4-bit shift, first to last) was, by the
+        // profile-guided build, into some 270 instructions of SIMD for a four-digit size (docs/performance.md).
+        let n = (Int.bitWidth - size.leadingZeroBitCount + 3) / 4
+        var rest = UInt(size)
+        var index = n
+        repeat {
+            index -= 1
+            let v = UInt8(truncatingIfNeeded: rest & 0xF)
+            out[index] = v < 10 ? 0x30 + v : 0x57 + v
+            rest >>= 4
+        } while rest != 0
         out[n] = HTTPSyntax.cr
         out[n + 1] = HTTPSyntax.lf
         return n + 2

@@ -11,6 +11,22 @@ import TestRandom
         #expect(buffer == Array("\(hex)\r\n".utf8))
     }
 
+    /// Every digit count, at and around each power of 16 and two, and random sizes: the digits are `String(radix: 16)`'s.
+    @Test func chunkHeaderDigitsMatchTheStandardLibrary() {
+        var sizes: [Int] = []
+        for bit in 0..<63 {
+            let power = 1 << bit
+            sizes += [power - 1, power, power + 1]
+        }
+        var random = SplitMix64(seed: 16)
+        sizes += (0..<2_000).map { _ in Int.random(in: 1...Int.max, using: &random) >> Int.random(in: 0...62, using: &random) }
+        for size in sizes where size > 0 {
+            var buffer: [UInt8] = []
+            #expect(ChunkedEncoder.writeChunkHeader(size: size, into: &buffer))
+            #expect(buffer == Array((String(size, radix: 16) + "\r\n").utf8), "size \(size)")
+        }
+    }
+
     /// No size or room that a caller gets wrong can stop the process: the writer refuses and writes nothing.
     @Test func anEmptyChunkOrAShortBufferIsRefusedNotTrapped() {
         var buffer: [UInt8] = []
