@@ -123,11 +123,12 @@ static inline int cl_epoll_ctl_del(void) { return EPOLL_CTL_DEL; }
 
 /// Waits for events and unpacks them into two parallel arrays, so Swift never touches the packed
 /// `struct epoll_event` layout. `max` is clamped to 256. Returns the count or -1 with errno set.
-/// Through `syscall(2)`, as the socket calls below: see `cl_recv`.
+/// Through `syscall(2)`, as the socket calls below (see `cl_recv`): `epoll_pwait` with no signal mask, which is
+/// `epoll_wait` and, unlike it, exists on every Linux architecture (aarch64 has no `epoll_wait` system call).
 static inline int cl_epoll_wait(int epfd, uint64_t *datas, uint32_t *events, int max, int timeout_ms) {
     struct epoll_event evs[256];
     if (max > 256) { max = 256; }
-    int n = (int)syscall(SYS_epoll_wait, epfd, evs, max, timeout_ms);
+    int n = (int)syscall(SYS_epoll_pwait, epfd, evs, max, timeout_ms, (const sigset_t *)0, (size_t)0);
     for (int i = 0; i < n; i++) {
         datas[i] = evs[i].data.u64;
         events[i] = evs[i].events;
