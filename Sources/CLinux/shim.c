@@ -211,10 +211,10 @@ void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *n
     }
 #endif
     // Every position before `start` was ruled out; the first occurrence, if any, starts at or after it. After the
-    // SIMD loop, or in a haystack too short for it, fewer than 32 positions are left: a scalar first/last-byte
-    // check with memcmp costs less than memmem's set-up (about 450 instructions, once per request in the proxy:
-    // the closing delimiter's short search). Without AVX2 a long haystack is searched by memmem.
-    if (needle_len >= 2 && (start > 0 || haystack_len < needle_len + 32)) {
+    // SIMD loop, or in a haystack too short for it (the bound above), fewer than 32 positions are left: a scalar
+    // first/last-byte check with memcmp costs less than memmem's set-up (about 450 instructions, once per request
+    // in the proxy: the closing delimiter's short search). Without AVX2 a long haystack is searched by memmem.
+    if (needle_len >= 2 && (start > 0 || haystack_len < needle_len + 31)) {
         const unsigned char *n = needle;
         for (size_t i = start; i + needle_len <= haystack_len; i++) {
             if (h[i] == n[0] && h[i + needle_len - 1] == n[needle_len - 1]

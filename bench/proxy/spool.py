@@ -12,8 +12,9 @@ never materialised, in memory or on disk). While it runs a thread samples every 
   - formwall's VmRSS (and VmHWM at the end, the kernel's peak since the process started: one upload per
     process, so it is this upload's peak);
   - the spool file through /proc/PID/fd: the descriptor whose target is in the spool dir and starts with
-    `formwall-spool-` (a named file) or `#` (an O_TMPFILE one, which never has a name): its mode (must be 0600), its link text (must end in `(deleted)`: unlinked at
-    creation), its size and its allocated blocks (disk use);
+    `formwall-spool-` (a named file) or `#` (an O_TMPFILE one, which never has a name): its mode (must be
+    0600), its link text (must end in `(deleted)`: unlinked at creation), its size and its allocated blocks
+    (disk use);
   - the free space of the spool dir's file system (statvfs).
 After the response it checks that the spool fd is closed, that no `formwall-spool-*` name is left in the
 spool dir, and that the sink received exactly the canonical re-encoded length (computed here from the
