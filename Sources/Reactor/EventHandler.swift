@@ -74,7 +74,17 @@ extension EventHandler {
     public func error(loop: EventLoop) { hangup(loop: loop) }
 }
 
-/// Called once at the end of the event batch during which it asked for it (`EventLoop.runAtBatchEnd`).
+/// Called once at the end of the event batch during which it asked for it (`EventLoop.runAtBatchEnd`), in two
+/// passes: `batchWillEnd` on every handler of the batch, then `batchEnded` on each.
 public protocol BatchEndHandler: AnyObject {
+    /// The first pass: what should reach the peers of all the batch's handlers back to back (a proxy's writes to
+    /// one upstream server, so that the server finds them all when it wakes).
+    func batchWillEnd()
+    /// The second pass.
     func batchEnded()
+}
+
+extension BatchEndHandler {
+    /// Default: nothing in the first pass.
+    public func batchWillEnd() {}
 }

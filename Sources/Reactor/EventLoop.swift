@@ -148,11 +148,12 @@ public final class EventLoop {
         return handled
     }
 
-    /// Asks for `handler.batchEnded()` once the events of the current `epoll_wait` have all been dispatched,
-    /// before the loop's `afterEvents` and before it waits again. False (nothing is scheduled) outside a dispatch:
-    /// in `afterEvents`, in a batch-end callback, or when no `runOnce` is in progress. A connection uses it to
-    /// make its writes after every ready descriptor has been read, so one wake-up of a peer carries the output of
-    /// several connections.
+    /// Asks for `handler.batchWillEnd()` and `handler.batchEnded()` once the events of the current `epoll_wait`
+    /// have all been dispatched (the first for every handler of the batch, then the second for each), before the
+    /// loop's `afterEvents` and before it waits again. False (nothing is scheduled) outside a dispatch: in
+    /// `afterEvents`, in a batch-end callback, or when no `runOnce` is in progress. A connection uses it to make its
+    /// writes after every ready descriptor has been read, so one wake-up of a peer carries the output of several
+    /// connections.
     public func runAtBatchEnd(_ handler: any BatchEndHandler) -> Bool {
         guard dispatching else { return false }
         batchEndHandlers.append(handler)
@@ -162,6 +163,11 @@ public final class EventLoop {
     private func runBatchEnd() {
         guard !batchEndHandlers.isEmpty else { return }
         var index = 0
+        while index < batchEndHandlers.count {
+            batchEndHandlers[index].batchWillEnd()
+            index += 1
+        }
+        index = 0
         while index < batchEndHandlers.count {
             batchEndHandlers[index].batchEnded()
             index += 1

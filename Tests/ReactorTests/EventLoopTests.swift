@@ -92,13 +92,17 @@ import Testing
     }
 
     /// `runAtBatchEnd`: a callback that asks during a dispatch is called once, after every callback of that
-    /// `epoll_wait` (here two timers due in one batch) and before `afterEvents`; asking twice calls it twice,
-    /// and asking outside a dispatch (before `runOnce`, from the batch-end callback itself, from `afterEvents`)
-    /// schedules nothing.
+    /// `epoll_wait` (here two timers due in one batch) and before `afterEvents`, its first pass (`batchWillEnd`)
+    /// for every handler before any second pass; asking twice calls it twice, and asking outside a dispatch
+    /// (before `runOnce`, from the batch-end callback itself, from `afterEvents`) schedules nothing.
     @Test func batchEndHandlersRunAfterTheWholeBatchAndBeforeAfterEvents() throws {
         final class Recorder: BatchEndHandler {
             var log: [String] = []
             weak var loop: EventLoop?
+            func batchWillEnd() {
+                log.append("will end")
+                if let loop, loop.runAtBatchEnd(self) { log.append("scheduled from the first pass") }
+            }
             func batchEnded() {
                 log.append("batch end")
                 if let loop, loop.runAtBatchEnd(self) { log.append("scheduled from batch end") }
@@ -122,7 +126,7 @@ import Testing
             #expect(loop.runAtBatchEnd(recorder))
         }
         try loop.runOnce(timeout: .seconds(5))
-        #expect(recorder.log == ["timer 1", "timer 2", "batch end", "batch end", "after"])
+        #expect(recorder.log == ["timer 1", "timer 2", "will end", "will end", "batch end", "batch end", "after"])
         recorder.log.removeAll()
         try loop.runOnce(timeout: .zero)
         #expect(recorder.log == ["after"], "nothing carried over to the next iteration")
