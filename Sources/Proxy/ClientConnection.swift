@@ -209,8 +209,9 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     /// The first pass at the batch's end: the upstream writes of every connection that deferred its writes go out
     /// back to back, before any of their client writes and event handling (the second pass, `batchEnded`). A
     /// server woken by the first of them then finds the others' requests too. Interleaved with the client writes,
-    /// each server and client thread was woken more often: 0.575 context switches per request against 0.497
-    /// (docs/performance.md, sixteenth session). The write's event is handled in the second pass.
+    /// each server and client thread was woken more often: 0.495 context switches per request against 0.449 with
+    /// one worker, 1.164 against 1.055 with two (docs/performance.md, sixteenth session). The write's event is
+    /// handled in the second pass.
     func batchWillEnd() {
         guard !closed, let up = upstream, up.isConnected, machine.wantsUpstreamWrite else { return }
         if let e = up.write(from: upstreamOut) { queue.append(e) }
