@@ -164,9 +164,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
             if closed { break }
             if deferWrites() { return }
             flushClient()
-            if let up = upstream, up.isConnected, machine.wantsUpstreamWrite, let e = up.write(from: upstreamOut) {
-                queue.append(e)
-            }
+            writeUpstream()
             // TLS may hold decrypted bytes the socket will not announce again.
             if queue.isEmpty, let up = upstream, up.isConnected, up.hasBufferedInput, machine.wantsUpstreamRead,
                let e = up.readBuffered() {
@@ -213,14 +211,22 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     /// one worker, 1.164 against 1.055 with two (docs/performance.md, sixteenth session). The write's event is
     /// handled in the second pass.
     func batchWillEnd() {
-        guard !closed, let up = upstream, up.isConnected, machine.wantsUpstreamWrite else { return }
-        if let e = up.write(from: upstreamOut) { queue.append(e) }
+        guard !closed else { return }
+        writeUpstream()
     }
 
     func batchEnded() {
         writesDeferred = false
         guard !closed else { return }
         run()
+    }
+
+    /// Writes what the machine queued for the upstream, if it is connected; the write's event waits in `queue`.
+    private func writeUpstream() {
+        guard let up = upstream, up.isConnected, machine.wantsUpstreamWrite, let e = up.write(from: upstreamOut) else {
+            return
+        }
+        queue.append(e)
     }
 
     private func flushClient() {

@@ -83,8 +83,3 @@ public protocol BatchEndHandler: AnyObject {
     /// The second pass.
     func batchEnded()
 }
-
-extension BatchEndHandler {
-    /// Default: nothing in the first pass.
-    public func batchWillEnd() {}
-}
