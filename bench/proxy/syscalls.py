@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""System calls and CPU time per small request: formwall against HAProxy and nginx, in one run.
+"""System calls, CPU time and context switches per small request: formwall against HAProxy and nginx, in one run.
 
-    python3 bench/proxy/syscalls.py [--targets formwall,haproxy,nginx-tuned] [--seconds 5] [--reps 3]
+    python3 bench/proxy/syscalls.py [--targets formwall,haproxy,nginx-tuned] [--seconds 5] [--reps 3] [--workers 1]
 
-Each proxy (1 worker or thread, in front of bench/proxy/sink.c, as in run.py) serves run.py's 10 KiB multipart
-uploads from wrk (64 connections, 2 threads) for --seconds, --reps times. During each wrk run the proxy's
-processes are watched:
+Each proxy (--workers workers or threads, 1 by default, in front of bench/proxy/sink.c, as in run.py) serves run.py's
+10 KiB multipart uploads from wrk (64 connections, 2 threads) for --seconds, --reps times. During each wrk run the
+proxy's processes are watched:
   - user and system CPU time, from /proc/PID/stat before and after, per request;
   - with `perf` (Debian package linux-perf), `perf stat -e raw_syscalls:sys_enter` and the tracepoints of the
-    calls a proxy makes (read, recvfrom, sendmsg, sendto, writev, epoll_wait, ...), per request.
+    calls a proxy makes (read, recvfrom, sendmsg, sendto, writev, epoll_wait, ...), per request;
+  - context switches per request: the whole machine's (`ctxt` of /proc/stat: wrk's and the sink's sleeps and
+    wake-ups are most of them, and a proxy that writes its responses in a burst causes fewer), the proxy's own
+    voluntary ones (it slept in epoll_wait) and involuntary ones (it was preempted, mostly by a thread its write
+    woke), and the sink's voluntary ones (how often the upstream slept between requests);
+  - TCP segments sent per request, by every socket of the machine (`OutSegs` of /proc/net/snmp): 4 when each
+    request and response is one segment each way and every ACK rides on data.
 The targets run side by side and are measured in interleaved rounds (each round runs each target once, the
 order rotated), as in run.py. The medians over --reps are printed and written to bench/out/syscalls.json.
 Without perf (or without access to the tracepoints) only the CPU times are reported. The figures say where a request's time goes, not how fast
@@ -41,6 +47,45 @@ def cpu_ticks(pids):
     return sum(t[0] for t in times), sum(t[1] for t in times)
 
 
+def switches(pids):
+    """(voluntary, involuntary) context switches summed over every thread of `pids` (0, 0 for one that is gone)."""
+    vol = invol = 0
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    for line in f:
+                        if line.startswith("voluntary_ctxt_switches:"):
+                            vol += int(line.split()[1])
+                        elif line.startswith("nonvoluntary_ctxt_switches:"):
+                            invol += int(line.split()[1])
+            except OSError:
+                continue
+    return vol, invol
+
+
+def machine_switches():
+    """Context switches of the whole machine since boot (`ctxt` of /proc/stat)."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("ctxt "):
+                return int(line.split()[1])
+    return 0
+
+
+def tcp_out_segments():
+    """TCP segments the machine has sent since boot (`OutSegs` of the `Tcp:` lines of /proc/net/snmp)."""
+    with open("/proc/net/snmp") as f:
+        lines = [line.split() for line in f if line.startswith("Tcp:")]
+    if len(lines) < 2 or "OutSegs" not in lines[0]:
+        return 0
+    return int(lines[1][lines[0].index("OutSegs")])
+
+
 def perf_usable():
     if shutil.which("perf") is None:
         return False
@@ -49,7 +94,7 @@ def perf_usable():
     return r.returncode == 0 and "not supported" not in r.stderr and "<not counted>" not in r.stderr
 
 
-def one_run(args, target, lua, use_perf):
+def one_run(args, target, lua, use_perf, sink_pid=None):
     pids = target.proxy_pids_fn()
     perf = None
     if use_perf:
@@ -58,9 +103,13 @@ def one_run(args, target, lua, use_perf):
                                  "sleep", str(args.seconds + 1)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
     before = cpu_ticks(pids)
+    sw0, sink0, ctxt0, segs0 = switches(pids), switches([sink_pid] if sink_pid else []), machine_switches(), \
+        tcp_out_segments()
     w = subprocess.run(["wrk", "-t2", "-c64", f"-d{args.seconds}s", "-s", lua, target.url()],
                        capture_output=True, text=True, timeout=args.seconds + 60)
     after = cpu_ticks(pids)
+    sw1, sink1, ctxt1, segs1 = switches(pids), switches([sink_pid] if sink_pid else []), machine_switches(), \
+        tcp_out_segments()
     counts = {}
     if perf is not None:
         _, err = perf.communicate(timeout=60)
@@ -79,11 +128,17 @@ def one_run(args, target, lua, use_perf):
     result = {"requests": n, "rps": n / args.seconds,
               "user_us": (after[0] - before[0]) * tick_us / n, "system_us": (after[1] - before[1]) * tick_us / n}
     result["calls"] = {k: v / n for k, v in counts.items()}
+    result.update(machine_switches=(ctxt1 - ctxt0) / n, proxy_voluntary=(sw1[0] - sw0[0]) / n,
+                  proxy_involuntary=(sw1[1] - sw0[1]) / n, sink_voluntary=(sink1[0] - sink0[0]) / n,
+                  tcp_segments=(segs1 - segs0) / n)
     return result, None
 
 
+SCHED_KEYS = ("machine_switches", "proxy_voluntary", "proxy_involuntary", "sink_voluntary", "tcp_segments")
+
+
 def median_of(runs):
-    out = {k: statistics.median(r[k] for r in runs) for k in ("rps", "user_us", "system_us")}
+    out = {k: statistics.median(r[k] for r in runs) for k in ("rps", "user_us", "system_us") + SCHED_KEYS}
     names = set().union(*(r["calls"] for r in runs))
     out["calls"] = {k: statistics.median(r["calls"].get(k, 0.0) for r in runs) for k in sorted(names)}
     return out
@@ -97,10 +152,12 @@ def main():
     ap.add_argument("--seconds", type=base.positive_int, default=5, help="seconds per wrk run")
     ap.add_argument("--reps", type=base.positive_int, default=3, help="wrk runs per target (medians reported)")
     ap.add_argument("--small-kib", type=int, default=10)
+    ap.add_argument("--workers", type=base.positive_int, default=1,
+                    help="formwall workers, HAProxy threads and nginx workers (default 1)")
     ap.add_argument("--ready-timeout", type=float, default=10.0)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/syscalls.json"))
     args = ap.parse_args()
-    args.formwall_workers = 1
+    args.formwall_workers = args.workers  # run.py's starters read the worker/thread count from here
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     for tool in ("gcc", "wrk"):
         if shutil.which(tool) is None:
@@ -134,29 +191,46 @@ def main():
         for name in base.rotated(list(started), rep):
             if name not in runs:
                 continue
-            r, why = one_run(args, started[name], files["lua_path"], use_perf)
+            r, why = one_run(args, started[name], files["lua_path"], use_perf, sink.pid)
             if r is None:
                 failures.append(f"{name}: {why}")
                 del runs[name]
                 continue
             runs[name].append(r)
             print(f"  [{name}] {rep + 1}/{args.reps}: {r['rps']:.0f} req/s, user {r['user_us']:.1f} µs, system "
-                  f"{r['system_us']:.1f} µs, {r['calls'].get('all', 0):.2f} calls per request", flush=True)
+                  f"{r['system_us']:.1f} µs, {r['calls'].get('all', 0):.2f} calls, "
+                  f"{r['machine_switches']:.3f} switches per request", flush=True)
     for target in started.values():
         base.PROCS.stop(target.proc)
     for name in started:
         if runs.get(name):
             results[name] = median_of(runs[name])
 
-    print(f"\nper 10 KiB upload, 1 worker, wrk -t2 -c64, median of {args.reps} runs of {args.seconds} s")
+    print(f"\nper 10 KiB upload, {args.workers} worker(s), wrk -t2 -c64, median of {args.reps} runs of {args.seconds} s")
     print(f"{'target':12} {'req/s':>8} {'user µs':>8} {'sys µs':>8} {'calls':>6}  by call")
     for name, r in results.items():
         by = ", ".join(f"{k} {v:.2f}" for k, v in r["calls"].items() if k != "all" and v >= 0.01)
         print(f"{name:12} {r['rps']:8.0f} {r['user_us']:8.1f} {r['system_us']:8.1f} "
               f"{r['calls'].get('all', float('nan')):6.2f}  {by}")
+    print("\ncontext switches per request (machine: every process; proxy: voluntary / involuntary; sink: voluntary)"
+          " and TCP segments sent per request")
+    print(f"{'target':12} {'machine':>8} {'proxy v':>8} {'proxy i':>8} {'sink v':>8} {'segments':>8}")
+    for name, r in results.items():
+        print(f"{name:12} {r['machine_switches']:8.3f} {r['proxy_voluntary']:8.3f} {r['proxy_involuntary']:8.3f} "
+              f"{r['sink_voluntary']:8.3f} {r['tcp_segments']:8.2f}")
+    if "formwall" in results:
+        # Ratios of the medians; the rounds were interleaved, so drift falls on every target alike.
+        for name in (n for n in results if n != "formwall"):
+            f, p = results["formwall"], results[name]
+            line = (f"formwall / {name}: req/s {f['rps'] / p['rps']:.3f}, user+system µs "
+                    f"{(f['user_us'] + f['system_us']) / (p['user_us'] + p['system_us']):.3f}")
+            if p["machine_switches"] > 0:
+                line += f", machine switches {f['machine_switches'] / p['machine_switches']:.3f}"
+            print(line)
     base.finish_session(args.out, {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "seconds": args.seconds, "reps": args.reps, "perf": use_perf, "results": results}, failures)
+        "seconds": args.seconds, "reps": args.reps, "workers": args.workers, "perf": use_perf, "results": results},
+        failures)
 
 
 if __name__ == "__main__":
