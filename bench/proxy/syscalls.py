@@ -37,8 +37,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, sink, peers, wrk's Lua body)
 
-CALLS = ["read", "recvfrom", "recvmsg", "write", "writev", "sendto", "sendmsg", "epoll_wait", "epoll_ctl",
-         "accept4", "close", "splice"]
+# formwall waits with epoll_pwait (aarch64 has no epoll_wait), HAProxy and nginx with epoll_wait.
+CALLS = ["read", "recvfrom", "recvmsg", "write", "writev", "sendto", "sendmsg", "epoll_wait", "epoll_pwait",
+         "epoll_ctl", "accept4", "close", "splice"]
 
 
 def cpu_ticks(pids):
