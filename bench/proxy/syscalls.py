@@ -87,6 +87,15 @@ def tcp_out_segments():
     return int(lines[1][lines[0].index("OutSegs")])
 
 
+def counters(pids, sink_pid):
+    """Every counter `one_run` reports, read once: the proxy's CPU ticks and context switches, the sink's
+    switches, the machine's switches and TCP segments sent. A run's figures are the differences of two readings."""
+    (user, system), (vol, invol) = cpu_ticks(pids), switches(pids)
+    return {"user": user, "system": system, "proxy_voluntary": vol, "proxy_involuntary": invol,
+            "sink_voluntary": switches([sink_pid] if sink_pid else [])[0],
+            "machine_switches": machine_switches(), "tcp_segments": tcp_out_segments()}
+
+
 def perf_usable():
     if shutil.which("perf") is None:
         return False
@@ -103,14 +112,10 @@ def one_run(args, target, lua, use_perf, sink_pid=None):
         perf = subprocess.Popen(["perf", "stat", "-x,", "-e", events, "-p", ",".join(map(str, pids)), "--",
                                  "sleep", str(args.seconds + 1)], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
-    before = cpu_ticks(pids)
-    sw0, sink0, ctxt0, segs0 = switches(pids), switches([sink_pid] if sink_pid else []), machine_switches(), \
-        tcp_out_segments()
+    before = counters(pids, sink_pid)
     w = subprocess.run(["wrk", "-t2", "-c64", f"-d{args.seconds}s", "-s", lua, target.url()],
                        capture_output=True, text=True, timeout=args.seconds + 60)
-    after = cpu_ticks(pids)
-    sw1, sink1, ctxt1, segs1 = switches(pids), switches([sink_pid] if sink_pid else []), machine_switches(), \
-        tcp_out_segments()
+    delta = {k: v - before[k] for k, v in counters(pids, sink_pid).items()}
     counts = {}
     if perf is not None:
         _, err = perf.communicate(timeout=60)
@@ -127,11 +132,9 @@ def one_run(args, target, lua, use_perf, sink_pid=None):
         return None, f"{m.group(2)} answers were not 2xx"
     tick_us = 1e6 / base.TICK
     result = {"requests": n, "rps": n / args.seconds,
-              "user_us": (after[0] - before[0]) * tick_us / n, "system_us": (after[1] - before[1]) * tick_us / n}
+              "user_us": delta["user"] * tick_us / n, "system_us": delta["system"] * tick_us / n}
     result["calls"] = {k: v / n for k, v in counts.items()}
-    result.update(machine_switches=(ctxt1 - ctxt0) / n, proxy_voluntary=(sw1[0] - sw0[0]) / n,
-                  proxy_involuntary=(sw1[1] - sw0[1]) / n, sink_voluntary=(sink1[0] - sink0[0]) / n,
-                  tcp_segments=(segs1 - segs0) / n)
+    result.update({k: delta[k] / n for k in SCHED_KEYS})
     return result, None
 
 
