@@ -15,6 +15,9 @@ proxy's processes are watched:
     woke), and the sink's voluntary ones (how often the upstream slept between requests);
   - TCP segments sent per request, by every socket of the machine (`OutSegs` of /proc/net/snmp): 4 when each
     request and response is one segment each way and every ACK rides on data.
+  - where the rest of the machine's time went, per request: the sink's CPU (/proc/PID/stat), wrk's (getrusage of
+    children) and the cores' idle time (`idle` and `iowait` of /proc/stat). A proxy can cost its neighbours
+    more than itself: the load generator and the upstream share the cores with it.
 The targets run side by side and are measured in interleaved rounds (each round runs each target once, the
 order rotated), as in run.py. The medians over --reps are printed and written to bench/out/syscalls.json.
 Without perf (or without access to the tracepoints) only the CPU times are reported. The figures say where a request's time goes, not how fast
@@ -27,6 +30,7 @@ import argparse
 import datetime
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -87,12 +91,28 @@ def tcp_out_segments():
     return int(lines[1][lines[0].index("OutSegs")])
 
 
+def machine_idle_ticks():
+    """Clock ticks all CPUs spent idle since boot (`idle` + `iowait` of the `cpu` line of /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[4]) + int(fields[5]) if fields and fields[0] == "cpu" and len(fields) > 5 else 0
+
+
+def children_cpu_seconds():
+    """User + system CPU seconds of this process's waited-for children (wrk, once its run returns)."""
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
 def counters(pids, sink_pid):
-    """Every counter `one_run` reports, read once: the proxy's CPU ticks and context switches, the sink's
-    switches, the machine's switches and TCP segments sent. A run's figures are the differences of two readings."""
+    """Every counter `one_run` reports, read once: the proxy's CPU ticks and context switches, the sink's CPU
+    ticks and switches, wrk's CPU time, the machine's idle ticks, switches and TCP segments sent. A run's figures
+    are the differences of two readings."""
     (user, system), (vol, invol) = cpu_ticks(pids), switches(pids)
+    sink = [sink_pid] if sink_pid else []
     return {"user": user, "system": system, "proxy_voluntary": vol, "proxy_involuntary": invol,
-            "sink_voluntary": switches([sink_pid] if sink_pid else [])[0],
+            "sink_ticks": sum(cpu_ticks(sink)), "sink_voluntary": switches(sink)[0],
+            "wrk_seconds": children_cpu_seconds(), "idle_ticks": machine_idle_ticks(),
             "machine_switches": machine_switches(), "tcp_segments": tcp_out_segments()}
 
 
@@ -134,15 +154,21 @@ def one_run(args, target, lua, use_perf, sink_pid=None):
     result = {"requests": n, "rps": n / args.seconds,
               "user_us": delta["user"] * tick_us / n, "system_us": delta["system"] * tick_us / n}
     result["calls"] = {k: v / n for k, v in counts.items()}
+    # Where the machine's time went, per request: the sink's and wrk's CPU and the cores' idle time (the proxy's
+    # is user_us + system_us); with the proxy's, about 2 cores x seconds / requests on this machine.
+    result["sink_us"] = delta["sink_ticks"] * tick_us / n
+    result["wrk_us"] = delta["wrk_seconds"] * 1e6 / n
+    result["idle_us"] = delta["idle_ticks"] * tick_us / n
     result.update({k: delta[k] / n for k in SCHED_KEYS})
     return result, None
 
 
+MACHINE_KEYS = ("sink_us", "wrk_us", "idle_us")
 SCHED_KEYS = ("machine_switches", "proxy_voluntary", "proxy_involuntary", "sink_voluntary", "tcp_segments")
 
 
 def median_of(runs):
-    out = {k: statistics.median(r[k] for r in runs) for k in ("rps", "user_us", "system_us") + SCHED_KEYS}
+    out = {k: statistics.median(r[k] for r in runs) for k in ("rps", "user_us", "system_us") + MACHINE_KEYS + SCHED_KEYS}
     names = set().union(*(r["calls"] for r in runs))
     out["calls"] = {k: statistics.median(r["calls"].get(k, 0.0) for r in runs) for k in sorted(names)}
     return out
@@ -216,6 +242,14 @@ def main():
         by = ", ".join(f"{k} {v:.2f}" for k, v in r["calls"].items() if k != "all" and v >= 0.01)
         print(f"{name:12} {r['rps']:8.0f} {r['user_us']:8.1f} {r['system_us']:8.1f} "
               f"{r['calls'].get('all', float('nan')):6.2f}  {by}")
+    print("\nthe machine's time per request, µs: the proxy's CPU, the sink's, wrk's, the cores' idle time, and the rest"
+          " (other processes and time not charged to a process: 2 cores x seconds / requests less the four)")
+    print(f"{'target':12} {'proxy':>8} {'sink':>8} {'wrk':>8} {'idle':>8} {'rest':>8}")
+    for name, r in results.items():
+        proxy = r["user_us"] + r["system_us"]
+        whole = (os.cpu_count() or 1) * 1e6 / r["rps"]
+        rest = whole - proxy - r["sink_us"] - r["wrk_us"] - r["idle_us"]
+        print(f"{name:12} {proxy:8.1f} {r['sink_us']:8.1f} {r['wrk_us']:8.1f} {r['idle_us']:8.1f} {rest:8.1f}")
     print("\ncontext switches per request (machine: every process; proxy: voluntary / involuntary; sink: voluntary)"
           " and TCP segments sent per request")
     print(f"{'target':12} {'machine':>8} {'proxy v':>8} {'proxy i':>8} {'sink v':>8} {'segments':>8}")
