@@ -37,7 +37,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, the sink, ports, HAProxy's configuration)
-import instructions  # noqa: E402  (instructions.py: stripped_copy)
+import instructions  # noqa: E402  (instructions.py: stripped_copy, wait_listening)
 
 CACHES = ["--D1=49152,12,64", "--I1=32768,8,64", "--LL=1048576,16,64"]
 EVENTS = ("Ir", "Dr", "Dw", "I1mr", "D1mr", "D1mw", "ILmr", "DLmr", "DLmw")
@@ -73,10 +73,16 @@ def one_run(args, kind, exe, seconds, workdir, uport, lua):
     log = os.path.join(workdir, f"{kind}.{seconds}.log")
     with open(log, "wb") as logf:
         p = base.PROCS.start(argv, stdout=logf, stderr=subprocess.STDOUT)
-    why = base.wait_port(port, p, args.ready_timeout)
-    if why:
+    try:
+        if kind == "haproxy":
+            why = base.wait_port(port, p, args.ready_timeout)
+            if why:
+                raise RuntimeError(f"haproxy under valgrind: {why}; its log ends with:\n{base.tail(log)}")
+        else:
+            instructions.wait_listening(p, log, args.ready_timeout)  # not a port probe: see there
+    except RuntimeError:
         base.PROCS.stop(p)
-        raise RuntimeError(f"{kind} under valgrind: {why}; its log ends with:\n{base.tail(log)}")
+        raise
     w = subprocess.run(["wrk", "-t1", "-c64", f"-d{seconds}s", "-s", lua, f"http://127.0.0.1:{port}/upload"],
                        capture_output=True, text=True, timeout=seconds + 120)
     base.PROCS.stop(p, grace=60)

@@ -123,6 +123,18 @@ def read_callgrind(path):
     return total, mallocs
 
 
+def wait_listening(p, log, timeout):
+    """Waits until formwall (process `p`, writing `log`) logs that it listens; raises RuntimeError if it exits or
+    `timeout` seconds pass. Probing the port with connects while valgrind starts (seconds) can, rarely, meet a
+    connection of the probe's own (a TCP self-connect on a port in the ephemeral range), so the log is read
+    instead."""
+    deadline = time.monotonic() + timeout
+    while b'"msg":"listening"' not in open(log, "rb").read():
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"formwall under valgrind did not start; its log ends with:\n{base.tail(log)}")
+        time.sleep(0.05)
+
+
 def count(args, exe, extra, n, workdir, uport, label, browser=False):
     """Runs formwall under callgrind for `n` requests; returns (instructions, mallocs) of the whole process."""
     port = base.free_port()
@@ -133,13 +145,7 @@ def count(args, exe, extra, n, workdir, uport, label, browser=False):
             "--workers", "1", "--single-process"] + extra
     with open(log, "w") as logf:
         p = base.PROCS.start(argv, stdout=logf, stderr=subprocess.STDOUT)
-    # Ready when formwall logs that it listens: probing the port with connects while valgrind starts (seconds)
-    # can, rarely, meet a connection of the probe's own (a TCP self-connect on a port in the ephemeral range).
-    deadline = time.monotonic() + args.ready_timeout
-    while b'"msg":"listening"' not in open(log, "rb").read():
-        if p.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"formwall under valgrind did not start; its log ends with:\n{base.tail(log)}")
-        time.sleep(0.05)
+    wait_listening(p, log, args.ready_timeout)
     try:
         send_requests(port, request_bytes(args.file_kib, browser), n, timeout=60)
     except (OSError, RuntimeError) as e:

@@ -155,7 +155,7 @@ def one_run(args, target, lua, use_perf, sink_pid=None):
               "user_us": delta["user"] * tick_us / n, "system_us": delta["system"] * tick_us / n}
     result["calls"] = {k: v / n for k, v in counts.items()}
     # Where the machine's time went, per request: the sink's and wrk's CPU and the cores' idle time (the proxy's
-    # is user_us + system_us); with the proxy's, about 2 cores x seconds / requests on this machine.
+    # is user_us + system_us); with the proxy's, about the cores x seconds / requests.
     result["sink_us"] = delta["sink_ticks"] * tick_us / n
     result["wrk_us"] = delta["wrk_seconds"] * 1e6 / n
     result["idle_us"] = delta["idle_ticks"] * tick_us / n
@@ -243,7 +243,7 @@ def main():
         print(f"{name:12} {r['rps']:8.0f} {r['user_us']:8.1f} {r['system_us']:8.1f} "
               f"{r['calls'].get('all', float('nan')):6.2f}  {by}")
     print("\nthe machine's time per request, µs: the proxy's CPU, the sink's, wrk's, the cores' idle time, and the rest"
-          " (other processes and time not charged to a process: 2 cores x seconds / requests less the four)")
+          " (other processes and time not charged to a process: cores x seconds / requests less the four)")
     print(f"{'target':12} {'proxy':>8} {'sink':>8} {'wrk':>8} {'idle':>8} {'rest':>8}")
     for name, r in results.items():
         proxy = r["user_us"] + r["system_us"]

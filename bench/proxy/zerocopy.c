@@ -79,6 +79,15 @@ static int listen_any(struct sockaddr_in *addr) {
 /* Completion bookkeeping for the relay's zerocopy sends: sends [0, done) have completed. */
 struct completions { unsigned issued, done; long notes, copied; };
 
+static void reap(int fd, struct completions *c);
+
+/* Sleeps until the error queue holds a notification (POLLERR), then reads it. */
+static void wait_and_reap(int fd, struct completions *c) {
+    struct pollfd p = {.fd = fd, .events = 0};
+    poll(&p, 1, -1);
+    reap(fd, c);
+}
+
 static void reap(int fd, struct completions *c) {
     char control[128];
     for (;;) {
@@ -139,11 +148,7 @@ static struct result one_round(int zerocopy, long long total) {
         char *slot = ring + (size_t)k * SLOT;
         if (zerocopy) {
             reap(out, &c);
-            while (c.done < last_send[k]) {  /* the slot's pages may still be in flight */
-                struct pollfd p = {.fd = out, .events = 0};
-                poll(&p, 1, -1);
-                reap(out, &c);
-            }
+            while (c.done < last_send[k]) wait_and_reap(out, &c);  /* the slot's pages may still be in flight */
         }
         ssize_t r = recv(in, slot, SLOT, 0);
         if (r < 0) die("relay recv");
@@ -152,7 +157,10 @@ static struct result one_round(int zerocopy, long long total) {
         for (ssize_t off = 0; off < r;) {
             ssize_t w = send(out, slot + off, r - off, zerocopy ? MSG_ZEROCOPY : 0);
             if (w < 0) {
-                if (errno == ENOBUFS) { reap(out, &c); continue; }  /* out of optmem: wait for completions */
+                if (errno == ENOBUFS) {  /* out of optmem: wait for a completion rather than spin */
+                    if (c.done < c.issued) wait_and_reap(out, &c);
+                    continue;
+                }
                 die("relay send");
             }
             if (zerocopy) c.issued++;
