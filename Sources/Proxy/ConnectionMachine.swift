@@ -650,6 +650,7 @@ struct ConnectionMachine {
                                   reencodeBoundary: reencodeBoundary, evaluator: evaluator,
                                   quarantine: quarantine, spoolDirectory: config.spoolDirectory,
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
+                                  hashing: config.audit != nil ? .files : .none,
                                   previewFields: config.audit?.fields ?? [], scanFiles: config.antivirus != nil,
                                   allowScanFailure: config.antivirus?.allowOnFailure ?? false,
                                   records: pools?.partRecords.take() ?? [])

@@ -26,6 +26,18 @@ import Rules
 // counted and judged by the route's anomaly policy; then `PolicyEvaluator.end()` runs and the canonical close
 // delimiter is written. No order of calls traps: a call the stage cannot honour throws 500 `internal_error`.
 
+/// Which parts the stage hashes with SHA-256 (`PartRecord.sha256`). Hashing a part costs about as much CPU as
+/// relaying it twice (docs/performance.md, "Hashing only what is read"), so the proxy hashes only what its audit
+/// log prints: file parts, and nothing without an audit log. A policy never reads a hash.
+public enum PartHashing: Sendable {
+    /// No part (the proxy without an audit log).
+    case none
+    /// File parts only (the proxy's audit log lists a digest for files, `null` for fields).
+    case files
+    /// Every part, when the stage observes (`formwall inspect`, the demo's echo upstream).
+    case all
+}
+
 /// What the stage knows about one part, for `formwall inspect` and the audit log.
 public struct PartRecord: Sendable {
     public var index: Int
@@ -120,8 +132,11 @@ public final class FormStage {
     private func takeEvaluator() -> PolicyEvaluator? { evaluatorSlot.take() }
     private let quarantine: QuarantineContext?
     private let spoolDirectory: String
-    /// Whether to hash and sniff every part (needed by a policy, the audit log and `inspect`).
+    /// Whether to sniff every file part and keep its record's facts (needed by a policy, the audit log and
+    /// `inspect`).
     private let observe: Bool
+    /// Which parts get a SHA-256 (`hashing`, read by `observe` only for `.all`).
+    private let hashing: PartHashing
     /// Field names whose first 256 bytes are kept in `PartRecord.preview` (nil: every field).
     private let previewFields: Set<String>?
     private var reportedAnomalies = MultipartAnomalies()
@@ -196,12 +211,13 @@ public final class FormStage {
     public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
                 spoolDirectory: String = "/tmp", holdPending: Bool = false, observe: Bool = true,
-                previewFields: Set<String>? = nil, scanFiles: Bool = false, allowScanFailure: Bool = false,
+                hashing: PartHashing = .all, previewFields: Set<String>? = nil, scanFiles: Bool = false, allowScanFailure: Bool = false,
                 records: [PartRecord] = []) {
         self.holdPending = holdPending
         self.scanFiles = scanFiles
         self.allowScanFailure = allowScanFailure
         self.observe = observe || evaluator != nil
+        self.hashing = hashing
         self.previewFields = previewFields
         parser = MultipartParser(boundary: boundary, limits: limits, anomalies: anomalies)
         encoder = reencodeBoundary.map { MultipartEncoder(boundary: $0) }
@@ -450,7 +466,7 @@ public final class FormStage {
         if case .stream = mode { writeHead(of: record, out: out) }
         // The record is moved in: a copy would retain and release every array and string it holds.
         current = Current(record: moveOut(&record, leaving: .empty), mode: mode, pending: pending,
-                          sniffer: isFile && observe ? Sniffer() : nil, hasher: observe ? SHA256Hasher() : nil,
+                          sniffer: isFile && observe ? Sniffer() : nil, hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit)
         current?.disarm = disarm
         if !isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
@@ -497,6 +513,15 @@ public final class FormStage {
                 writer.abort()
                 throw .quarantineFailed("\(error)")
             }
+        }
+    }
+
+    /// Whether a part (a file part or a field) gets a SHA-256.
+    private func hashes(file: Bool) -> Bool {
+        switch hashing {
+        case .none: false
+        case .files: file
+        case .all: observe
         }
     }
 

@@ -9,9 +9,11 @@ formwall `serve --workers 2` in front of bench/proxy/sink.c, in four configurati
                  types and extensions) that accepts the bodies sent here;
   audit          --audit-log FILE (a temp dir): one JSON line per request;
   policy+audit   both.
-With a policy or an audit log, every part is also sniffed and hashed with SHA-256 (FormStage's `observe`:
-`config.audit != nil || evaluator != nil`), so the three non-bare rows all include the hash; the audit
-records' `sha256` field is checked to say so from the run itself.
+With a policy or an audit log, every file part is also sniffed (FormStage's `observe`: `config.audit != nil ||
+evaluator != nil`). Only the audit log hashes: its records list a SHA-256 for each file part (FormStage's
+`hashing: .files`), and a policy alone hashes nothing (`.none`, since 2026-12-03; before, every part was hashed
+with a policy too). So the two audit rows include the hash and the policy row does not; the audit records'
+`sha256` field is checked to say so from the run itself.
 
 Workloads per configuration (run.py's `measure`, unchanged): the 1 GiB multipart upload with curl, median of
 --reps, and proxy CPU s/GiB; then 10 KiB multipart uploads with wrk (run.py's Lua body) for req/s and p99.
