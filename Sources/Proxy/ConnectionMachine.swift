@@ -587,9 +587,16 @@ struct ConnectionMachine {
             }
             evaluator = consume ev
         }
+        // The route's facts used below and later, read once: the evaluator itself is moved into the body stage
+        // that judges the body, and the exchange's copy dropped, before any body byte (a second holder of the
+        // evaluator would make the stage's first update copy the request's state).
+        let modifiedHeader = evaluator?.routeModifiedHeader
+        ex.modifiedHeader = modifiedHeader
+        let ratioMax = evaluator?.routeCompressionRatioMax ?? 100
+        let ratioRule = evaluator?.routeLocation
 
         // The field that tells the upstream what was stripped is Formwall's alone: the client's copy never passes.
-        if let name = evaluator?.routeModifiedHeader { head.headers.removeAll(named: name) }
+        if let name = modifiedHeader { head.headers.removeAll(named: name) }
 
         // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
         // The route's `upstream-body` setting wins over the global option.
@@ -647,7 +654,7 @@ struct ConnectionMachine {
                 return
             }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
-                                  reencodeBoundary: reencodeBoundary, evaluator: evaluator,
+                                  reencodeBoundary: reencodeBoundary, evaluator: evaluator.take(),
                                   quarantine: quarantine, spoolDirectory: config.spoolDirectory,
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
                                   hashing: config.audit != nil ? .files : .none,
@@ -668,10 +675,10 @@ struct ConnectionMachine {
             respond(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary",
                     violation: nil, exchange: ex, into: &out)
             return
-        } else if bodyKind == .urlencoded, let evaluator {
+        } else if bodyKind == .urlencoded, evaluator != nil, let moved = evaluator.take() {
             // `reencode off`: judged as usual, forwarded byte for byte under the client's own Content-Type.
-            let verbatim = evaluator.routeReencode == .off
-            let stage = UrlencodedStage(evaluator: evaluator, verbatim: verbatim)
+            let verbatim = moved.routeReencode == .off
+            let stage = UrlencodedStage(evaluator: moved, verbatim: verbatim)
             ex.urlencoded = stage
             transform = .urlencoded(stage)
             if !verbatim {
@@ -710,7 +717,7 @@ struct ConnectionMachine {
         // the parts were judged), announced by `Trailer`; a spooled body does it in its head.
         let trailerName: String? = {
             guard case .chunked = sinkKind, ex.form != nil || ex.urlencoded != nil else { return nil }
-            return evaluator?.routeModifiedHeader
+            return modifiedHeader
         }()
         if let trailerName {
             head.headers.removeAll(named: "trailer")
@@ -738,9 +745,11 @@ struct ConnectionMachine {
             }
         }
         let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink,
-                                    decoders: decoders, ratioMax: evaluator?.routeCompressionRatioMax ?? 100,
-                                    ratioRule: evaluator?.routeLocation)
-        if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.evaluator }
+                                    decoders: decoders, ratioMax: ratioMax, ratioRule: ratioRule)
+        // One stage holds the live evaluator now (the audit record reads it there): the form or urlencoded stage,
+        // else the body stage. The exchange's copy would only share it.
+        if ex.form == nil && ex.urlencoded == nil { body.evaluator = evaluator.take() }
+        ex.evaluator = nil
         ex.body = body
         do {
             try body.start()
@@ -868,7 +877,7 @@ struct ConnectionMachine {
         guard let body = ex.body else { return }
         if case .spool(let file) = body.sink.kind, case (let head, var forwarding)? = ex.pendingHead {
             ex.pendingHead = nil
-            if let name = ex.evaluator?.routeModifiedHeader,
+            if let name = ex.modifiedHeader,
                let value = Self.modifiedValue(ex.form?.records ?? ex.urlencoded?.records ?? []) {
                 forwarding.added.append(HTTPHeaderField(name: name, value: value))
             }

@@ -31,12 +31,15 @@ final class Exchange {
     let requestID: String
     let startedAt: UInt64
     var body: RequestBodyStage?
-    /// The policy evaluator as it was after `begin` (nil without rules); the stage holds the live one.
+    /// The policy evaluator as it was after `begin` (nil without rules), until the body stages are made: then the
+    /// stage that judges the body holds the live one, and this is nil.
     var evaluator: PolicyEvaluator? {
         get { evaluatorSlot.value }
         set { evaluatorSlot.value = newValue }
     }
     private var evaluatorSlot = EvaluatorSlot(nil)
+    /// The route's `modified-header` field name (nil: none, or no policy).
+    var modifiedHeader: String?
     var form: FormStage?
     var urlencoded: UrlencodedStage?
     /// The spooled body's request head, written once the body is complete.

@@ -566,6 +566,17 @@ public final class FormStage {
         return cur
     }
 
+    /// Carries out a mid-part action on `cur`, a part taken out of `current`: `apply` reads and changes the part
+    /// in `current`, so it is put back there and taken again, but only for an action that does something (each
+    /// of those copies costs a retain and a release per reference the part holds).
+    private func apply(_ action: PolicyEvaluator.Action, to cur: inout Current, out: FormOutput)
+        throws(FormStageError) {
+        if case .forward = action { return }
+        current = cur
+        try apply(action, out: out)
+        cur = try stillCurrent()
+    }
+
     /// Carries out a mid-part action.
     private func apply(_ action: PolicyEvaluator.Action, out: FormOutput) throws(FormStageError) {
         switch action {
@@ -653,16 +664,15 @@ public final class FormStage {
             current = cur
         }
         var final = PolicyEvaluator.Action.forward
-        if var sniffer = cur.sniffer, !sniffer.isDecided {
+        // Taken, not copied, to be finished (a copy would share the sniffer's buffer, which finishing may change).
+        if cur.sniffer?.isDecided == false, var sniffer = cur.sniffer.take() {
             let result = sniffer.finish()
             cur.record.sniffedType = result.mimeType
             cur.sniffer = sniffer
             if var ev = takeEvaluator() {
                 let action = ev.partSniffed(result.ruleFacts)
                 evaluatorSlot.put(consume ev)
-                current = cur
-                try apply(action, out: out)
-                cur = try stillCurrent()
+                try apply(action, to: &cur, out: out)
             }
         }
         if cur.archiveProbe != nil || cur.archive != nil {
@@ -693,17 +703,13 @@ public final class FormStage {
             cur.record.part.anomalies.formUnion(PolicyEvaluator.textFlags(text))
             let action = ev.fieldText(text)
             evaluatorSlot.put(consume ev)
-            current = cur
-            try apply(action, out: out)
-            cur = try stillCurrent()
+            try apply(action, to: &cur, out: out)
         }
         if var ev = takeEvaluator() {
             if let value = cur.value, cur.pending.contains(.value) {
                 let action = ev.fieldValue(value)
                 evaluatorSlot.put(consume ev)
-                current = cur
-                try apply(action, out: out)
-                cur = try stillCurrent()
+                try apply(action, to: &cur, out: out)
                 guard let updated = takeEvaluator() else { throw .internalError("evaluator lost") }
                 ev = updated
             }

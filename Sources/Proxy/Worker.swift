@@ -448,6 +448,6 @@ extension Worker: ExchangeContext {
 
     func newEvaluator() -> PolicyEvaluator? {
         guard let template = evaluatorTemplate else { return nil }
-        return PolicyEvaluator(policyOf: template.evaluator)
+        return template.evaluator.fresh()
     }
 }

@@ -205,6 +205,7 @@ extension PolicyEvaluator {
             return outOfOrder("partEnd lost its part")
         }
         taken = .idle
+        Self.own(&body)
         if let rule = part.rule, rule.value.required, let name = rule.value.name, part.action == .forward,
            !(part.isFile && part.filename?.isEmpty == true) {
             body.satisfied.insert(Self.key(rule.value.kind, name))
@@ -569,6 +570,7 @@ extension PolicyEvaluator {
             return outOfOrder(call + " lost its part")
         }
         taken = .idle
+        Self.own(&part)
         let action = work(&self, &part)
         if case .rejected(let violation) = state { return .reject(violation) }
         if action.rank > part.action.rank { part.action = action }

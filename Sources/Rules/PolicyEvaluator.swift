@@ -36,7 +36,12 @@ public struct PolicyEvaluator {
         case finished
     }
 
-    struct Body {
+    // The body and the part are objects: the state holds one reference to each, so moving them through the
+    // state and binding them out of it (every call inside a part) costs a retain, not a copy of every string and
+    // collection in them (with a retain and a release of each: as structs, about 400 a request under a typical
+    // policy). The evaluator keeps value semantics: every change goes through `own`, which copies an object
+    // another copy of the evaluator still shares (a caller may copy an evaluator mid-request to probe it).
+    final class Body {
         var bodyBytes: UInt64 = 0
         var bodyExceeded = false
         var parts = 0
@@ -47,21 +52,67 @@ public struct PolicyEvaluator {
         var names = FormNameRegistry()
         var satisfied: Set<String> = []
         var checkRequired = false
+
+        init() {}
+
+        /// A copy for an evaluator that shares this body with a copy of itself.
+        func copy() -> Body {
+            let other = Body()
+            other.bodyBytes = bodyBytes
+            other.bodyExceeded = bodyExceeded
+            other.parts = parts
+            other.files = files
+            other.fields = fields
+            other.repeats = repeats
+            other.names = names
+            other.satisfied = satisfied
+            other.checkRequired = checkRequired
+            return other
+        }
     }
 
-    struct Part {
-        var index: Int
-        var name: String?
-        var filename: String?
-        /// The part's rule, held by reference (its route's box of it): copying the part copies one reference.
+    final class Part {
+        let index: Int
+        let name: String?
+        let filename: String?
+        /// The part's rule, held by reference (its route's box of it).
         var rule: Shared<PartRule>?
-        var declaredType: String?
+        let declaredType: String?
         var size: UInt64 = 0
         var sizeExceeded = false
         var sniffed = false
         var valueChecked = false
         var action: Action = .forward
         var isFile: Bool { filename != nil }
+
+        init(index: Int, name: String?, filename: String?, declaredType: String?) {
+            self.index = index
+            self.name = name
+            self.filename = filename
+            self.declaredType = declaredType
+        }
+
+        /// A copy for an evaluator that shares this part with a copy of itself.
+        func copy() -> Part {
+            let other = Part(index: index, name: name, filename: filename, declaredType: declaredType)
+            other.rule = rule
+            other.size = size
+            other.sizeExceeded = sizeExceeded
+            other.sniffed = sniffed
+            other.valueChecked = valueChecked
+            other.action = action
+            return other
+        }
+    }
+
+    /// Makes `body` this evaluator's own before it is changed: a copy if a copy of the evaluator shares it.
+    static func own(_ body: inout Body) {
+        if !isKnownUniquelyReferenced(&body) { body = body.copy() }
+    }
+
+    /// Makes `part` this evaluator's own before it is changed (see `own(_: inout Body)`).
+    static func own(_ part: inout Part) {
+        if !isKnownUniquelyReferenced(&part) { part = part.copy() }
     }
 
     /// The policy being applied.
@@ -105,7 +156,13 @@ public struct PolicyEvaluator {
 
     /// A fresh evaluator for `template`'s policy, sharing its plan: `init(policy:)` prepares (and copies) the
     /// whole policy, which a proxy would otherwise do for every request.
-    public init(policyOf template: PolicyEvaluator) { plan = template.plan }
+    public init(policyOf template: borrowing PolicyEvaluator) { plan = template.plan }
+
+    private init(plan: PolicyPlan) { self.plan = plan }
+
+    /// A fresh evaluator for this one's policy, as `init(policyOf:)`. Called on a template a class holds, it reads
+    /// the plan in place; passing the template to the initialiser copied it (every reference it holds retained).
+    public func fresh() -> PolicyEvaluator { PolicyEvaluator(plan: plan) }
 
     /// The rejection, once the request has been rejected (enforce mode only).
     public var rejection: Violation? {
@@ -136,11 +193,11 @@ public struct PolicyEvaluator {
             if case .rejected(let violation) = state { return .reject(violation) }
             return .reject(outOfOrderViolation("begin called twice"))
         }
-        matchedRoute = plan.policy.routeIndex(for: path, host: host)
+        matchedRoute = plan.routeIndex(for: path, host: host)
         let route = matchedRoute.map { plan.routes[$0] } ?? plan.fallback
         routeBox = route
         queryNames = Self.queryNames(of: path)
-        var body = Body()
+        let body = Body()
         state = .receiving(body)
         let exempt = preflight && route.value.preflight == .pass && contentLength == 0
         if let methods = route.value.methods, !methods.contains(method), !exempt {
@@ -271,23 +328,26 @@ public struct PolicyEvaluator {
         case .receiving, .inPart:
             break
         }
+        // `if case`, not `switch`: a switch keeps its subject's copy of the body alive through the case, and
+        // `own` would then copy the body at every call.
         var taken = takeState()
-        switch taken {
-        case .receiving(var body):
+        if case .receiving(var body) = taken {
             taken = .idle
+            Self.own(&body)
             let action = work(&self, &body)
             if case .idle = state { state = .receiving(consume body) }
             return action
-        case .inPart(var body, let part):
+        }
+        if case .inPart(var body, let part) = taken {
             taken = .idle
+            Self.own(&body)
             let action = work(&self, &body)
             if case .idle = state { state = .inPart(consume body, part) }
             return action
-        default:
-            // Unreachable: checked just above.
-            state = taken
-            return outOfOrder(call + " in a state it cannot take")
         }
+        // Unreachable: checked just above.
+        state = taken
+        return outOfOrder(call + " in a state it cannot take")
     }
 
     /// Moves the state out, leaving `.idle`. A `switch state` binding copies the payloads (a retain and a release
@@ -311,6 +371,7 @@ public struct PolicyEvaluator {
         var taken = takeState()
         guard case .inPart(var body, let part) = taken else { state = taken; return nil }
         taken = .idle
+        Self.own(&body)
         let result = work(&body)
         state = .inPart(consume body, part)
         return result
@@ -421,6 +482,12 @@ final class PolicyPlan: Sendable {
         self.policy = policy
         routes = policy.routes.map(RouteBox.init)
         fallback = RouteBox(policy.fallback)
+    }
+
+    /// `policy.routeIndex(for:host:)`, called where the policy lies: through `plan.policy` from an evaluator, the
+    /// whole policy was copied first.
+    func routeIndex(for path: String, host: String?) -> Int? {
+        policy.routeIndex(for: path, host: host)
     }
 }
 
