@@ -3,7 +3,9 @@
 
     python3 bench/proxy/costs.py [--reps 3] [--wrk-duration 10] [--formwall PATH]
 
-formwall `serve --workers 2` in front of bench/proxy/sink.c, in four configurations, each on a fresh process:
+formwall `serve --workers 2` in front of bench/proxy/sink.c, in four configurations, each in its own process,
+all started first and measured in interleaved rounds (run.py's `measure_interleaved`; before 2026-12-03 one
+configuration after the other):
   bare           no rules, no audit log: parts are parsed and re-encoded, nothing is sniffed or hashed;
   policy         --rules FILE: a route for /upload with a `field` rule and a `file` rule (size max, allowed
                  types and extensions) that accepts the bodies sent here;
@@ -15,8 +17,10 @@ evaluator != nil`). Only the audit log hashes: its records list a SHA-256 for ea
 with a policy too). So the two audit rows include the hash and the policy row does not; the audit records'
 `sha256` field is checked to say so from the run itself.
 
-Workloads per configuration (run.py's `measure`, unchanged): the 1 GiB multipart upload with curl, median of
---reps, and proxy CPU s/GiB; then 10 KiB multipart uploads with wrk (run.py's Lua body) for req/s and p99.
+Workloads per configuration (run.py's, unchanged): the 1 GiB multipart upload with curl, median of --reps, and
+proxy CPU s/GiB; then 10 KiB multipart uploads with wrk (run.py's Lua body, --wrk-reps runs, default 3) for
+req/s and p99. Besides the ratios of the medians it prints the paired ratios to bare: each configuration's run
+over bare's run of the same round, their median (JSON `paired_to_bare`).
 Every upload must be accepted: the 1 GiB upload must get HTTP 200 with the sink having received at least the
 file's bytes, and wrk must report no non-2xx answers. The rule file is checked with `formwall check FILE` first (the script stops if it does not pass).
 Prints a table with each configuration's ratio to bare and writes bench/out/costs.json. Stdlib only; every
@@ -70,7 +74,7 @@ def main():
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated subset of " + ",".join(CONFIGS))
     ap.add_argument("--size-mib", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=3)
-    base.add_small_upload_args(ap, wrk_reps=1)
+    base.add_small_upload_args(ap, wrk_reps=3)
     ap.add_argument("--rss-interval", type=float, default=0.05)
     ap.add_argument("--curl-timeout", type=int, default=300)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/costs.json"))
@@ -119,31 +123,37 @@ def main():
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, CPU {busy * 100:.0f}% busy before the run",
           flush=True)
 
+    # Every configuration runs in its own formwall process, all started first and measured in interleaved
+    # rounds (run.py's `measure_interleaved`): the host's drift over minutes moves all of one round alike.
     results = {}
     failures = []
+    targets, extras, audit_paths = {}, {}, {}
     for name in configs:
-        print(f"{name}:", flush=True)
         cdir = os.path.join(workdir, name.replace("+", "-"))
         os.makedirs(cdir)
         extra = []
-        audit_path = None
         if "policy" in name:
             extra += ["--rules", rules_path]
         if "audit" in name:
-            audit_path = os.path.join(cdir, "audit.log")
-            extra += ["--audit-log", audit_path]
+            audit_paths[name] = os.path.join(cdir, "audit.log")
+            extra += ["--audit-log", audit_paths[name]]
+        extras[name] = extra
         target, reason = base.start_formwall(args, cdir, uport, extra)
         if target is None:
             failures.append(f"{name}: {reason}")
             results[name] = {"status": "n/a", "reason": reason}
             continue
-        try:
-            res = base.measure(args, target, files, sink.pid, cdir)
-        except (RuntimeError, subprocess.SubprocessError, OSError) as e:
-            res = {"status": "n/a", "reason": str(e)}
-        finally:
-            base.PROCS.stop(target.proc, signal.SIGTERM)
-        res["argv_extra"] = extra
+        target.name = name
+        targets[name] = target
+    measured = base.measure_interleaved(args, targets, files, sink.pid, workdir)
+    for target in targets.values():
+        base.PROCS.stop(target.proc, signal.SIGTERM)
+    for name in configs:
+        if name not in measured:
+            continue
+        res = measured[name]
+        res["argv_extra"] = extras[name]
+        audit_path = audit_paths.get(name)
         # Every upload accepted: 200 with the sink having received the whole file part (formwall re-encodes
         # the multipart framing, so the count is the file plus new heads, not the original length).
         large = res.get("large", {})
@@ -185,6 +195,8 @@ def main():
     for n in configs:
         results.setdefault(n, {})["ratios_to_bare"] = {
             key: base.ratio(fig(n, w, key), fig("bare", w, key)) for _, w, key, _ in rows}
+        if n != "bare" and results[n].get("status") == "ok" and results["bare"].get("status") == "ok":
+            results[n]["paired_to_bare"] = base.paired_ratios(results, ["bare"], mine=n)
     print()
     print(f"formwall --workers {args.formwall_workers}: {base.size_label(args)} upload median of {args.reps}, "
           f"{args.small_kib} KiB wrk -t{args.wrk_threads} -c{args.wrk_connections} -d{args.wrk_duration}s")
@@ -205,6 +217,13 @@ def main():
         s = results[c].get("small") or {}
         errs.append(str(sum(s.get("errors", {}).values())) if s else "n/a")
     print(f"{'wrk errors':14}" + "".join(f"{x:>22}" for x in errs))
+    print("paired by round (each configuration's run over bare's of the same round, median):")
+    for c in configs:
+        paired = results[c].get("paired_to_bare")
+        if paired:
+            cells = [f"{label} {paired[base.vs(key, 'bare')]['median']:.2f}x" for key, (_, _, label) in base.PAIRED.items()
+                     if base.vs(key, "bare") in paired]
+            print(f"  {c}: " + ", ".join(cells))
     for c in configs:
         a = results[c].get("audit")
         if a:

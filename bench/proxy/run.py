@@ -741,9 +741,10 @@ PAIRED = {"large": ("large", lambda r: r["gbps"], "GB/s"),
           "small_p99": ("small", lambda r: r["p99_us"], "p99")}
 
 
-def paired_ratios(results, peers):
-    """For each peer and PAIRED figure: formwall's figure over the peer's in each round where both runs
-    succeeded, and the median of those ratios. {vs(key, peer): {"median": m, "rounds": [...]}}."""
+def paired_ratios(results, peers, mine="formwall"):
+    """For each peer and PAIRED figure: `mine`'s figure (formwall's; costs.py passes a configuration) over the
+    peer's in each round where both runs succeeded, and the median of those ratios.
+    {vs(key, peer): {"median": m, "rounds": [...]}}."""
     def runs(name, workload):
         w = results[name].get(workload) or {}
         return w.get("reps" if workload == "large" else "runs") or []
@@ -752,11 +753,11 @@ def paired_ratios(results, peers):
     for peer in peers:
         for key, (workload, figure, _) in PAIRED.items():
             ratios = []
-            for mine, theirs in zip(runs("formwall", workload), runs(peer, workload)):
-                if not (mine.get("ok") and theirs.get("ok")):
+            for ours, theirs in zip(runs(mine, workload), runs(peer, workload)):
+                if not (ours.get("ok") and theirs.get("ok")):
                     continue
                 try:
-                    a, b = figure(mine), figure(theirs)
+                    a, b = figure(ours), figure(theirs)
                 except (KeyError, TypeError, ZeroDivisionError):
                     continue
                 if a is not None and b:
