@@ -39,6 +39,9 @@ public enum MediaTypeCompatibility {
 
     /// Whether `declared` and `sniffed` agree (see the table above).
     public static func compatible(declared: String, sniffed: String) -> Bool {
+        // The usual answers first, before any essence is read (two strings and a lookup each): the sniffer did not
+        // know the type, or the client declared the sniffer's own spelling. Both answer true below too.
+        if sniffed == "application/octet-stream" || declared == sniffed { return true }
         guard let declared = specific(declared) else { return true }
         guard let sniffed = canonical(sniffed), sniffed != "application/octet-stream" else { return true }
         if declared == sniffed { return true }

@@ -206,9 +206,9 @@ extension PolicyEvaluator {
         }
         taken = .idle
         Self.own(&body)
-        if let rule = part.rule, rule.value.required, let name = rule.value.name, part.action == .forward,
+        if let rule = part.rule, rule.value.required, rule.value.name != nil, part.action == .forward,
            !(part.isFile && part.filename?.isEmpty == true) {
-            body.satisfied.insert(Self.key(rule.value.kind, name))
+            body.satisfied.insert(ObjectIdentifier(rule))
         }
         state = .receiving(consume body)
         return part.action
@@ -283,8 +283,15 @@ extension PolicyEvaluator {
         }
 
         let outcome = Finding.Outcome(rule.value.action)
-        let key = Self.key(rule.value.kind, part.name ?? "")
+        // A named rule's parts all have its name: they are counted by the rule's identity, without building a key.
+        // A `file *` or `field *` rule counts each name apart.
+        let named = rule.value.name != nil
+        let key = named ? "" : Self.key(rule.value.kind, part.name ?? "")
         if let seen = updateBodyInPart({ body -> Int in
+            if named {
+                if body.ruleRepeats.isEmpty { body.ruleRepeats.reserveCapacity(8) }
+                return Self.increment(&body.ruleRepeats[ObjectIdentifier(rule), default: 0])
+            }
             // Room for a typical form's names at the first part (growing from empty resized the table at the
             // second), and one lookup for the count and its update.
             if body.repeats.isEmpty { body.repeats.reserveCapacity(8) }

@@ -47,10 +47,15 @@ public struct PolicyEvaluator {
         var parts = 0
         var files = 0
         var fields = 0
+        /// Parts seen per `file *` / `field *` rule and name ("file:name").
         var repeats: [String: Int] = [:]
+        /// Parts seen per named rule, by the rule's box.
+        var ruleRepeats: [ObjectIdentifier: Int] = [:]
         /// Every part name seen, for `duplicate-name` and `name-collision`.
         var names = FormNameRegistry()
-        var satisfied: Set<String> = []
+        /// The required rules a part satisfied, by identity: the boxes `route.required` lists are those
+        /// `rule(in:forPart:isFile:)` gives parts (and a route cannot name a part twice: `formwall check`).
+        var satisfied: Set<ObjectIdentifier> = []
         var checkRequired = false
 
         init() {}
@@ -64,6 +69,7 @@ public struct PolicyEvaluator {
             other.files = files
             other.fields = fields
             other.repeats = repeats
+            other.ruleRepeats = ruleRepeats
             other.names = names
             other.satisfied = satisfied
             other.checkRequired = checkRequired
@@ -301,9 +307,9 @@ public struct PolicyEvaluator {
         case .receiving(let body):
             state = .finished
             guard body.checkRequired else { return .forward }
-            for box in route.required {
+            for box in route.required where !body.satisfied.contains(ObjectIdentifier(box)) {
                 let rule = box.value
-                guard let name = rule.name, !body.satisfied.contains(Self.key(rule.kind, name)) else { continue }
+                guard let name = rule.name else { continue }
                 let violation = Violation(kind: .missingRequired, part: name, rule: rule.location,
                                           detail: "required \(rule.kind.rawValue) '\(name)' is missing",
                                           statusOverride: rule.status)
