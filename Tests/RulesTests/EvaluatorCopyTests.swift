@@ -57,4 +57,43 @@ import Testing
         #expect(original.partBegin(index: 2, name: "note", filename: nil, declaredType: nil,
                                    anomalies: MultipartAnomalies()).action.violation?.kind == .tooManyParts)
     }
+
+    /// `Body.copy()` and `Part.copy()` list the fields by hand: every field is set to something other than its
+    /// default, and the copy must show the same. The counts make this test fail when a field is added, so that the
+    /// field is added to `copy()` and here.
+    @Test func copiesCarryEveryField() throws {
+        let body = PolicyEvaluator.Body()
+        body.bodyBytes = 7
+        body.bodyExceeded = true
+        body.parts = 3
+        body.files = 1
+        body.fields = 2
+        body.repeats = ["field:a": 2]
+        body.ruleRepeats = [ObjectIdentifier(body): 2]
+        _ = body.names.register(["a"], isFile: false)
+        body.satisfied = [ObjectIdentifier(body)]
+        body.checkRequired = true
+        let rule = try #require(PolicyEvaluator.rule(in: RouteBox(try policy(source).routes[0]), forPart: "title",
+                                                     isFile: false))
+        let part = PolicyEvaluator.Part(index: 4, name: "n", filename: "f", declaredType: "t/x")
+        part.rule = rule
+        part.size = 9
+        part.sizeExceeded = true
+        part.sniffed = true
+        part.valueChecked = true
+        part.action = .strip(Violation(kind: .fieldTooLarge, detail: "d"))
+        expectSameFields(body, body.copy(), count: 10)
+        expectSameFields(part, part.copy(), count: 10)
+    }
+
+    func expectSameFields(_ original: AnyObject, _ copy: AnyObject, count: Int) {
+        #expect(ObjectIdentifier(copy) != ObjectIdentifier(original))
+        let mine = Array(Mirror(reflecting: original).children)
+        let theirs = Array(Mirror(reflecting: copy).children)
+        #expect(mine.count == count, "\(type(of: original)) has a field this test and copy() may not know")
+        #expect(mine.map(\.label) == theirs.map(\.label))
+        for (a, b) in zip(mine, theirs) {
+            #expect(String(describing: a.value) == String(describing: b.value), "\(a.label ?? "?")")
+        }
+    }
 }
