@@ -37,15 +37,17 @@ func b(_ s: String) -> [UInt8] { Array(s.utf8) }
 
 /// Feeds `body` to a fresh stage in the chunks `cuts` delimits, completing replays as they come.
 func runStage(_ body: [UInt8], cuts: [Int], policy: Policy?, path: String = "/up",
-              fresh: [UInt8] = b("fresh-boundary-0123456789abcdefghij")) -> (out: [UInt8], error: FormStageError?,
-                                                                            records: [PartRecord], enqueued: Int) {
+              fresh: [UInt8] = b("fresh-boundary-0123456789abcdefghij"), observe: Bool = true,
+              hashing: PartHashing = .all)
+    -> (out: [UInt8], error: FormStageError?, records: [PartRecord], enqueued: Int) {
     var evaluator = policy.map { PolicyEvaluator(policy: $0) }
     if evaluator != nil {
         _ = evaluator!.begin(method: "POST", path: path, contentType: "multipart/form-data; boundary=B",
                              contentLength: UInt64(body.count))
     }
     let stage = FormStage(boundary: b("B"), limits: MultipartLimits(), anomalies: MultipartAnomalies(),
-                          reencodeBoundary: fresh, evaluator: evaluator, quarantine: nil)
+                          reencodeBoundary: fresh, evaluator: evaluator, quarantine: nil, observe: observe,
+                          hashing: hashing)
     let out = RecordingOutput()
     let bounds = [0] + cuts + [body.count]
     do {

@@ -1,4 +1,3 @@
-import Multipart
 import Rules
 import Testing
 @testable import Proxy
@@ -22,27 +21,9 @@ import Testing
     }
 
     func records(_ hashing: PartHashing, policy: Policy?, observe: Bool, cuts: [Int] = []) -> [PartRecord] {
-        var evaluator = policy.map { PolicyEvaluator(policy: $0) }
-        if evaluator != nil {
-            _ = evaluator!.begin(method: "POST", path: "/up", contentType: "multipart/form-data; boundary=B",
-                                 contentLength: UInt64(sample.count))
-        }
-        let stage = FormStage(boundary: b("B"), limits: MultipartLimits(), anomalies: MultipartAnomalies(),
-                              reencodeBoundary: b("fresh-boundary-0123456789"), evaluator: evaluator,
-                              quarantine: nil, observe: observe, hashing: hashing)
-        let out = RecordingOutput()
-        let bounds = [0] + cuts + [sample.count]
-        do {
-            for k in 0..<(bounds.count - 1) {
-                let piece = Array(sample[bounds[k]..<bounds[k + 1]])
-                try piece.withUnsafeBytes { p in Result { () throws(FormStageError) in try stage.feed(p, out: out) } }
-                    .get()
-            }
-            try stage.finish(out: out)
-        } catch {
-            Issue.record("unexpected \(error)")
-        }
-        return stage.records
+        let run = runStage(sample, cuts: cuts, policy: policy, observe: observe, hashing: hashing)
+        #expect(run.error == nil)
+        return run.records
     }
 
     // Digests from Python's hashlib, not from the hasher under test.
