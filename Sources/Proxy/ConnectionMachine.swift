@@ -544,19 +544,27 @@ struct ConnectionMachine {
 
         // The policy decides first, from the head alone: 405, 400 (require-header), 415 and 413 (Content-Length) are answered
         // before a body byte is read, and before any 100 Continue.
-        var evaluator = context.newEvaluator()
+        var fresh = context.newEvaluator()
+        let hasPolicy = fresh != nil
         var bodyKind: PolicyEvaluator.BodyKind?
         // The Content-Type is read as bytes where it lies: a String is made only for a policy (`begin` takes one).
         // Fields removed below (a modified-header, Content-Encoding) are never Content-Type, but they move it:
         // its index is looked up again where the boundary is parsed.
         let contentTypeIndex = head.headers.firstIndex(.contentType)
-        let contentType = evaluator == nil ? nil : contentTypeIndex.map { head.headers.value(at: $0) }
+        let contentType = hasPolicy ? contentTypeIndex.map { head.headers.value(at: $0) } : nil
         let looksMultipart = contentTypeIndex.map {
             head.headers.withValue(at: $0) { ASCII.hasPrefix($0, lowercase: "multipart/form-data") }
         } ?? false
-        // Moved out and back in (not copied, each copy retaining every reference the evaluator holds); the exchange
-        // keeps its own copy as it was after `begin`.
-        if var ev = evaluator.take() {
+        // The route's facts used below and later, read once from the evaluator after `begin`. The evaluator is then
+        // moved (never copied: a copy retains every reference it holds, and a second holder would make the stage's
+        // first update copy the request's state) into the exchange, where a refused request's audit record reads
+        // it, and from there into the stage that judges the body (`Exchange.takeEvaluator`).
+        var modifiedHeader: String?
+        var ratioMax = 100
+        var ratioRule: SourceLocation?
+        var routeUpstreamBody: UpstreamBodyMode?
+        var routePrefix: String?
+        if var ev = fresh.take() {
             let length: UInt64? = {
                 switch head.framing {
                 case .none: return 0
@@ -567,7 +575,13 @@ struct ConnectionMachine {
             let decision = ev.begin(method: head.method, path: head.target, host: head.header(.host),
                                     contentType: contentType, contentLength: length,
                                     preflight: Self.isPreflight(head), headerValues: { head.headers.values(named: $0) })
-            ex.evaluator = ev
+            modifiedHeader = ev.routeModifiedHeader
+            ratioMax = ev.routeCompressionRatioMax ?? 100
+            ratioRule = ev.routeLocation
+            routeUpstreamBody = ev.routeUpstreamBody
+            routePrefix = ev.routePrefix
+            let upstreamName = ev.routeUpstreamName
+            ex.putEvaluator(consume ev)
             switch decision {
             case .reject(let violation):
                 respond(violation: violation, exchange: ex, into: &out)
@@ -577,7 +591,7 @@ struct ConnectionMachine {
             }
             // The route's upstream group. Start-up and reload refuse a policy naming an undeclared group, so a
             // miss here is Formwall's own fault: 500, never a silent fall-back to another application.
-            if let name = ev.routeUpstreamName {
+            if let name = upstreamName {
                 guard let group = config.upstreamGroup(named: name) else {
                     respond(status: 500, kind: "internal_error", requestID: requestID,
                             detail: "upstream group \(name) is not declared", violation: nil, exchange: ex, into: &out)
@@ -585,22 +599,15 @@ struct ConnectionMachine {
                 }
                 ex.group = group
             }
-            evaluator = consume ev
         }
-        // The route's facts used below and later, read once: the evaluator itself is moved into the body stage
-        // that judges the body, and the exchange's copy dropped, before any body byte (a second holder of the
-        // evaluator would make the stage's first update copy the request's state).
-        let modifiedHeader = evaluator?.routeModifiedHeader
         ex.modifiedHeader = modifiedHeader
-        let ratioMax = evaluator?.routeCompressionRatioMax ?? 100
-        let ratioRule = evaluator?.routeLocation
 
         // The field that tells the upstream what was stripped is Formwall's alone: the client's copy never passes.
         if let name = modifiedHeader { head.headers.removeAll(named: name) }
 
         // Multipart bodies are decoded, checked and re-encoded canonically; everything else streams through.
         // The route's `upstream-body` setting wins over the global option.
-        let bodyMode = evaluator?.routeUpstreamBody ?? config.upstreamBody
+        let bodyMode = routeUpstreamBody ?? config.upstreamBody
         var transform = RequestBodyStage.Transform.passthrough
         var upstreamFraming = head.framing
         // A re-encoded body's Content-Type, written in place of the client's (HTTPForwardingContext.contentType).
@@ -609,8 +616,8 @@ struct ConnectionMachine {
         // A compressed form body is decoded before it is parsed, and goes upstream decoded (docs/rules.md,
         // "Compressed bodies"); other bodies keep their Content-Encoding and stream through.
         var decoders: [StreamInflater] = []
-        if isMultipart || (bodyKind == .urlencoded && evaluator != nil) {
-            switch contentDecoding(head, route: evaluator?.route) {
+        if isMultipart || (bodyKind == .urlencoded && hasPolicy) {
+            switch contentDecoding(head, route: ex.evaluator?.route) {
             case .identity:
                 break
             case .decode(let layers):
@@ -632,16 +639,16 @@ struct ConnectionMachine {
                     Result { () throws(MultipartError) in try MultipartBoundary.parse(contentType: bytes, limits: config.multipart) }
                 }.get()
             } catch {
-                if var ev = evaluator {
+                if var ev = ex.takeEvaluator() {
                     _ = ev.malformed(detail: error.kind.rawValue)
-                    ex.evaluator = ev
+                    ex.putEvaluator(consume ev)
                 }
                 respond(status: 400, kind: "malformed_body", requestID: requestID, detail: error.kind.rawValue,
                         violation: nil, exchange: ex, into: &out)
                 return
             }
             let quarantine = context.quarantine.map {
-                QuarantineContext(store: $0, requestID: requestID, route: evaluator?.routePrefix,
+                QuarantineContext(store: $0, requestID: requestID, route: routePrefix,
                                   client: ex.forwardedClient ?? peerIP)
             }
             // A predictable boundary would let a part's data close the re-encoded body early: without random
@@ -654,7 +661,7 @@ struct ConnectionMachine {
                 return
             }
             let stage = FormStage(boundary: parsed.boundary, limits: config.multipart, anomalies: parsed.anomalies,
-                                  reencodeBoundary: reencodeBoundary, evaluator: evaluator.take(),
+                                  reencodeBoundary: reencodeBoundary, evaluator: ex.takeEvaluator(),
                                   quarantine: quarantine, spoolDirectory: config.spoolDirectory,
                                   holdPending: bodyMode == .hold, observe: config.audit != nil,
                                   hashing: config.audit != nil ? .files : .none,
@@ -675,7 +682,7 @@ struct ConnectionMachine {
             respond(status: 400, kind: "malformed_body", requestID: requestID, detail: "missing_boundary",
                     violation: nil, exchange: ex, into: &out)
             return
-        } else if bodyKind == .urlencoded, evaluator != nil, let moved = evaluator.take() {
+        } else if bodyKind == .urlencoded, hasPolicy, let moved = ex.takeEvaluator() {
             // `reencode off`: judged as usual, forwarded byte for byte under the client's own Content-Type.
             let verbatim = moved.routeReencode == .off
             let stage = UrlencodedStage(evaluator: moved, verbatim: verbatim)
@@ -746,10 +753,9 @@ struct ConnectionMachine {
         }
         let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink,
                                     decoders: decoders, ratioMax: ratioMax, ratioRule: ratioRule)
-        // One stage holds the live evaluator now (the audit record reads it there): the form or urlencoded stage,
-        // else the body stage. The exchange's copy would only share it.
-        if ex.form == nil && ex.urlencoded == nil { body.evaluator = evaluator.take() }
-        ex.evaluator = nil
+        // One stage holds the evaluator from here on (the audit record reads it there): the form or urlencoded
+        // stage, else the body stage.
+        if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.takeEvaluator() }
         ex.body = body
         do {
             try body.start()

@@ -31,13 +31,14 @@ final class Exchange {
     let requestID: String
     let startedAt: UInt64
     var body: RequestBodyStage?
-    /// The policy evaluator as it was after `begin` (nil without rules), until the body stages are made: then the
-    /// stage that judges the body holds the live one, and this is nil.
-    var evaluator: PolicyEvaluator? {
-        get { evaluatorSlot.value }
-        set { evaluatorSlot.value = newValue }
-    }
+    /// The policy evaluator from `begin` (nil without rules) until the body stages are made: then the stage that
+    /// judges the body has taken it (`takeEvaluator`), and this is nil. Reading it copies it.
+    var evaluator: PolicyEvaluator? { evaluatorSlot.value }
     private var evaluatorSlot = EvaluatorSlot(nil)
+    /// Moves `evaluator` in (the slot's setter would copy it).
+    func putEvaluator(_ evaluator: consuming PolicyEvaluator) { evaluatorSlot.put(evaluator) }
+    /// Moves the evaluator out, leaving nil.
+    func takeEvaluator() -> PolicyEvaluator? { evaluatorSlot.take() }
     /// The route's `modified-header` field name (nil: none, or no policy).
     var modifiedHeader: String?
     var form: FormStage?

@@ -211,8 +211,8 @@ public final class FormStage {
     public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
                 spoolDirectory: String = "/tmp", holdPending: Bool = false, observe: Bool = true,
-                hashing: PartHashing = .all, previewFields: Set<String>? = nil, scanFiles: Bool = false, allowScanFailure: Bool = false,
-                records: [PartRecord] = []) {
+                hashing: PartHashing = .all, previewFields: Set<String>? = nil, scanFiles: Bool = false,
+                allowScanFailure: Bool = false, records: [PartRecord] = []) {
         self.holdPending = holdPending
         self.scanFiles = scanFiles
         self.allowScanFailure = allowScanFailure
@@ -466,7 +466,8 @@ public final class FormStage {
         if case .stream = mode { writeHead(of: record, out: out) }
         // The record is moved in: a copy would retain and release every array and string it holds.
         current = Current(record: moveOut(&record, leaving: .empty), mode: mode, pending: pending,
-                          sniffer: isFile && observe ? Sniffer() : nil, hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
+                          sniffer: isFile && observe ? Sniffer() : nil,
+                          hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
                           value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit)
         current?.disarm = disarm
         if !isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }

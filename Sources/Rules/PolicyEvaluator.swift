@@ -41,7 +41,12 @@ public struct PolicyEvaluator {
     // collection in them (with a retain and a release of each: as structs, about 400 a request under a typical
     // policy). The evaluator keeps value semantics: every change goes through `own`, which copies an object
     // another copy of the evaluator still shares (a caller may copy an evaluator mid-request to probe it).
-    final class Body {
+    /// The body or the part: an object `own` copies for an evaluator that shares it with a copy of itself.
+    protocol StateObject: AnyObject {
+        func copy() -> Self
+    }
+
+    final class Body: StateObject {
         var bodyBytes: UInt64 = 0
         var bodyExceeded = false
         var parts = 0
@@ -77,7 +82,7 @@ public struct PolicyEvaluator {
         }
     }
 
-    final class Part {
+    final class Part: StateObject {
         let index: Int
         let name: String?
         let filename: String?
@@ -111,14 +116,10 @@ public struct PolicyEvaluator {
         }
     }
 
-    /// Makes `body` this evaluator's own before it is changed: a copy if a copy of the evaluator shares it.
-    static func own(_ body: inout Body) {
-        if !isKnownUniquelyReferenced(&body) { body = body.copy() }
-    }
-
-    /// Makes `part` this evaluator's own before it is changed (see `own(_: inout Body)`).
-    static func own(_ part: inout Part) {
-        if !isKnownUniquelyReferenced(&part) { part = part.copy() }
+    /// Makes `object` (the body or the part) this evaluator's own before it is changed: a copy if a copy of the
+    /// evaluator shares it.
+    static func own<Object: StateObject>(_ object: inout Object) {
+        if !isKnownUniquelyReferenced(&object) { object = object.copy() }
     }
 
     /// The policy being applied.
@@ -145,7 +146,7 @@ public struct PolicyEvaluator {
     // The policy and the route never change under an evaluator (the route once `begin` chose it), so they are
     // held by reference: the proxy copies the evaluator whenever it updates it, and inline they made each copy
     // about 2 KB of bytes plus a retain and a release of every array and string in them. The plan is made once
-    // per policy (`init(policyOf:)` shares a template's), and `begin` picks one of its routes.
+    // per policy (`fresh()` shares a template's), and `begin` picks one of its routes.
     let plan: PolicyPlan
     private(set) var routeBox: RouteBox?
     /// The index in `policy.routes` of the route that matched; nil for the fallback.
@@ -160,14 +161,12 @@ public struct PolicyEvaluator {
     /// Creates an evaluator for one request.
     public init(policy: Policy) { plan = PolicyPlan(policy) }
 
-    /// A fresh evaluator for `template`'s policy, sharing its plan: `init(policy:)` prepares (and copies) the
-    /// whole policy, which a proxy would otherwise do for every request.
-    public init(policyOf template: borrowing PolicyEvaluator) { plan = template.plan }
-
     private init(plan: PolicyPlan) { self.plan = plan }
 
-    /// A fresh evaluator for this one's policy, as `init(policyOf:)`. Called on a template a class holds, it reads
-    /// the plan in place; passing the template to the initialiser copied it (every reference it holds retained).
+    /// A fresh evaluator for this one's policy, sharing its plan: `init(policy:)` prepares (and copies) the whole
+    /// policy, which a proxy would otherwise do for every request. A method, not an initialiser taking the
+    /// template: called on a template a class holds, it reads the plan in place, where passing the template to an
+    /// initialiser copied it (every reference it holds retained).
     public func fresh() -> PolicyEvaluator { PolicyEvaluator(plan: plan) }
 
     /// The rejection, once the request has been rejected (enforce mode only).
