@@ -38,7 +38,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, sink, bodies, measure)
+import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, sink, bodies, measure_interleaved)
 
 # The bodies are run.py's: one file part named "file", filename "random.bin", declared application/octet-stream.
 RULES = """\

@@ -563,26 +563,6 @@ def run_wrk(args, target, lua_path, prefix=()):
     return res
 
 
-def measure(args, target, files, sink_pid, workdir):
-    """All of one target's runs in a row (costs.py, which compares configurations of one binary). run.py itself
-    interleaves the targets (`measure_interleaved`)."""
-    result = {"status": "ok"}
-    warm_up(target, files["small_path"], files["boundary"])
-    reps = []
-    for i in range(args.reps):
-        reps.append(one_large(args, target, files, sink_pid, workdir, i))
-    result["large"] = summarize_large(target, reps)
-    if args.wrk_duration > 0:
-        runs = []
-        for i in range(args.wrk_reps):
-            w = one_wrk(args, target, files, i)
-            runs.append(w)
-            if not w.get("ok"):
-                break
-        result["small"] = median_wrk(runs)
-    return result
-
-
 def one_large(args, target, files, sink_pid, workdir, i):
     r = large_upload(args, target, files["large_path"], files["large_len"], files["boundary"], sink_pid, workdir)
     shown = f"{r['gbps']:.2f} GB/s" if r.get("ok") else f"FAILED ({r.get('error')})"
@@ -610,7 +590,8 @@ def measure_interleaved(args, targets, files, sink_pid, workdir):
     """Every target's runs, round by round: round i runs each target once (large uploads first, then wrk), in
     the order `rotated` gives. The machine's load drifts by 10-15 % over minutes here; run back to back, the
     targets of one round see the same drift, so their ratios (`paired_ratios`) are steadier than ratios of
-    medians taken minutes apart. Returns {name: result} in `measure`'s shape, each with its runs in round order."""
+    medians taken minutes apart. Returns {name: result}: status, "large" (`summarize_large`) and "small"
+    (`median_wrk`), each with its runs in round order."""
     # A target that fails to warm up, or whose run raises (a timeout), is reported n/a and left out of the
     # later rounds, as when the targets were measured one after the other; the others go on.
     failed = {}
@@ -876,7 +857,7 @@ def add_binary_args(ap):
 
 def add_small_upload_args(ap, wrk_reps=None):
     """The wrk workload's options, shared with costs.py and scaling.py. With `wrk_reps` (the default count),
-    also --wrk-reps for `measure`'s medians (scaling.py runs wrk itself and has its own --reps)."""
+    also --wrk-reps for `measure_interleaved`'s medians (scaling.py runs wrk itself and has its own --reps)."""
     ap.add_argument("--small-kib", type=int, default=10, help="file part size of the wrk uploads")
     ap.add_argument("--wrk-duration", type=int, default=10, help="seconds per wrk run (0 = skip)")
     if wrk_reps is not None:
