@@ -22,6 +22,13 @@ extension SniffClassifier {
         "script", "html", "body", "iframe", "svg", "object", "embed", "img",
     ]
 
+    /// Whether a lowercase byte starts one of `activeTags`, indexed by byte.
+    private static let activeTagInitials: [Bool] = {
+        var table = [Bool](repeating: false, count: 256)
+        for tag in activeTags { table[Int(tag.utf8Start.pointee)] = true }
+        return table
+    }()
+
     /// Whether the prefix contains a PHP open tag and whether it contains an active HTML tag.
     func scanTags() -> (php: Bool, html: Bool) {
         var php = false, html = false
@@ -33,7 +40,8 @@ extension SniffClassifier {
             let at = UnsafeRawPointer(hit) - base
             if !php && bytes.byte(at + 1) == 0x3F {  // "<?"
                 php = isPHPOpenTag(at: at)
-            } else if !html {
+            } else if !html, let next = bytes.byte(at + 1), Self.activeTagInitials[Int(SniffBytes.lowercased(next))] {
+                // One table load rules out nearly every `<` in binary data before the eight tag compares.
                 for tag in Self.activeTags where isTag(tag, at: at + 1) {
                     html = true
                     break
