@@ -14,13 +14,16 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Deny or allow.
-    public var mode: Mode
+    public var mode: Mode { didSet { refreshASCII() } }
     /// Literal characters and ranges, as scalar values.
-    public var ranges: [ClosedRange<UInt32>]
+    public var ranges: [ClosedRange<UInt32>] { didSet { refreshASCII() } }
     /// Whether the list holds C0 controls, DEL and C1 controls (`controls`).
-    public var controls: Bool
+    public var controls: Bool { didSet { refreshASCII() } }
     /// Whether the list holds the bidirectional controls (`bidi`).
-    public var bidi: Bool
+    public var bidi: Bool { didSet { refreshASCII() } }
+    /// `allows` of each ASCII byte, one bit per byte (0–63 and 64–127), worked out again whenever the list
+    /// changes: a name or filename of ASCII is judged with a shift and a test per byte.
+    private var asciiAllowed: (low: UInt64, high: UInt64) = (0, 0)
 
     /// Creates a list.
     public init(mode: Mode, ranges: [ClosedRange<UInt32>] = [], controls: Bool = false, bidi: Bool = false) {
@@ -28,6 +31,30 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
         self.ranges = ranges
         self.controls = controls
         self.bidi = bidi
+        refreshASCII()
+    }
+
+    public static func == (a: CharacterRule, b: CharacterRule) -> Bool {
+        a.mode == b.mode && a.ranges == b.ranges && a.controls == b.controls && a.bidi == b.bidi
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(mode)
+        hasher.combine(ranges)
+        hasher.combine(controls)
+        hasher.combine(bidi)
+    }
+
+    private mutating func refreshASCII() {
+        var low: UInt64 = 0
+        var high: UInt64 = 0
+        for byte in 0..<64 where allows(Unicode.Scalar(UInt8(byte))) { low |= 1 << UInt64(byte) }
+        for byte in 64..<128 where allows(Unicode.Scalar(UInt8(byte))) { high |= 1 << UInt64(byte - 64) }
+        asciiAllowed = (low, high)
+    }
+
+    @inline(__always) private func allowsASCII(_ byte: UInt8) -> Bool {
+        byte < 64 ? (asciiAllowed.low >> UInt64(byte)) & 1 == 1 : (asciiAllowed.high >> UInt64(byte &- 64)) & 1 == 1
     }
 
     /// The default for field and part names: `" ' ; = \` plus controls and bidi controls are refused (CRS 920121
@@ -51,6 +78,27 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
     /// The first refused character of `text` and its 1-based position in Unicode scalars; characters for which
     /// `skip` is true are never reported (another check owns them).
     public func firstRefused(in text: String, skip: (Unicode.Scalar) -> Bool = { _ in false })
+    -> (scalar: Unicode.Scalar, position: Int)? {
+        // ASCII text, byte by byte against the table; a byte beyond ASCII sends the text to the scalar loop.
+        enum Scan { case clean, refused(UInt8, position: Int), notASCII }
+        let scan = text.utf8.withContiguousStorageIfAvailable { bytes -> Scan in
+            for index in bytes.indices {
+                let byte = bytes[index]
+                if byte >= 0x80 { return .notASCII }
+                if !allowsASCII(byte), !skip(Unicode.Scalar(byte)) { return .refused(byte, position: index + 1) }
+            }
+            return .clean
+        } ?? .notASCII
+        switch scan {
+        case .clean: return nil
+        case .refused(let byte, let position): return (Unicode.Scalar(byte), position)
+        case .notASCII: break
+        }
+        return firstRefusedByScalars(in: text, skip: skip)
+    }
+
+    /// `firstRefused` scalar by scalar, for any text: the reference its ASCII path is tested against.
+    func firstRefusedByScalars(in text: String, skip: (Unicode.Scalar) -> Bool)
     -> (scalar: Unicode.Scalar, position: Int)? {
         var position = 0
         for scalar in text.unicodeScalars {

@@ -28,11 +28,32 @@ public enum FilenameCheck {
     ///
     /// An empty name (a browser's "no file chosen") has no problems. `extensionAllowed` can exempt
     /// an extension from the dangerous list, for a rule whose `extensions` names it explicitly.
-    public static func problems(in filename: some Collection<UInt8>,
-                                dangerous: Set<String> = dangerousExtensions,
-                                restricted: [FilenamePattern] = [],
+    public static func problems(in filename: some Collection<UInt8>, restricted: [FilenamePattern] = [],
                                 extensionAllowed: (String) -> Bool = { _ in false }) -> [FilenameProblem] {
         let bytes = Array(filename)
+        if let ascii = bytes.withUnsafeBufferPointer({
+            asciiProblems(of: $0, restricted: restricted, extensionAllowed: extensionAllowed)
+        }) {
+            return ascii
+        }
+        return problemsOfAnyName(bytes, restricted: restricted, extensionAllowed: extensionAllowed)
+    }
+
+    /// `problems(in:restricted:extensionAllowed:)` for a name held as a String (valid UTF-8 by construction).
+    public static func problems(in filename: String, restricted: [FilenamePattern] = [],
+                                extensionAllowed: (String) -> Bool = { _ in false }) -> [FilenameProblem] {
+        let ascii = filename.utf8.withContiguousStorageIfAvailable {
+            asciiProblems(of: $0, restricted: restricted, extensionAllowed: extensionAllowed)
+        }
+        if let found = ascii ?? nil { return found }
+        return problemsOfAnyName(Array(filename.utf8), restricted: restricted, extensionAllowed: extensionAllowed)
+    }
+
+    /// `problems(in:)` for any name, decoded to Characters and scalars: the reference the ASCII fast path
+    /// (`asciiProblems`) is tested against.
+    static func problemsOfAnyName(_ bytes: [UInt8], restricted: [FilenamePattern],
+                                  extensionAllowed: (String) -> Bool) -> [FilenameProblem] {
+        let dangerous = dangerousExtensions
         guard !bytes.isEmpty else { return [] }
         var found = Set<FilenameProblem>()
         let text: String
@@ -71,9 +92,6 @@ public enum FilenameCheck {
         if restriction(of: base, patterns: restricted) != nil { found.insert(.restrictedName) }
         return FilenameProblem.allCases.filter(found.contains)
     }
-
-    /// Convenience for a `String` name.
-    public static func problems(in filename: String) -> [FilenameProblem] { problems(in: Array(filename.utf8)) }
 
     /// The last extension of a base name, lowercased, without the dot; nil when there is none.
     ///

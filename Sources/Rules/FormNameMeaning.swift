@@ -62,7 +62,7 @@ public enum FormNameMeaning {
 
     /// Whether a part Content-Type names a charset other than UTF-8 and US-ASCII (case-insensitive, quoted or not).
     public static func hasForeignCharset(_ contentType: String) -> Bool {
-        guard contentType.utf8.contains(UInt8(ascii: ";")) else { return false }   // no parameter at all
+        guard holds(contentType, UInt8(ascii: ";")) else { return false }   // no parameter at all
         for parameter in contentType.split(separator: ";").dropFirst() {
             guard let equals = parameter.firstIndex(of: "=") else { continue }
             let key = parameter[..<equals].trimmingWhitespace().lowercased()
@@ -81,29 +81,37 @@ public enum FormNameMeaning {
         public let name: String
         /// Its shape.
         public let shape: Shape
-        /// Its variable path (see `path(of:)`); never empty.
-        public let path: [Substring]
+        /// The keys after the base of a bracketed name (`a[b][]`: `b`, ``); empty for any other name, whose
+        /// path is the name itself. Kept apart so that reading a plain name allocates no array.
+        let keys: [Substring]
+
+        /// The variable path (see `path(of:)`); never empty.
+        public var path: [Substring] { [base] + keys }
+
+        /// The path's first element: the base of a bracketed name, else the name itself.
+        var base: Substring {
+            if case .brackets(let base) = shape { return base }
+            return Substring(name)
+        }
     }
 
     /// Reads `name`.
     public static func read(_ name: String) -> Reading {
         let shape = shape(of: name)
-        guard case .brackets(let base) = shape else {
-            return Reading(name: name, shape: shape, path: [Substring(name)])
-        }
-        var path = [base]
+        guard case .brackets(let base) = shape else { return Reading(name: name, shape: shape, keys: []) }
+        var keys: [Substring] = []
         var key: Substring.Index?
         let text = Substring(name)
         var i = base.endIndex
         while i < text.endIndex {
             switch text[i] {
             case "[": key = text.index(after: i)
-            case "]": if let start = key { path.append(text[start..<i]) }
+            case "]": if let start = key { keys.append(text[start..<i]) }
             default: break
             }
             i = text.index(after: i)
         }
-        return Reading(name: name, shape: shape, path: path)
+        return Reading(name: name, shape: shape, keys: keys)
     }
 
     /// The variable path PHP, Rack and `qs` read from `name`: `a[b][]` is `a`, `b`, `` (an empty key appends);
@@ -121,24 +129,53 @@ public enum FormNameMeaning {
             case .brackets: flags.insert(.nameBrackets)
             case .rewritten: flags.insert(.nameRewritten)
             }
-            if hasPercentEscape(name) { flags.insert(.percentEscape) }
+            // One pass over the bytes for `hasPercentEscape` and the non-ASCII test.
+            var escapeCharacter = false, percent = false, nonASCII = false
+            var text = name
+            text.withUTF8 { bytes in
+                for byte in bytes {
+                    switch byte {
+                    case 0x22, 0x0D, 0x0A, 0x5C: escapeCharacter = true
+                    case UInt8(ascii: "%"): percent = true
+                    case 0x80...: nonASCII = true
+                    default: break
+                    }
+                }
+            }
+            if escapeCharacter || percent && Percent.containsEscape(name.utf8) { flags.insert(.percentEscape) }
             if name.utf8.count == 9, name.lowercased() == "_charset_" { flags.insert(.charsetField) }
             if name.isEmpty { flags.insert(.emptyName) }
-            if name.utf8.contains(where: { $0 >= 0x80 }) { flags.insert(.nonASCIIName) }
-            if reading.path.contains(where: { prototypeKeys.contains(String($0)) }) { flags.insert(.prototypeName) }
+            if nonASCII { flags.insert(.nonASCIIName) }
+            if isPrototypeKey(reading.base) || reading.keys.contains(where: isPrototypeKey) {
+                flags.insert(.prototypeName)
+            }
         }
         if filename?.isEmpty == true { flags.insert(.emptyFilename) }
         // In a filename, `\`, CR and LF are the filename checks' (`path-separators`, `control-characters`), which
         // reject them or cut them out under `filename sanitize`; `%XX` and `"` stay whatever the handling.
-        if let filename, filename.utf8.contains(0x22) || Percent.containsEscape(filename.utf8) {
+        if let filename,
+           holds(filename, 0x22) || holds(filename, UInt8(ascii: "%")) && Percent.containsEscape(filename.utf8) {
             flags.insert(.percentEscape)
         }
         if let contentType, hasForeignCharset(contentType) { flags.insert(.partCharset) }
         return flags
     }
 
+    /// Whether `text` holds `byte`, searched in its UTF-8 storage (iterating `utf8` took some 30 instructions a byte).
+    static func holds(_ text: String, _ byte: UInt8) -> Bool {
+        var text = text
+        return text.withUTF8 { $0.contains(byte) }
+    }
+
+    /// Whether `key` is one of `prototypeKeys`, compared as bytes: no String is built for the set's lookup.
+    static func isPrototypeKey(_ key: Substring) -> Bool {
+        let count = key.utf8.count
+        guard count == 9 || count == 11 else { return false }
+        return prototypeKeys.contains { $0.utf8.elementsEqual(key.utf8) }
+    }
+
     /// Keys JavaScript objects treat specially (`qs` nests on brackets, so `a[__proto__]` counts too).
-    static let prototypeKeys: Set<String> = ["__proto__", "constructor", "prototype"]
+    static let prototypeKeys: [String] = ["__proto__", "constructor", "prototype"]
 
 }
 
@@ -146,7 +183,7 @@ public enum FormNameMeaning {
 /// `qs` build (docs/rules.md, "Names, charsets and duplicates").
 public struct FormNameRegistry: Sendable, Hashable {
     /// Every full path seen, and whether its first part was a file.
-    private var paths: [String: Bool] = [:]
+    private var paths = NameTable()
     /// Every strict prefix of a path seen.
     private var prefixes: Set<String> = []
     /// Parents holding an appended (`[]`) key, and parents holding a numeric key: together PHP numbers one over
@@ -156,21 +193,32 @@ public struct FormNameRegistry: Sendable, Hashable {
 
     public init() {}
 
-    /// What registering a name (its `FormNameMeaning.Reading.path`) finds: `repeated` when the same name came
-    /// before as the same kind of part, `collides` when it came as the other kind, or one name is an array the
-    /// other a value (`a` and `a[b]`), or appended and numbered keys meet under one parent.
+    /// What registering a name finds: `repeated` when the same name came before as the same kind of part,
+    /// `collides` when it came as the other kind, or one name is an array the other a value (`a` and `a[b]`), or
+    /// appended and numbered keys meet under one parent.
+    public mutating func register(_ reading: FormNameMeaning.Reading, isFile: Bool)
+    -> (repeated: Bool, collides: Bool) {
+        guard reading.keys.isEmpty else { return register(reading.path, isFile: isFile) }
+        // A name that is its own path (the usual case): one table update, and no prefix or parent to record.
+        var repeated = false
+        var collides = !prefixes.isEmpty && prefixes.contains(reading.name)
+        if let firstWasFile = paths.insert(reading.name, isFile: isFile) {
+            if firstWasFile == isFile { repeated = true } else { collides = true }
+        }
+        return (repeated, collides)
+    }
+
+    /// `register(_:isFile:)` for a variable path (`FormNameMeaning.Reading.path`).
     public mutating func register(_ path: [Substring], isFile: Bool) -> (repeated: Bool, collides: Bool) {
         let joined = Self.join(path[...])
         var repeated = false
         var collides = prefixes.contains(joined)
-        if let firstWasFile = paths[joined] {
+        if let firstWasFile = paths.insert(joined, isFile: isFile) {
             if firstWasFile == isFile { repeated = true } else { collides = true }
-        } else {
-            paths[joined] = isFile
         }
         for end in path.indices.dropFirst() {
             let prefix = Self.join(path[..<end])
-            if paths[prefix] != nil { collides = true }
+            if paths.contains(prefix) { collides = true }
             prefixes.insert(prefix)
         }
         if path.count > 1, let last = path.last {
@@ -191,6 +239,40 @@ public struct FormNameRegistry: Sendable, Hashable {
         // instructions for one part.
         if path.count == 1, let only = path.first { return String(only) }
         return path.joined(separator: "\u{0}")
+    }
+}
+
+/// The full names a body has seen, each with whether it first came as a file. A form has a handful: they are kept
+/// in a list and found by comparing, which costs less than hashing each (and allocating a table). Past
+/// `listLimit` names, so that a body of many parts is not searched linearly, they move to a hash table.
+struct NameTable: Sendable, Hashable {
+    static let listLimit = 16
+    private struct Entry: Sendable, Hashable {
+        let name: String
+        let isFile: Bool
+    }
+    private var list: [Entry] = []
+    private var table: [String: Bool] = [:]
+
+    /// Whether `name` was seen.
+    func contains(_ name: String) -> Bool { kind(of: name) != nil }
+
+    /// Whether `name` first came as a file; nil when it was not seen.
+    func kind(of name: String) -> Bool? {
+        for entry in list where entry.name == name { return entry.isFile }
+        return table.isEmpty ? nil : table[name]
+    }
+
+    /// Records `name` unless it was seen; returns the kind it first came as, or nil when it is new.
+    mutating func insert(_ name: String, isFile: Bool) -> Bool? {
+        if let first = kind(of: name) { return first }
+        if list.count < Self.listLimit {
+            if list.isEmpty { list.reserveCapacity(4) }   // grown from one, the list was copied at the second name
+            list.append(Entry(name: name, isFile: isFile))
+        } else {
+            table[name] = isFile
+        }
+        return nil
     }
 }
 

@@ -23,8 +23,7 @@ public enum MediaTypeCompatibility {
 
     /// The lowercased essence with aliases resolved; nil when malformed.
     public static func canonical(_ mediaType: String) -> String? {
-        guard let essence = MediaTypePattern.essence(of: mediaType) else { return nil }
-        let text = "\(essence.type)/\(essence.subtype)"
+        guard let text = MediaTypePattern.essenceText(of: mediaType) else { return nil }
         return aliases[text] ?? text
     }
 
@@ -33,6 +32,8 @@ public enum MediaTypeCompatibility {
 
     /// `canonical(mediaType)`, or nil when the type says nothing (`isGeneric`): read once for both questions.
     static func specific(_ mediaType: String) -> String? {
+        // What a browser declares for a file it has no type for: answered before the essence is read.
+        if mediaType == "application/octet-stream" { return nil }
         guard let canonical = canonical(mediaType), canonical != "application/octet-stream" else { return nil }
         return canonical
     }

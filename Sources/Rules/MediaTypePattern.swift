@@ -44,6 +44,12 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func essence(bytes b: UnsafeBufferPointer<UInt8>) -> (type: String, subtype: String)? {
+        guard let (start, slash, end) = essenceBounds(b) else { return nil }
+        return (lowercased(b, start, slash), lowercased(b, slash + 1, end))
+    }
+
+    /// Where the essence lies: its first byte, its `/` and the end; nil when it is not two tokens around one `/`.
+    private static func essenceBounds(_ b: UnsafeBufferPointer<UInt8>) -> (start: Int, slash: Int, end: Int)? {
         var end = 0
         while end < b.count, b[end] != UInt8(ascii: ";") { end += 1 }
         var start = 0
@@ -52,7 +58,20 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
         var slash = start
         while slash < end, b[slash] != UInt8(ascii: "/") { slash += 1 }
         guard slash < end, isToken(b, start, slash), isToken(b, slash + 1, end) else { return nil }
-        return (lowercased(b, start, slash), lowercased(b, slash + 1, end))
+        return (start, slash, end)
+    }
+
+    /// The essence as one string, `type/subtype` lowercased; nil when malformed. A type that is its own essence
+    /// (no parameter, no surrounding space, lowercase: what browsers send) is returned as it is, not rebuilt.
+    public static func essenceText(of mediaType: String) -> String? {
+        var text = mediaType
+        return text.withUTF8 { b -> String? in
+            guard let (start, _, end) = essenceBounds(b) else { return nil }
+            var upper = false
+            for i in start..<end where b[i] >= UInt8(ascii: "A") && b[i] <= UInt8(ascii: "Z") { upper = true }
+            if !upper, start == 0, end == b.count { return mediaType }
+            return lowercased(b, start, end)
+        }
     }
 
     /// Whether `b[from..<to]` is a token (plain loops: this runs for every part a policy judges).
@@ -80,8 +99,27 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether any of `patterns` matches `mediaType`.
     public static func any(_ patterns: [MediaTypePattern], match mediaType: String) -> Bool {
-        guard let essence = essence(of: mediaType) else { return false }
-        return patterns.contains { $0.matches(essence: essence) }
+        // Compared in place, byte by byte: no String is built for the essence.
+        var text = mediaType
+        return text.withUTF8 { b in
+            guard let (start, slash, end) = essenceBounds(b) else { return false }
+            return patterns.contains { $0.matches(type: b[start..<slash], subtype: b[(slash + 1)..<end]) }
+        }
+    }
+
+    /// `matches(essence:)` for an essence's bytes as sent (any ASCII case).
+    private func matches(type t: Slice<UnsafeBufferPointer<UInt8>>,
+                         subtype s: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        func same(_ lower: String, _ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+            guard lower.utf8.count == bytes.count else { return false }
+            var text = lower
+            return text.withUTF8 { expected in
+                var k = 0
+                while k < expected.count, expected[k] == ASCII.lowercased(bytes[bytes.startIndex &+ k]) { k &+= 1 }
+                return k == expected.count
+            }
+        }
+        return (type == "*" || same(type, t)) && (subtype == "*" || same(subtype, s))
     }
 
     /// RFC 9110 `token`.

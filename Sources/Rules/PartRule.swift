@@ -1,3 +1,5 @@
+import Multipart
+
 /// A `field` or `file` rule of a route, with every inherited setting resolved.
 public struct PartRule: Sendable, Hashable {
     /// Whether a rule is about fields (parts without a filename) or files (parts with one).
@@ -29,7 +31,16 @@ public struct PartRule: Sendable, Hashable {
     /// How many parts may carry this name; 1 unless `repeat` says otherwise.
     public var repeatLimit: Int
     /// Allowed media types of a file, empty for any (`types`).
-    public var types: [MediaTypePattern]
+    public var types: [MediaTypePattern] {
+        didSet {
+            namesExecutable = PolicyEvaluator.executableEssences.contains { essence in
+                types.contains { $0.matches(essence: essence) }
+            }
+        }
+    }
+    /// Whether `types` names an executable's sniffed type, which lets an archive in the part hold executables:
+    /// worked out when `types` is set, not for every file part.
+    public private(set) var namesExecutable = false
     /// Allowed sniffed categories (`categories image document`), empty for any.
     public var categories: [String]
     /// Allowed sniffed labels (`labels png jpeg`), empty for any.
@@ -85,6 +96,29 @@ public struct PartRule: Sendable, Hashable {
 
     /// Whether `filename` ends in one of `extensions` (case-insensitive); true when `extensions` is empty.
     public func allowsExtension(of filename: String) -> Bool {
+        guard !extensions.isEmpty else { return true }
+        // An ASCII name: its last bytes against each (lowercase, ASCII) extension, with no String built. Suffixes of
+        // bytes and of Characters agree here, as an extension starts with `.`, which joins no other character.
+        var name = filename
+        let ascii = name.withUTF8 { bytes -> Bool? in
+            guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
+            return extensions.contains { ext in
+                var suffix = ext
+                return suffix.withUTF8 { e in
+                    guard bytes.count > e.count, e.allSatisfy({ $0 < 0x80 }) else { return false }
+                    let start = bytes.count - e.count
+                    var k = 0
+                    while k < e.count, ASCII.lowercased(bytes[start + k]) == e[k] { k += 1 }
+                    return k == e.count
+                }
+            }
+        }
+        if let ascii { return ascii }
+        return allowsExtensionByCharacters(of: filename)
+    }
+
+    /// `allowsExtension(of:)` Character by Character, for any name: the reference its ASCII path is tested against.
+    func allowsExtensionByCharacters(of filename: String) -> Bool {
         guard !extensions.isEmpty else { return true }
         let lowered = filename.lowercased()
         return extensions.contains { lowered.hasSuffix($0) && lowered.count > $0.count }

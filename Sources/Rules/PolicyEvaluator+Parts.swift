@@ -116,10 +116,7 @@ extension PolicyEvaluator {
     public var currentArchiveSettings: ArchiveSettings? {
         guard case .inPart(_, let part) = state, part.isFile, let route = routeBox else { return nil }
         var settings = part.rule?.value.archive ?? route.value.archive
-        if let types = part.rule?.value.types,
-           Self.executableEssences.contains(where: { t in types.contains { $0.matches(essence: t) } }) {
-            settings.allowExecutables = true
-        }
+        if part.rule?.value.namesExecutable == true { settings.allowExecutables = true }
         return settings
     }
 
@@ -289,8 +286,7 @@ extension PolicyEvaluator {
         let key = named ? "" : Self.key(rule.value.kind, part.name ?? "")
         if let seen = updateBodyInPart({ body -> Int in
             if named {
-                if body.ruleRepeats.isEmpty { body.ruleRepeats.reserveCapacity(8) }
-                return Self.increment(&body.ruleRepeats[ObjectIdentifier(rule), default: 0])
+                return body.ruleRepeats.increment(ObjectIdentifier(rule))
             }
             // Room for a typical form's names at the first part (growing from empty resized the table at the
             // second), and one lookup for the count and its update.
@@ -374,13 +370,13 @@ extension PolicyEvaluator {
         var flags = FormNameMeaning.flags(name: reading, filename: part.filename, contentType: part.declaredType)
         // The registry grows in place instead of being copied for every part (`updateBodyInPart`).
         let isFile = part.isFile
-        guard let reading, let found = updateBodyInPart({ $0.names.register(reading.path, isFile: isFile) }) else {
+        guard let reading, let found = updateBodyInPart({ $0.names.register(reading, isFile: isFile) }) else {
             return flags
         }
         if found.collides { flags.insert(.nameCollision) }
         if found.repeated && part.rule == nil { flags.insert(.duplicateName) }
-        let base = reading.path.first.map(String.init) ?? reading.name
-        if !part.isFile, queryNames.contains(reading.name) || queryNames.contains(base) {
+        if !part.isFile, !queryNames.isEmpty,
+           queryNames.contains(reading.name) || queryNames.contains(String(reading.base)) {
             flags.insert(.queryCollision)
         }
         return flags
@@ -423,17 +419,16 @@ extension PolicyEvaluator {
                                         checks: NameChecks, rule: Shared<PartRule>?, outcome: Finding.Outcome,
                                         decision: inout PartDecision) -> Action {
         guard handling != .allow, let filename = part.filename, !filename.isEmpty else { return .forward }
-        let bytes = Array(filename.utf8)
-        let exempt: (String) -> Bool = { ext in rule?.value.extensions.contains("." + ext) ?? false }
+        func exempt(_ ext: String) -> Bool { rule?.value.extensions.contains("." + ext) ?? false }
         let restricted = checks.restrictedFilenames
-        var problems = FilenameCheck.problems(in: bytes, restricted: restricted, extensionAllowed: exempt)
-            .filter { !allowed.contains($0) }
+        var problems = FilenameCheck.problems(in: filename, restricted: restricted, extensionAllowed: exempt)
+        if !allowed.isEmpty { problems.removeAll { allowed.contains($0) } }
         // The name that goes upstream: the sanitised one once sanitising changed something.
         var judged = filename
         if handling == .sanitize {
             let fixable = problems.filter(\.isSanitizable)
             if !fixable.isEmpty {
-                let sanitized = FilenameCheck.sanitize(bytes)
+                let sanitized = FilenameCheck.sanitize(filename.utf8)
                 judged = sanitized
                 for problem in fixable {
                     let violation = partViolation(.filename(problem), part, rule: rule?.value.location,
@@ -443,7 +438,7 @@ extension PolicyEvaluator {
                 if !isMonitoring { decision.filename = sanitized }
                 // Sanitising cannot fix a dangerous extension or a restricted name, and may uncover one
                 // (`web\u{0}.config` becomes `web.config`).
-                let after = FilenameCheck.problems(in: Array(sanitized.utf8), restricted: restricted,
+                let after = FilenameCheck.problems(in: sanitized, restricted: restricted,
                                                    extensionAllowed: exempt)
                 problems = problems.filter { !$0.isSanitizable }
                 for problem in after where !problem.isSanitizable && !allowed.contains(problem)

@@ -55,12 +55,12 @@ public struct PolicyEvaluator {
         /// Parts seen per `file *` / `field *` rule and name ("file:name").
         var repeats: [String: Int] = [:]
         /// Parts seen per named rule, by the rule's box.
-        var ruleRepeats: [ObjectIdentifier: Int] = [:]
+        var ruleRepeats = RuleTally()
         /// Every part name seen, for `duplicate-name` and `name-collision`.
         var names = FormNameRegistry()
         /// The required rules a part satisfied, by identity: the boxes `route.required` lists are those
         /// `rule(in:forPart:isFile:)` gives parts (and a route cannot name a part twice: `formwall check`).
-        var satisfied: Set<ObjectIdentifier> = []
+        var satisfied = RuleTally()
         var checkRequired = false
 
         init() {}
@@ -515,3 +515,34 @@ final class RouteBox: Sendable {
         required = (fields + files).filter(\.value.required)
     }
 }
+
+/// Counts per rule, by the identity of the rule's box, kept as a list: a route names few rules and a body's parts
+/// fall under fewer still, so a linear search costs less than hashing, and nothing is allocated before the first
+/// count (a dictionary reserved room at every request's first part: some 1,100 instructions). The list holds at
+/// most one entry per rule of the route, which `formwall check` and the rule file bound, not the client.
+struct RuleTally: Sendable, CustomStringConvertible {
+    private var entries: [(rule: ObjectIdentifier, count: Int)] = []
+
+    init() {}
+
+    /// Adds one to `rule`'s count; returns the new count.
+    mutating func increment(_ rule: ObjectIdentifier) -> Int {
+        for index in entries.indices where entries[index].rule == rule {
+            entries[index].count += 1
+            return entries[index].count
+        }
+        entries.append((rule, 1))
+        return 1
+    }
+
+    /// Marks `rule` as seen (a count of at least one).
+    mutating func insert(_ rule: ObjectIdentifier) {
+        if !contains(rule) { entries.append((rule, 1)) }
+    }
+
+    /// Whether `rule` was counted.
+    func contains(_ rule: ObjectIdentifier) -> Bool { entries.contains { $0.rule == rule } }
+
+    var description: String { entries.map { "\($0.rule): \($0.count)" }.joined(separator: ", ") }
+}
+

@@ -34,6 +34,22 @@ import Testing
         #expect(!img.archive.inspect)
     }
 
+    /// A file rule whose `types` name an executable's sniffed type lets its archives hold executables; the flag
+    /// follows `types` when they change.
+    @Test func typesNamingAnExecutableAllowExecutables() throws {
+        let policy = try Policy.parse("""
+        route /a { file kit { types application/zip application/x-elf; } file doc { types application/pdf; } }
+        """)
+        let route = try #require(policy.routes.first)
+        var kit = try #require(route.files.first { $0.name == "kit" })
+        let doc = try #require(route.files.first { $0.name == "doc" })
+        #expect(kit.namesExecutable && !doc.namesExecutable)
+        kit.types = [try #require(MediaTypePattern("image/png"))]
+        #expect(!kit.namesExecutable)
+        kit.types = [try #require(MediaTypePattern("*/*"))]
+        #expect(kit.namesExecutable)
+    }
+
     @Test func mistakesAreErrors() {
         for text in ["route /a { archive-inspect maybe; }", "route /a { archive-depth-max 0; }",
                      "route /a { file f { archive-allow everything; } }", "route /a { field f { archive-ratio-max 5; } }"] {

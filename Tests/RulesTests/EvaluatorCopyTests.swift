@@ -69,9 +69,10 @@ import Testing
         body.files = 1
         body.fields = 2
         body.repeats = ["field:a": 2]
-        body.ruleRepeats = [ObjectIdentifier(body): 2]
+        _ = body.ruleRepeats.increment(ObjectIdentifier(body))
+        _ = body.ruleRepeats.increment(ObjectIdentifier(body))
         _ = body.names.register(["a"], isFile: false)
-        body.satisfied = [ObjectIdentifier(body)]
+        body.satisfied.insert(ObjectIdentifier(body))
         body.checkRequired = true
         let rule = try #require(PolicyEvaluator.rule(in: RouteBox(try policy(source).routes[0]), forPart: "title",
                                                      isFile: false))

@@ -36,6 +36,49 @@ import Testing
         }
     }
 
+    /// `problems(in:)`'s one-pass ASCII form against the general form, on seeded random names built from the
+    /// words and bytes the checks look for, with and without `restricted-filenames` globs and an exempted
+    /// extension.
+    @Test func asciiProblemsAgreeWithTheGeneralForm() throws {
+        let words = ["php", "PHP", "exe", "htaccess", "con", "COM1", "lpt9", "nul", "web", "config", "web.config",
+                     "Php.Ini", "sess_", "SESS_x", "jpg", "bin", "svg", "a", "id_rsa", "x"]
+        let bytes = Array(". .:;/\\\t\r\n\u{0B}\u{1F}\u{7F}_-".utf8)
+        let globs = [[], [try #require(FilenamePattern("*.bak"))], [try #require(FilenamePattern("?ess*")),
+                                                                    try #require(FilenamePattern("WEB*"))]]
+        var generator = SplitMix64(seed: 0xA5C1_1F11)
+        var fast = 0
+        var found = 0
+        for round in 0..<40_000 {
+            var name = ""
+            for _ in 0..<Int.random(in: 0...5, using: &generator) {
+                if Bool.random(using: &generator) {
+                    name += words[Int.random(in: 0..<words.count, using: &generator)]
+                } else {
+                    name += String(UnicodeScalar(bytes[Int.random(in: 0..<bytes.count, using: &generator)]))
+                }
+            }
+            if round % 997 == 0 { name += String(repeating: "a", count: 250) }
+            let restricted = globs[round % globs.count]
+            let exempt: (String) -> Bool = round % 2 == 0 ? { _ in false } : { $0 == "php" }
+            let general = FilenameCheck.problemsOfAnyName(Array(name.utf8), restricted: restricted,
+                                                          extensionAllowed: exempt)
+            let ascii = Array(name.utf8).withUnsafeBufferPointer {
+                FilenameCheck.asciiProblems(of: $0, restricted: restricted, extensionAllowed: exempt)
+            }
+            #expect(FilenameCheck.problems(in: name, restricted: restricted, extensionAllowed: exempt) == general,
+                    "\(name)")
+            guard let ascii else {
+                #expect(name.contains("/") || name.contains("\\"), "\(name)")
+                continue
+            }
+            fast += 1
+            if !ascii.isEmpty { found += 1 }
+            #expect(ascii == general, "\(Array(name.utf8))")
+        }
+        // Both paths ran, and the fast one found problems as well as none.
+        #expect(fast > 20_000 && found > 5_000 && fast - found > 5_000)
+    }
+
     /// A name with any byte beyond ASCII takes the general form.
     @Test func otherNamesTakeTheGeneralForm() {
         for name in ["résumé.pdf", "a.PHP\u{0301}", "CON\u{00A0}.txt"] {

@@ -1,5 +1,6 @@
 import Multipart
 import Testing
+import TestRandom
 @testable import Rules
 
 /// One request's parts through an evaluator; returns each part's final action and the findings' kind/outcome.
@@ -270,5 +271,67 @@ private func file(_ name: String, _ filename: String) -> (name: String, filename
         let diagnostics = rendered("anomaly lf-line strip;\nanomaly invalid-utf8-value strip;\nanomaly duplicate-name strip;")
         #expect(diagnostics.count == 2, "\(diagnostics)")
         #expect(diagnostics.allSatisfy { $0.contains("'strip' is not an action for anomaly") })
+    }
+}
+
+/// `FormNameRegistry` against a reference that keeps every table as a hash table (as the registry did before it
+/// kept a body's first names in a list): the same findings for random bodies of plain and bracketed names, long
+/// enough to pass the list's limit.
+@Suite struct FormNameRegistryTests {
+    private struct Reference {
+        var paths: [String: Bool] = [:]
+        var prefixes: Set<String> = []
+        var appendParents: Set<String> = []
+        var numericParents: Set<String> = []
+
+        mutating func register(_ path: [Substring], isFile: Bool) -> (repeated: Bool, collides: Bool) {
+            func join(_ p: ArraySlice<Substring>) -> String { p.joined(separator: "\u{0}") }
+            let joined = join(path[...])
+            var repeated = false
+            var collides = prefixes.contains(joined)
+            if let first = paths[joined] {
+                if first == isFile { repeated = true } else { collides = true }
+            } else {
+                paths[joined] = isFile
+            }
+            for end in path.indices.dropFirst() {
+                let prefix = join(path[..<end])
+                if paths[prefix] != nil { collides = true }
+                prefixes.insert(prefix)
+            }
+            if path.count > 1, let last = path.last {
+                let parent = join(path.dropLast())
+                if last.isEmpty {
+                    if numericParents.contains(parent) { collides = true }
+                    appendParents.insert(parent)
+                } else if last.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+                    if appendParents.contains(parent) { collides = true }
+                    numericParents.insert(parent)
+                }
+            }
+            return (repeated, collides)
+        }
+    }
+
+    @Test func agreesWithHashTablesPastTheListLimit() {
+        let names = (0..<30).map { "n\($0)" } + ["a", "a[b]", "a[]", "a[0]", "a[b][c]", "b[]", "b[1]", "a.b", "x"]
+        var generator = SplitMix64(seed: 0x4E4D_E5)
+        var repeats = 0
+        var collisions = 0
+        for _ in 0..<400 {
+            var registry = FormNameRegistry()
+            var reference = Reference()
+            for _ in 0..<Int.random(in: 1...60, using: &generator) {
+                let name = names[Int.random(in: 0..<names.count, using: &generator)]
+                let isFile = Int.random(in: 0..<5, using: &generator) == 0
+                let reading = FormNameMeaning.read(name)
+                let found = registry.register(reading, isFile: isFile)
+                let expected = reference.register(reading.path, isFile: isFile)
+                #expect(found == expected, "\(name)")
+                if found.repeated { repeats += 1 }
+                if found.collides { collisions += 1 }
+            }
+        }
+        #expect(repeats > 1_000 && collisions > 1_000)
     }
 }
