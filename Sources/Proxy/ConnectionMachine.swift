@@ -794,6 +794,8 @@ struct ConnectionMachine {
     /// `stripped=a,b; quarantined=c` from a form's part records; nil when nothing was stripped or quarantined.
     /// Names are percent-encoded outside `A-Z a-z 0-9 - . _ ~`; an unnamed part is listed as an empty name.
     static func modifiedValue(_ records: [PartRecord]) -> String? {
+        // Nearly every request strips nothing: answered before any list is built.
+        guard records.contains(where: { $0.action == "strip" || $0.action == "quarantine" }) else { return nil }
         var groups: [(String, [String])] = [("stripped", []), ("quarantined", [])]
         for record in records {
             let group = record.action == "strip" ? 0 : record.action == "quarantine" ? 1 : nil

@@ -8,6 +8,8 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
     public let type: String
     /// The lowercased subtype, or `*`.
     public let subtype: String
+    /// `type/subtype`, built once.
+    private let text: String
 
     /// Parses `type/subtype`, `type/*` or `*/*`; nil for anything else (parameters, `*/png`, bad characters).
     public init?(_ text: String) {
@@ -18,10 +20,11 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
         guard type == "*" ? subtype == "*" : plain(type), subtype == "*" || plain(subtype) else { return nil }
         self.type = type
         self.subtype = subtype
+        self.text = "\(type)/\(subtype)"
     }
 
     /// The pattern as written in a rule file, lowercased.
-    public var description: String { "\(type)/\(subtype)" }
+    public var description: String { text }
 
     /// Whether `mediaType` (a Content-Type value, parameters allowed) matches this pattern.
     public func matches(_ mediaType: String) -> Bool {
@@ -44,21 +47,41 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
     }
 
     static func essence(bytes b: UnsafeBufferPointer<UInt8>) -> (type: String, subtype: String)? {
-        guard let (start, slash, end) = essenceBounds(b) else { return nil }
+        guard let (start, slash, end, _) = essenceBounds(b) else { return nil }
         return (lowercased(b, start, slash), lowercased(b, slash + 1, end))
     }
 
-    /// Where the essence lies: its first byte, its `/` and the end; nil when it is not two tokens around one `/`.
-    private static func essenceBounds(_ b: UnsafeBufferPointer<UInt8>) -> (start: Int, slash: Int, end: Int)? {
-        var end = 0
-        while end < b.count, b[end] != UInt8(ascii: ";") { end += 1 }
-        var start = 0
-        while start < end, b[start] == 0x20 || b[start] == 0x09 { start += 1 }
-        while end > start, b[end - 1] == 0x20 || b[end - 1] == 0x09 { end -= 1 }
-        var slash = start
-        while slash < end, b[slash] != UInt8(ascii: "/") { slash += 1 }
-        guard slash < end, isToken(b, start, slash), isToken(b, slash + 1, end) else { return nil }
-        return (start, slash, end)
+    /// Where the essence lies: its first byte, its `/` and the end, and whether it has an uppercase letter; nil when
+    /// it is not two tokens around one `/` (spaces and tabs around them, then the end or a `;`). One pass.
+    private static func essenceBounds(_ b: UnsafeBufferPointer<UInt8>)
+    -> (start: Int, slash: Int, end: Int, upper: Bool)? {
+        var i = 0
+        var upper = false
+        while i < b.count, b[i] == 0x20 || b[i] == 0x09 { i += 1 }
+        let start = i
+        while i < b.count, isTokenByte(b[i]) {
+            upper = upper || (b[i] >= UInt8(ascii: "A") && b[i] <= UInt8(ascii: "Z"))
+            i += 1
+        }
+        guard i > start, i < b.count, b[i] == UInt8(ascii: "/") else { return nil }
+        let slash = i
+        i += 1
+        while i < b.count, isTokenByte(b[i]) {
+            upper = upper || (b[i] >= UInt8(ascii: "A") && b[i] <= UInt8(ascii: "Z"))
+            i += 1
+        }
+        guard i > slash + 1 else { return nil }
+        let end = i
+        while i < b.count, b[i] == 0x20 || b[i] == 0x09 { i += 1 }
+        guard i == b.count || b[i] == UInt8(ascii: ";") else { return nil }
+        return (start, slash, end, upper)
+    }
+
+    /// `ASCII.isTChar` within this module, which inlines it (the call across modules stayed a call, one per byte).
+    @inline(__always) private static func isTokenByte(_ c: UInt8) -> Bool {
+        let low: UInt64 = 0x03ff_6cfa_0000_0000
+        let high: UInt64 = 0x57ff_ffff_c7ff_fffe
+        return c < 64 ? (low >> UInt64(c)) & 1 == 1 : c < 128 && (high >> UInt64(c &- 64)) & 1 == 1
     }
 
     /// The essence as one string, `type/subtype` lowercased; nil when malformed. A type that is its own essence
@@ -66,23 +89,10 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
     public static func essenceText(of mediaType: String) -> String? {
         var text = mediaType
         return text.withUTF8 { b -> String? in
-            guard let (start, _, end) = essenceBounds(b) else { return nil }
-            var upper = false
-            for i in start..<end where b[i] >= UInt8(ascii: "A") && b[i] <= UInt8(ascii: "Z") { upper = true }
+            guard let (start, _, end, upper) = essenceBounds(b) else { return nil }
             if !upper, start == 0, end == b.count { return mediaType }
             return lowercased(b, start, end)
         }
-    }
-
-    /// Whether `b[from..<to]` is a token (plain loops: this runs for every part a policy judges).
-    private static func isToken(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int) -> Bool {
-        guard from < to else { return false }
-        var i = from
-        while i < to {
-            guard ASCII.isTChar(b[i]) else { return false }
-            i += 1
-        }
-        return true
     }
 
     /// `b[from..<to]` with ASCII letters lowercased, as a String.
@@ -99,27 +109,20 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether any of `patterns` matches `mediaType`.
     public static func any(_ patterns: [MediaTypePattern], match mediaType: String) -> Bool {
-        // Compared in place, byte by byte: no String is built for the essence.
-        var text = mediaType
-        return text.withUTF8 { b in
-            guard let (start, slash, end) = essenceBounds(b) else { return false }
-            return patterns.contains { $0.matches(type: b[start..<slash], subtype: b[(slash + 1)..<end]) }
-        }
+        // One reading of the type, which builds nothing when it is its own essence (see `essenceText`).
+        guard let essence = essenceText(of: mediaType) else { return false }
+        return patterns.contains { $0.matches(essenceText: essence) }
     }
 
-    /// `matches(essence:)` for an essence's bytes as sent (any ASCII case).
-    private func matches(type t: Slice<UnsafeBufferPointer<UInt8>>,
-                         subtype s: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
-        func same(_ lower: String, _ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
-            guard lower.utf8.count == bytes.count else { return false }
-            var text = lower
-            return text.withUTF8 { expected in
-                var k = 0
-                while k < expected.count, expected[k] == ASCII.lowercased(bytes[bytes.startIndex &+ k]) { k &+= 1 }
-                return k == expected.count
-            }
+    /// Whether the pattern matches an essence given as one lowercase string (`essenceText`): a string compare.
+    func matches(essenceText essence: String) -> Bool {
+        if type == "*" { return true }
+        if subtype == "*" {
+            // `image/*`: the essence starts with `image/`.
+            let prefix = text.utf8.dropLast()
+            return essence.utf8.count > prefix.count && essence.utf8.starts(with: prefix)
         }
-        return (type == "*" || same(type, t)) && (subtype == "*" || same(subtype, s))
+        return essence == text
     }
 
     /// RFC 9110 `token`.

@@ -216,7 +216,11 @@ public struct PolicyEvaluator {
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
         }
         let hasBody = contentLength != 0
-        if !hasBody, let type = contentType, MediaTypePattern.essence(of: type)?.type == "multipart" {
+        // One reading of the Content-Type (`type/subtype`, lowercased); nothing is built for a type sent as its own
+        // essence.
+        let essence = contentType.flatMap(MediaTypePattern.essenceText(of:))
+        let isMultipart = essence?.hasPrefix("multipart/") == true
+        if !hasBody, isMultipart {
             // A multipart body needs at least its close delimiter. Frameworks read an empty one as an empty form,
             // a 400 or a 500.
             let violation = Violation(kind: .malformedBody, rule: route.value.location,
@@ -225,19 +229,15 @@ public struct PolicyEvaluator {
         }
         var kind = BodyKind.none
         if hasBody {
-            let essence = contentType.flatMap(MediaTypePattern.essence(of:))
-            if let essence, route.value.contentTypes.contains(where: { $0.matches(essence: essence) }) {
-                kind = essence.type == "multipart" ? .multipart
-                    : essence.type == "application" && essence.subtype == "x-www-form-urlencoded" ? .urlencoded
-                    : .opaque
+            if let essence, route.value.contentTypes.contains(where: { $0.matches(essenceText: essence) }) {
+                kind = isMultipart ? .multipart : essence == "application/x-www-form-urlencoded" ? .urlencoded : .opaque
             } else {
-                let sent = essence.map { "\($0.type)/\($0.subtype)" }
-                    ?? (contentType == nil ? "no Content-Type" : "malformed Content-Type")
+                let sent = essence ?? (contentType == nil ? "no Content-Type" : "malformed Content-Type")
                 let allowed = route.value.contentTypes.map(\.description).joined(separator: " ")
                 let violation = Violation(kind: .contentTypeNotAllowed, rule: route.value.location,
                                           detail: "\(sent) not in \(allowed)")
                 if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
-                kind = essence?.type == "multipart" ? .multipart : .opaque
+                kind = isMultipart ? .multipart : .opaque
             }
         }
         if let length = contentLength, length > route.value.limits.bodyMax {
@@ -516,33 +516,46 @@ final class RouteBox: Sendable {
     }
 }
 
-/// Counts per rule, by the identity of the rule's box, kept as a list: a route names few rules and a body's parts
-/// fall under fewer still, so a linear search costs less than hashing, and nothing is allocated before the first
-/// count (a dictionary reserved room at every request's first part: some 1,100 instructions). The list holds at
-/// most one entry per rule of the route, which `formwall check` and the rule file bound, not the client.
+/// Counts per rule, by the identity of the rule's box: the first rule counted in place, the others in a list. A
+/// route names few rules and a body's parts fall under fewer still, so a linear search costs less than hashing, and
+/// a body whose parts fall under one rule allocates nothing (a dictionary reserved room at every request's first
+/// part: some 1,100 instructions). The list holds at most one entry per rule of the route, which the rule file
+/// bounds, not the client.
 struct RuleTally: Sendable, CustomStringConvertible {
-    private var entries: [(rule: ObjectIdentifier, count: Int)] = []
+    private var first: ObjectIdentifier?
+    private var firstCount = 0
+    private var rest: [(rule: ObjectIdentifier, count: Int)] = []
 
     init() {}
 
     /// Adds one to `rule`'s count; returns the new count.
     mutating func increment(_ rule: ObjectIdentifier) -> Int {
-        for index in entries.indices where entries[index].rule == rule {
-            entries[index].count += 1
-            return entries[index].count
+        if first == rule {
+            firstCount += 1
+            return firstCount
         }
-        entries.append((rule, 1))
+        if first == nil {
+            first = rule
+            firstCount = 1
+            return 1
+        }
+        for index in rest.indices where rest[index].rule == rule {
+            rest[index].count += 1
+            return rest[index].count
+        }
+        rest.append((rule, 1))
         return 1
     }
 
     /// Marks `rule` as seen (a count of at least one).
     mutating func insert(_ rule: ObjectIdentifier) {
-        if !contains(rule) { entries.append((rule, 1)) }
+        if !contains(rule) { _ = increment(rule) }
     }
 
     /// Whether `rule` was counted.
-    func contains(_ rule: ObjectIdentifier) -> Bool { entries.contains { $0.rule == rule } }
+    func contains(_ rule: ObjectIdentifier) -> Bool { first == rule || rest.contains { $0.rule == rule } }
 
-    var description: String { entries.map { "\($0.rule): \($0.count)" }.joined(separator: ", ") }
+    var description: String {
+        ((first.map { [($0, firstCount)] } ?? []) + rest).map { "\($0.0): \($0.1)" }.joined(separator: ", ")
+    }
 }
-

@@ -62,7 +62,7 @@ extension RuleCompiler {
         let known = Set(extensionTypes.values.joined())
         func allows(_ pattern: MediaTypePattern, _ type: String) -> Bool {
             pattern.matches(type) || MediaTypeCompatibility.canonical(pattern.description) == type
-                || MediaTypeCompatibility.canonical(type).map(pattern.matches) == true
+                || MediaTypeCompatibility.canonical(type).map { pattern.matches($0) } == true
         }
         // A pattern the table cannot speak for (`*/*`, an unlisted type) may match anything.
         guard rule.types.allSatisfy({ pattern in pattern.type != "*" && known.contains { allows(pattern, $0) } })
