@@ -109,6 +109,8 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
 
     /// Whether any of `patterns` matches `mediaType`.
     public static func any(_ patterns: [MediaTypePattern], match mediaType: String) -> Bool {
+        // A type spelled as a pattern is matched by it (the usual sniffed or declared type against its own name).
+        if patterns.contains(where: { $0.text == mediaType }) { return true }
         // One reading of the type, which builds nothing when it is its own essence (see `essenceText`).
         guard let essence = essenceText(of: mediaType) else { return false }
         return patterns.contains { $0.matches(essenceText: essence) }
