@@ -95,7 +95,12 @@ public struct PartRule: Sendable, Hashable {
     }
 
     /// Whether `filename` ends in one of `extensions` (case-insensitive); true when `extensions` is empty.
-    public func allowsExtension(of filename: String) -> Bool {
+    @inline(__always)
+    public func allowsExtension(of filename: String) -> Bool { Self.allows(extensions, filename) }
+
+    /// `allowsExtension(of:)` of a rule with these `extensions`: a static function, so that a caller holding the
+    /// rule in its box passes the one list (calling the method copied the whole rule first).
+    static func allows(_ extensions: [String], _ filename: String) -> Bool {
         guard !extensions.isEmpty else { return true }
         // An ASCII name: its last bytes against each (lowercase, ASCII) extension, with no String built. Suffixes of
         // bytes and of Characters agree here, as an extension starts with `.`, which joins no other character.
@@ -114,11 +119,13 @@ public struct PartRule: Sendable, Hashable {
             }
         }
         if let ascii { return ascii }
-        return allowsExtensionByCharacters(of: filename)
+        return allowsByCharacters(extensions, filename)
     }
 
     /// `allowsExtension(of:)` Character by Character, for any name: the reference its ASCII path is tested against.
-    func allowsExtensionByCharacters(of filename: String) -> Bool {
+    func allowsExtensionByCharacters(of filename: String) -> Bool { Self.allowsByCharacters(extensions, filename) }
+
+    private static func allowsByCharacters(_ extensions: [String], _ filename: String) -> Bool {
         guard !extensions.isEmpty else { return true }
         let lowered = filename.lowercased()
         return extensions.contains { lowered.hasSuffix($0) && lowered.count > $0.count }

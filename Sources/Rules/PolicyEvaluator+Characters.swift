@@ -7,11 +7,12 @@ extension PolicyEvaluator {
     }
 
     /// `name_character`: the part's name (a multipart part's `name`, a urlencoded field's decoded name) against
-    /// the context's name character list. A part without a name has nothing to judge.
-    mutating func checkName(_ part: Part, _ checks: NameChecks, rule: Shared<PartRule>?,
+    /// the context's name character list (`NameChecks.nameCharacters`, passed alone: passing the whole `NameChecks`
+    /// copied all its lists). A part without a name has nothing to judge.
+    mutating func checkName(_ part: Part, _ characters: CharacterRule, rule: Shared<PartRule>?,
                             outcome: Finding.Outcome) -> Action {
         guard let name = part.name else { return .forward }
-        return checkCharacters(name, checks.nameCharacters, kind: .nameCharacter, part: part, rule: rule,
+        return checkCharacters(name, characters, kind: .nameCharacter, part: part, rule: rule,
                                outcome: outcome, skip: { _ in false })
     }
 

@@ -268,10 +268,15 @@ extension PolicyEvaluator {
             case .strip: _ = fold(violate(violation, .strip))
             case .allow: break
             }
-            if action == .forward, fold(checkName(part, route.value.nameChecks, rule: nil, outcome: .reject)) { return action }
+            if action == .forward,
+               fold(checkName(part, route.value.nameChecks.nameCharacters, rule: nil, outcome: .reject)) {
+                return action
+            }
             if part.isFile, action == .forward {
                 if fold(checkFilename(part, handling: route.value.filename, allowed: route.value.allowedFilenameProblems,
-                                      checks: route.value.nameChecks, rule: nil, outcome: .reject, decision: &decision)) {
+                                      characters: route.value.nameChecks.filenameCharacters,
+                                      restricted: route.value.nameChecks.restrictedFilenames, rule: nil,
+                                      outcome: .reject, decision: &decision)) {
                     return action
                 }
             }
@@ -306,7 +311,7 @@ extension PolicyEvaluator {
                 _ = violate(violation, .log)
             }
         }
-        if fold(checkName(part, rule.value.nameChecks, rule: rule, outcome: outcome)) { return action }
+        if fold(checkName(part, rule.value.nameChecks.nameCharacters, rule: rule, outcome: outcome)) { return action }
         // The semantic flags come after the name and filename checks, which are the operator's own lists and so
         // report a character first; a part they strip is gone and no later check judges it.
         func semanticChecks() -> Action {
@@ -317,13 +322,15 @@ extension PolicyEvaluator {
             return action
         }
         if fold(checkFilename(part, handling: rule.value.filename, allowed: rule.value.allowedFilenameProblems,
-                              checks: rule.value.nameChecks, rule: rule, outcome: outcome, decision: &decision)) {
+                              characters: rule.value.nameChecks.filenameCharacters,
+                              restricted: rule.value.nameChecks.restrictedFilenames, rule: rule, outcome: outcome,
+                              decision: &decision)) {
             return action
         }
         if fold(semanticChecks()) { return action }
         if case .strip = action { return action }
         let effectiveName = decision.filename ?? filename
-        if !filename.isEmpty, !rule.value.allowsExtension(of: effectiveName) {
+        if !filename.isEmpty, !PartRule.allows(rule.value.extensions, effectiveName) {
             let ext = FilenameCheck.lastExtension(of: effectiveName).map { ".\($0)" } ?? "no extension"
             let violation = partViolation(.extensionNotAllowed, part,
                                           detail: "\(ext) not in \(rule.value.extensions.joined(separator: " "))")
@@ -415,12 +422,14 @@ extension PolicyEvaluator {
         return flags
     }
 
+    /// The filename checks: the problems `FilenameCheck` finds (less those `allowed`), sanitised or judged, then the
+    /// filename character list. The lists come one by one: passing the whole `NameChecks` copied all of them.
     private mutating func checkFilename(_ part: Part, handling: FilenameHandling, allowed: Set<FilenameProblem>,
-                                        checks: NameChecks, rule: Shared<PartRule>?, outcome: Finding.Outcome,
+                                        characters: CharacterRule, restricted: [FilenamePattern],
+                                        rule: Shared<PartRule>?, outcome: Finding.Outcome,
                                         decision: inout PartDecision) -> Action {
         guard handling != .allow, let filename = part.filename, !filename.isEmpty else { return .forward }
         func exempt(_ ext: String) -> Bool { rule?.value.extensions.contains("." + ext) ?? false }
-        let restricted = checks.restrictedFilenames
         var problems = FilenameCheck.problems(in: filename, restricted: restricted, extensionAllowed: exempt)
         if !allowed.isEmpty { problems.removeAll { allowed.contains($0) } }
         // The name that goes upstream: the sanitised one once sanitising changed something.
@@ -465,7 +474,7 @@ extension PolicyEvaluator {
             if next.rank > action.rank { action = next }
             if case .reject = next { return next }
         }
-        let next = checkCharacters(judged, checks.filenameCharacters, kind: .filenameCharacter, part: part,
+        let next = checkCharacters(judged, characters, kind: .filenameCharacter, part: part,
                                    rule: rule, outcome: outcome, skip: Self.ownedByFilenameProblems)
         if next.rank > action.rank { action = next }
         return action
