@@ -18,7 +18,6 @@ import argparse
 import datetime
 import os
 import statistics
-import subprocess
 import sys
 import types
 
@@ -52,12 +51,7 @@ def main():
     base.write_body(files["small_path"], files["boundary"], 10 * 1024)
     with open(files["lua_path"], "w") as f:
         f.write(base.WRK_LUA.format(body=files["small_path"], boundary=files["boundary"]))
-    sink = base.build_sink(workdir)
-    uport = base.free_port()
-    sink_proc = base.PROCS.start([sink, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    problem = base.wait_port(uport, sink_proc, 10)
-    if problem:
-        raise SystemExit(f"sink {problem}")
+    uport = base.start_sink(workdir, 2)
     extra = []
     if args.config == "policy":
         rules = os.path.join(workdir, "typical.rules")

@@ -102,11 +102,7 @@ def main():
     body = os.path.join(workdir, "body.bin")
     body_len = write_body(body, zip_path, boundary)
     os.unlink(zip_path)
-    sink = base.build_sink(workdir)
-    uport = base.free_port()
-    sink_proc = base.PROCS.start([sink, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if base.wait_port(uport, sink_proc, 10):
-        sys.exit("sink did not start")
+    uport = base.start_sink(workdir, 2)
     results = {}
     for name, extra in (("inspect", ""), ("no-inspect", "archive-inspect off;")):
         target = start(args, workdir, uport, name, extra)

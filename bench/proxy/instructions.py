@@ -187,12 +187,7 @@ def main():
         raise SystemExit("valgrind not found (Debian package valgrind: apt-get install valgrind)")
 
     workdir = base.start_session("formwall-instructions-")
-    sink = base.build_sink(workdir)
-    uport = base.free_port()
-    sink_proc = base.PROCS.start([sink, str(uport), "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    problem = base.wait_port(uport, sink_proc, 10)
-    if problem:
-        raise SystemExit(f"sink {problem}")
+    uport = base.start_sink(workdir, 1)
     rules = os.path.join(workdir, "typical.rules")
     with open(rules, "w") as f:
         f.write(costs.RULES.format(body_max_mib=1, file_max_mib=1))

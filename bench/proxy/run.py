@@ -271,6 +271,18 @@ def build_sink(workdir):
     return exe
 
 
+def start_sink(workdir, threads, timeout=10):
+    """Builds the sink into workdir and starts it with `threads` threads on a free port, output discarded;
+    returns the port once it accepts. Exits the script if it does not come up."""
+    exe = build_sink(workdir)
+    port = free_port()
+    proc = PROCS.start([exe, str(port), str(threads)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    problem = wait_port(port, proc, timeout)
+    if problem:
+        raise SystemExit(f"sink {problem}")
+    return port
+
+
 def write_body(path, boundary, size):
     """Multipart body: one file part of `size` random bytes. Returns the total length."""
     head = (

@@ -144,11 +144,7 @@ def main():
     workdir = tempfile.mkdtemp(prefix="formwall-tls-bench-")
     base.PROCS.paths.append(workdir)
     cert, key = make_cert(workdir)
-    sink = base.build_sink(workdir)
-    uport = base.free_port()
-    sink_proc = base.PROCS.start([sink, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    if base.wait_port(uport, sink_proc, 10):
-        sys.exit("sink did not start")
+    uport = base.start_sink(workdir, 2)
     boundary = "bench" + secrets.token_hex(12)
     body = os.path.join(workdir, "body.bin")
     body_len = base.write_body(body, boundary, args.size_mib << 20)
