@@ -8,14 +8,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Compiles harness fuzz/$2.swift with Sources/Inspect (the sniffer, archive inspector and disarmers) into
-# fuzz/build/$1; run from the repository root.
+# Compiles harness fuzz/$2.swift with Sources/Inspect (the sniffer, archive inspector and disarmers) and the
+# CLinux shim (the sniffer's substring search is its cl_find_delimiter) into fuzz/build/$1; run from the
+# repository root, after the shim's object is built below.
 build_inspect_fuzzer() {
     rm -f "fuzz/build/$1"
     swiftc -sanitize=fuzzer,address -parse-as-library -O -g -module-name "$2" \
         -Xcc -fmodule-map-file=Sources/COpenSSL/module.modulemap -Xcc -fmodule-map-file=Sources/CZlib/module.modulemap \
         -I Sources/CLinux/include -I Sources/COpenSSL -I Sources/CZlib Sources/Inspect/*.swift "fuzz/$2.swift" \
-        -lcrypto -lz \
+        fuzz/build/multipart-shim.o -lcrypto -lz \
         -o "fuzz/build/$1" 2>&1 | grep -v "warning:" || true
     test -x "fuzz/build/$1"
 }
@@ -36,7 +37,7 @@ for f in "$SEEDS"/*.http; do
 done
 printf '\x00multipart/form-data; boundary="a b"; x=y' > fuzz/corpus-run/seed-ct
 printf '\x00Content-Disposition: form-data; name="a"; filename*=UTF-8'"''"'%%E2%%82%%AC\r\n' > fuzz/corpus-run/seed-cd
-# The parser's delimiter search (cl_find_delimiter) is C, in the CLinux shim.
+# The parser's delimiter search (cl_find_delimiter) is C, in the CLinux shim; the Inspect fuzzers link it too.
 clang -O1 -g -fsanitize=fuzzer-no-link,address -I Sources/CLinux/include -c Sources/CLinux/shim.c \
     -o fuzz/build/multipart-shim.o
 rm -f fuzz/build/multipart-fuzz   # a stale binary must not pass the check below
