@@ -27,20 +27,8 @@ extension FilenameCheck {
     static func asciiExtensions(of name: String) -> [String]? {
         let result = name.utf8.withContiguousStorageIfAvailable { bytes -> [String]? in
             guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
-            var end = 0
-            while end < bytes.count, bytes[end] != UInt8(ascii: ":"), bytes[end] != UInt8(ascii: ";") { end += 1 }
             var found: [String] = []
-            var segmentStart = -1   // the stem is skipped
-            for index in 0...end where index == end || bytes[index] == UInt8(ascii: ".") {
-                if segmentStart >= 0 {
-                    var start = segmentStart
-                    var stop = index
-                    while start < stop, isASCIIWhitespace(bytes[start]) { start += 1 }
-                    while stop > start, isASCIIWhitespace(bytes[stop - 1]) { stop -= 1 }
-                    if start < stop { found.append(asciiLowercased(bytes[start..<stop])) }
-                }
-                segmentStart = index + 1
-            }
+            _ = firstASCIIExtension(bytes) { found.append(asciiLowercased($0)); return false }
             return found
         }
         return result ?? nil
@@ -50,16 +38,8 @@ extension FilenameCheck {
     static func asciiRestrictedKey(of filename: String) -> String?? {
         let result = filename.utf8.withContiguousStorageIfAvailable { bytes -> String?? in
             guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
-            var start = bytes.count
-            while start > 0, bytes[start - 1] != UInt8(ascii: "/"), bytes[start - 1] != UInt8(ascii: "\\") {
-                start -= 1
-            }
-            var stop = start
-            while stop < bytes.count, bytes[stop] != UInt8(ascii: ":") { stop += 1 }
-            while stop > start, bytes[stop - 1] == UInt8(ascii: ".") || bytes[stop - 1] == UInt8(ascii: " ") {
-                stop -= 1
-            }
-            return .some(stop > start ? asciiLowercased(bytes[start..<stop]) : nil)
+            let key = asciiRestrictedKeyRange(bytes)
+            return .some(key.isEmpty ? nil : asciiLowercased(bytes[key]))
         }
         return result ?? nil
     }
@@ -67,61 +47,47 @@ extension FilenameCheck {
     /// `isReserved` for an ASCII base name; nil when it is not ASCII.
     static func asciiIsReserved(_ base: String) -> Bool? {
         let result = base.utf8.withContiguousStorageIfAvailable { bytes -> Bool? in
-            guard bytes.allSatisfy({ $0 < 0x80 }) else { return nil }
-            var stop = 0
-            while stop < bytes.count, bytes[stop] != UInt8(ascii: ".") { stop += 1 }
-            var start = 0
-            while start < stop, bytes[start] == UInt8(ascii: " ") || bytes[start] == UInt8(ascii: "\t") { start += 1 }
-            while stop > start, bytes[stop - 1] == UInt8(ascii: " ") || bytes[stop - 1] == UInt8(ascii: "\t") {
-                stop -= 1
-            }
-            // The reserved stems (`con`, `com1`, ...) have three or four letters.
-            guard stop - start == 3 || stop - start == 4 else { return false }
-            return reservedStems.contains(asciiLowercased(bytes[start..<stop]))
+            bytes.allSatisfy({ $0 < 0x80 }) ? asciiStemIsReserved(bytes) : nil
         }
         return result ?? nil
     }
 
-    /// `problems(in:)` for an ASCII name without a `/` or `\\` (nearly every name a browser sends), in one pass
-    /// over the bytes and with no String built unless a word table matches; nil for any other name, which takes
+    /// `problems(in:)` for an ASCII name without a `/` or `\` (nearly every name a browser sends), over its bytes
+    /// and with no String built unless a word table matches; nil for any other name, which takes
     /// `problemsOfAnyName`. `FilenameCheckASCIITests` compares the two on seeded random names.
     static func asciiProblems(of bytes: UnsafeBufferPointer<UInt8>, restricted: [FilenamePattern],
                               extensionAllowed: (String) -> Bool) -> [FilenameProblem]? {
-        let count = bytes.count
-        guard count > 0 else { return [] }
+        guard !bytes.isEmpty else { return [] }
         var control = false
-        var cut = count   // the first `:` or `;`: where extensions end
-        var colon = count   // the first `:`: where the restricted key ends
-        for index in 0..<count {
-            let byte = bytes[index]
+        for byte in bytes {
             if byte >= 0x80 || byte == UInt8(ascii: "/") || byte == UInt8(ascii: "\\") { return nil }
             if byte < 0x20 || byte == 0x7F { control = true }
-            if byte == UInt8(ascii: ":") {
-                if colon == count { colon = index }
-                if cut == count { cut = index }
-            } else if byte == UInt8(ascii: ";"), cut == count {
-                cut = index
-            }
         }
         var found: [FilenameProblem] = []
-        if count >= 2 && bytes.allSatisfy({ $0 == UInt8(ascii: ".") }) { found.append(.dotDot) }
+        if bytes.count >= 2 && bytes.allSatisfy({ $0 == UInt8(ascii: ".") }) { found.append(.dotDot) }
         if control { found.append(.controlCharacters) }
         if let last = bytes.last, last == UInt8(ascii: ".") || last == UInt8(ascii: " ") {
             found.append(.trailingDotsSpaces)
         }
-        if count > maximumLength { found.append(.tooLong) }
-        if asciiHasDangerousExtension(bytes, end: cut, extensionAllowed: extensionAllowed) {
+        if bytes.count > maximumLength { found.append(.tooLong) }
+        if firstASCIIExtension(bytes, where: {
+            dangerousTable.contains(caseless: $0) && !extensionAllowed(asciiLowercased($0))
+        }) {
             found.append(.dangerousExtension)
         }
-        if asciiIsReservedStem(bytes) { found.append(.reservedName) }
-        if asciiIsRestricted(bytes, end: colon, patterns: restricted) { found.append(.restrictedName) }
+        if asciiStemIsReserved(bytes) { found.append(.reservedName) }
+        if asciiIsRestricted(bytes[asciiRestrictedKeyRange(bytes)], patterns: restricted) {
+            found.append(.restrictedName)
+        }
         return found
     }
 
-    /// Whether an extension before `end` (each `.`-separated segment after the stem, trimmed of whitespace) is a
-    /// dangerous one that `extensionAllowed` does not exempt.
-    private static func asciiHasDangerousExtension(_ bytes: UnsafeBufferPointer<UInt8>, end: Int,
-                                                   extensionAllowed: (String) -> Bool) -> Bool {
+    /// Whether `test` holds for one of an ASCII name's extensions (`extensions(of:)`: each `.`-separated segment
+    /// after the stem and before the first `:` or `;`, trimmed of whitespace, not empty), tried in order.
+    private static func firstASCIIExtension(_ bytes: UnsafeBufferPointer<UInt8>,
+                                            where test: (Slice<UnsafeBufferPointer<UInt8>>) -> Bool) -> Bool {
+        var end = 0
+        while end < bytes.count, bytes[end] != UInt8(ascii: ":"), bytes[end] != UInt8(ascii: ";") { end += 1 }
         var segmentStart = -1   // the stem is skipped
         for index in 0...end where index == end || bytes[index] == UInt8(ascii: ".") {
             defer { segmentStart = index + 1 }
@@ -130,15 +96,25 @@ extension FilenameCheck {
             var stop = index
             while start < stop, isASCIIWhitespace(bytes[start]) { start += 1 }
             while stop > start, isASCIIWhitespace(bytes[stop - 1]) { stop -= 1 }
-            guard start < stop, dangerousTable.contains(caseless: bytes[start..<stop]),
-                  !extensionAllowed(asciiLowercased(bytes[start..<stop])) else { continue }
-            return true
+            if start < stop, test(bytes[start..<stop]) { return true }
         }
         return false
     }
 
-    /// `asciiIsReserved` over bytes: the stem before the first `.`, trimmed of spaces and tabs.
-    private static func asciiIsReservedStem(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    /// Where an ASCII name's restricted-name key lies (`restrictedKey(of:)`, before lowercasing): after the last
+    /// `/` or `\`, up to the next `:`, without trailing dots and spaces; empty when nothing is left.
+    private static func asciiRestrictedKeyRange(_ bytes: UnsafeBufferPointer<UInt8>) -> Range<Int> {
+        var start = bytes.count
+        while start > 0, bytes[start - 1] != UInt8(ascii: "/"), bytes[start - 1] != UInt8(ascii: "\\") { start -= 1 }
+        var stop = start
+        while stop < bytes.count, bytes[stop] != UInt8(ascii: ":") { stop += 1 }
+        while stop > start, bytes[stop - 1] == UInt8(ascii: ".") || bytes[stop - 1] == UInt8(ascii: " ") { stop -= 1 }
+        return start..<stop
+    }
+
+    /// Whether an ASCII base name's stem (before the first `.`, trimmed of spaces and tabs) is a Windows device
+    /// name.
+    private static func asciiStemIsReserved(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var stop = 0
         while stop < bytes.count, bytes[stop] != UInt8(ascii: ".") { stop += 1 }
         var start = 0
@@ -147,34 +123,26 @@ extension FilenameCheck {
         return reservedTable.contains(caseless: bytes[start..<stop])
     }
 
-    /// `restriction(of:patterns:) != nil` over bytes with no separator: the key is the name before `end` (its
-    /// first `:`) without trailing dots and spaces.
-    private static func asciiIsRestricted(_ bytes: UnsafeBufferPointer<UInt8>, end: Int,
+    /// `restriction(of:patterns:) != nil` for a restricted-name key's bytes (`asciiRestrictedKeyRange`).
+    private static func asciiIsRestricted(_ key: Slice<UnsafeBufferPointer<UInt8>>,
                                           patterns: [FilenamePattern]) -> Bool {
-        var stop = end
-        while stop > 0, bytes[stop - 1] == UInt8(ascii: ".") || bytes[stop - 1] == UInt8(ascii: " ") { stop -= 1 }
-        guard stop > 0 else { return false }
-        let key = bytes[0..<stop]
-        if restrictedTable.contains(caseless: key) || key.first == UInt8(ascii: ".") { return true }
-        if asciiStarts(key, with: sessionPrefix) { return true }
+        guard let first = key.first else { return false }
+        if first == UInt8(ascii: ".") || restrictedTable.contains(caseless: key) { return true }
+        var index = key.startIndex
+        var prefix = true
+        for byte in sessionPrefix.utf8 {
+            guard index < key.endIndex, ASCII.lowercased(key[index]) == byte else { prefix = false; break }
+            index += 1
+        }
+        if prefix { return true }
         guard !patterns.isEmpty else { return false }
         let lowered = asciiLowercased(key)
         return patterns.contains { $0.matches(lowercased: lowered) }
     }
 
-    /// Whether `bytes`, ASCII-lowercased, start with `prefix` (lowercase).
-    private static func asciiStarts(_ bytes: Slice<UnsafeBufferPointer<UInt8>>, with prefix: String) -> Bool {
-        var index = bytes.startIndex
-        for byte in prefix.utf8 {
-            guard index < bytes.endIndex, ASCII.lowercased(bytes[index]) == byte else { return false }
-            index += 1
-        }
-        return true
-    }
-
-    private static let dangerousTable = ASCIIWordTable(dangerousExtensions)
-    private static let reservedTable = ASCIIWordTable(reservedStems)
-    private static let restrictedTable = ASCIIWordTable(restrictedNames)
+    static let dangerousTable = ASCIIWordTable(dangerousExtensions)
+    static let reservedTable = ASCIIWordTable(reservedStems)
+    static let restrictedTable = ASCIIWordTable(restrictedNames)
 }
 
 /// A fixed set of lowercase ASCII words, looked up by bytes in any ASCII case without building a String or
@@ -182,18 +150,23 @@ extension FilenameCheck {
 /// bytes.
 struct ASCIIWordTable: Sendable {
     private let buckets: [[UInt8]]
+    /// How many words the table holds: a word that is not lowercase ASCII of 1 to 255 bytes is left out (an ASCII
+    /// name could not be it in any case, or its length would not fit the prefix). `FilenameCheckASCIITests` checks
+    /// that every built-in list is held whole.
+    let count: Int
 
     init(_ words: some Sequence<String>) {
         var buckets = [[UInt8]](repeating: [], count: 64)
+        var count = 0
         for word in words {
             let bytes = Array(word.utf8)
-            precondition(!bytes.isEmpty && bytes.count < 256
-                         && bytes.allSatisfy { $0 < 0x80 && ASCII.lowercased($0) == $0 },
-                         "ASCIIWordTable holds short lowercase ASCII words")
-            let bucket = Self.bucket(count: bytes.count, first: bytes[0], last: bytes[bytes.count - 1])
-            buckets[bucket] += [UInt8(bytes.count)] + bytes
+            guard let first = bytes.first, let last = bytes.last, bytes.count < 256,
+                  bytes.allSatisfy({ $0 < 0x80 && ASCII.lowercased($0) == $0 }) else { continue }
+            buckets[Self.bucket(count: bytes.count, first: first, last: last)] += [UInt8(bytes.count)] + bytes
+            count += 1
         }
         self.buckets = buckets
+        self.count = count
     }
 
     @inline(__always)

@@ -79,6 +79,24 @@ import Testing
         #expect(fast > 20_000 && found > 5_000 && fast - found > 5_000)
     }
 
+    /// The word tables hold every built-in word (a word the table cannot hold is left out, not trapped on), and
+    /// find each in any ASCII case, and not a word next to one.
+    @Test func wordTablesHoldEveryBuiltInWord() {
+        let tables = [(FilenameCheck.dangerousTable, FilenameCheck.dangerousExtensions),
+                      (FilenameCheck.reservedTable, FilenameCheck.reservedStems),
+                      (FilenameCheck.restrictedTable, FilenameCheck.restrictedNames)]
+        for (table, words) in tables {
+            #expect(table.count == words.count)
+            for word in words {
+                for variant in [word, word.uppercased(), word + "x", String(word.dropLast())] {
+                    let found = Array(variant.utf8).withUnsafeBufferPointer { table.contains(caseless: $0[...]) }
+                    #expect(found == words.contains(variant.lowercased()), "\(variant)")
+                }
+            }
+        }
+        #expect(ASCIIWordTable(["ok", "Upper", "é", "", String(repeating: "a", count: 256)]).count == 1)
+    }
+
     /// A name with any byte beyond ASCII takes the general form.
     @Test func otherNamesTakeTheGeneralForm() {
         for name in ["résumé.pdf", "a.PHP\u{0301}", "CON\u{00A0}.txt"] {
