@@ -21,9 +21,11 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
     public var controls: Bool { didSet { refreshASCII() } }
     /// Whether the list holds the bidirectional controls (`bidi`).
     public var bidi: Bool { didSet { refreshASCII() } }
-    /// `allows` of each ASCII byte, one bit per byte (0–63 and 64–127), worked out again whenever the list
-    /// changes: a name or filename of ASCII is judged with a shift and a test per byte.
-    private var asciiAllowed: (low: UInt64, high: UInt64) = (0, 0)
+    /// `allows` of each ASCII byte, one bit per byte (0–63 in `asciiLow`, 64–127 in `asciiHigh`), worked out again
+    /// whenever the list changes: a name or filename of ASCII is judged with a shift and a test per byte. Derived
+    /// from the fields above, so equal lists have equal tables (the synthesized `==` and `hash` may include them).
+    private var asciiLow: UInt64 = 0
+    private var asciiHigh: UInt64 = 0
 
     /// Creates a list.
     public init(mode: Mode, ranges: [ClosedRange<UInt32>] = [], controls: Bool = false, bidi: Bool = false) {
@@ -34,27 +36,17 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
         refreshASCII()
     }
 
-    public static func == (a: CharacterRule, b: CharacterRule) -> Bool {
-        a.mode == b.mode && a.ranges == b.ranges && a.controls == b.controls && a.bidi == b.bidi
-    }
-
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(mode)
-        hasher.combine(ranges)
-        hasher.combine(controls)
-        hasher.combine(bidi)
-    }
-
     private mutating func refreshASCII() {
         var low: UInt64 = 0
         var high: UInt64 = 0
         for byte in 0..<64 where allows(Unicode.Scalar(UInt8(byte))) { low |= 1 << UInt64(byte) }
         for byte in 64..<128 where allows(Unicode.Scalar(UInt8(byte))) { high |= 1 << UInt64(byte - 64) }
-        asciiAllowed = (low, high)
+        asciiLow = low
+        asciiHigh = high
     }
 
     @inline(__always) private func allowsASCII(_ byte: UInt8) -> Bool {
-        byte < 64 ? (asciiAllowed.low >> UInt64(byte)) & 1 == 1 : (asciiAllowed.high >> UInt64(byte &- 64)) & 1 == 1
+        byte < 64 ? (asciiLow >> UInt64(byte)) & 1 == 1 : (asciiHigh >> UInt64(byte &- 64)) & 1 == 1
     }
 
     /// The default for field and part names: `" ' ; = \` plus controls and bidi controls are refused (CRS 920121

@@ -62,9 +62,23 @@ public enum FormNameMeaning {
     /// Whether `text` holds a `%XX` escape (two hex digits), or a character the canonical encoder can only
     /// write as one (`"`, CR, LF and `\`, as browsers do): either way some frameworks decode the escape and
     /// some do not, so the name read upstream would depend on the framework.
-    public static func hasPercentEscape(_ text: String) -> Bool {
-        text.utf8.contains(where: { $0 == 0x22 || $0 == 0x0D || $0 == 0x0A || $0 == 0x5C })
-            || Percent.containsEscape(text.utf8)
+    public static func hasPercentEscape(_ text: String) -> Bool { nameBytes(text).percentEscape }
+
+    /// One pass over a name's bytes: `hasPercentEscape`, and whether a byte is beyond ASCII (`non-ascii-name`).
+    static func nameBytes(_ text: String) -> (percentEscape: Bool, nonASCII: Bool) {
+        var escapeCharacter = false, percent = false, nonASCII = false
+        var bytes = text
+        bytes.withUTF8 { bytes in
+            for byte in bytes {
+                switch byte {
+                case 0x22, 0x0D, 0x0A, 0x5C: escapeCharacter = true
+                case UInt8(ascii: "%"): percent = true
+                case 0x80...: nonASCII = true
+                default: break
+                }
+            }
+        }
+        return (escapeCharacter || percent && Percent.containsEscape(text.utf8), nonASCII)
     }
 
     /// Whether a part Content-Type names a charset other than UTF-8 and US-ASCII (case-insensitive, quoted or not).
@@ -136,23 +150,11 @@ public enum FormNameMeaning {
             case .brackets: flags.insert(.nameBrackets)
             case .rewritten: flags.insert(.nameRewritten)
             }
-            // One pass over the bytes for `hasPercentEscape` and the non-ASCII test.
-            var escapeCharacter = false, percent = false, nonASCII = false
-            var text = name
-            text.withUTF8 { bytes in
-                for byte in bytes {
-                    switch byte {
-                    case 0x22, 0x0D, 0x0A, 0x5C: escapeCharacter = true
-                    case UInt8(ascii: "%"): percent = true
-                    case 0x80...: nonASCII = true
-                    default: break
-                    }
-                }
-            }
-            if escapeCharacter || percent && Percent.containsEscape(name.utf8) { flags.insert(.percentEscape) }
+            let bytes = nameBytes(name)
+            if bytes.percentEscape { flags.insert(.percentEscape) }
             if name.utf8.count == 9, name.lowercased() == "_charset_" { flags.insert(.charsetField) }
             if name.isEmpty { flags.insert(.emptyName) }
-            if nonASCII { flags.insert(.nonASCIIName) }
+            if bytes.nonASCII { flags.insert(.nonASCIIName) }
             if isPrototypeKey(reading.base) || reading.keys.contains(where: isPrototypeKey) {
                 flags.insert(.prototypeName)
             }

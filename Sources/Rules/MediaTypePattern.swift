@@ -59,14 +59,14 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
         var upper = false
         while i < b.count, b[i] == 0x20 || b[i] == 0x09 { i += 1 }
         let start = i
-        while i < b.count, isTokenByte(b[i]) {
+        while i < b.count, ASCII.isTChar(b[i]) {
             upper = upper || (b[i] >= UInt8(ascii: "A") && b[i] <= UInt8(ascii: "Z"))
             i += 1
         }
         guard i > start, i < b.count, b[i] == UInt8(ascii: "/") else { return nil }
         let slash = i
         i += 1
-        while i < b.count, isTokenByte(b[i]) {
+        while i < b.count, ASCII.isTChar(b[i]) {
             upper = upper || (b[i] >= UInt8(ascii: "A") && b[i] <= UInt8(ascii: "Z"))
             i += 1
         }
@@ -75,13 +75,6 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
         while i < b.count, b[i] == 0x20 || b[i] == 0x09 { i += 1 }
         guard i == b.count || b[i] == UInt8(ascii: ";") else { return nil }
         return (start, slash, end, upper)
-    }
-
-    /// `ASCII.isTChar` within this module, which inlines it (the call across modules stayed a call, one per byte).
-    @inline(__always) private static func isTokenByte(_ c: UInt8) -> Bool {
-        let low: UInt64 = 0x03ff_6cfa_0000_0000
-        let high: UInt64 = 0x57ff_ffff_c7ff_fffe
-        return c < 64 ? (low >> UInt64(c)) & 1 == 1 : c < 128 && (high >> UInt64(c &- 64)) & 1 == 1
     }
 
     /// The essence as one string, `type/subtype` lowercased; nil when malformed. A type that is its own essence
