@@ -154,14 +154,16 @@ public final class FormStage {
         case quarantine(QuarantineWriter)
     }
 
-    private struct Current {
+    /// The part being received. An object, updated where it is: as a struct (360 bytes) it was moved out of
+    /// `current` and back around every call that could end the part, a `memcpy` each way, about 70 a request.
+    private final class Current {
         var record: PartRecord
         var mode: Mode
-        var pending: PolicyEvaluator.PendingChecks
+        let pending: PolicyEvaluator.PendingChecks
         var sniffer: Sniffer?
-        var hasher: SHA256Hasher?
+        let hasher: SHA256Hasher?
         var value: [UInt8]?
-        var valueLimit: Int
+        let valueLimit: Int
         /// Archive inspection (docs/rules.md, "Archives"): the first bytes until the format is known, then the
         /// inspector; nil once done, or for parts that are not inspected.
         var archiveProbe: [UInt8]?
@@ -174,9 +176,16 @@ public final class FormStage {
         /// Whether a field's value is UTF-8 so far (`invalid-utf8-value`); nil for files and without a policy.
         var text: UTF8Validity?
 
-        /// Runs `body` on the part in place: through optional chaining (`current?.update { ... }`) the stored part
-        /// is modified where it is, neither copied nor moved.
-        mutating func update<R>(_ body: (inout Current) -> R) -> R { body(&self) }
+        init(record: consuming PartRecord, mode: Mode, pending: PolicyEvaluator.PendingChecks, sniffer: Sniffer?,
+             hasher: SHA256Hasher?, value: [UInt8]?, valueLimit: Int) {
+            self.record = record
+            self.mode = mode
+            self.pending = pending
+            self.sniffer = sniffer
+            self.hasher = hasher
+            self.value = value
+            self.valueLimit = valueLimit
+        }
     }
 
     private var current: Current?
@@ -379,7 +388,7 @@ public final class FormStage {
 
     /// The part being processed when the request failed is listed too, with the action that ended it.
     private func recordFailedPart() {
-        guard var cur = current else { return }
+        guard let cur = current else { return }
         cur.record.action = "reject"
         cur.record.sha256 = nil
         if case .hold(let file) = cur.mode { file.close() }
@@ -490,19 +499,16 @@ public final class FormStage {
 
     private func partData(_ span: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         // The parser emits data only between partBegin and partEnd; a stage bug must still not trap.
-        // The part is updated where it is stored (`current?.update`): a copy would cost a retain and a release
-        // per field (and appending to a copied `value` would copy the whole value); moving it out and back in
-        // copied its bytes twice per span. Neither `observe` nor `archiveStep` touches `current` itself.
-        guard let action = current?.update({ observe(span, &$0) }) else {
-            throw .internalError("part data outside a part")
-        }
+        guard let cur = current else { throw .internalError("part data outside a part") }
+        let action = observe(span, cur)
         if case .forward = action {} else {
             // Rare: the action may end the part.
             try apply(action, out: out)
             guard current != nil else { return }
         }
-        let finding = current?.update { $0.archiveProbe != nil || $0.archive != nil ? archiveStep(&$0, span) : nil }
-        if let finding = finding ?? nil { try judgeArchive(finding, out: out) }
+        if cur.archiveProbe != nil || cur.archive != nil, let finding = archiveStep(cur, span) {
+            try judgeArchive(finding, out: out)
+        }
         guard let mode = current?.mode else { return }
         switch mode {
         case .stream: out.write(span)
@@ -528,7 +534,7 @@ public final class FormStage {
 
     /// Feeds a span of part data to the part's record, hasher, text check, sniffer, held value and the policy;
     /// returns the policy's action. Touches no stored property but `evaluator` besides the part it is given.
-    private func observe(_ span: UnsafeRawBufferPointer, _ cur: inout Current) -> PolicyEvaluator.Action {
+    private func observe(_ span: UnsafeRawBufferPointer, _ cur: Current) -> PolicyEvaluator.Action {
         if !cur.record.part.isFile && cur.record.size < 256
             && (previewFields.map { set in !set.isEmpty && (cur.record.part.nameString.map(set.contains) ?? false) } ?? true) {
             let take = min(span.count, 256 - Int(cur.record.size))
@@ -561,23 +567,6 @@ public final class FormStage {
         return action
     }
 
-    /// The current part after `apply`, which keeps it (or throws).
-    private func stillCurrent() throws(FormStageError) -> Current {
-        guard let cur = current else { throw .internalError("part lost while applying an action") }
-        return cur
-    }
-
-    /// Carries out a mid-part action on `cur`, a part taken out of `current`: `apply` reads and changes the part
-    /// in `current`, so it is put back there and taken again, but only for an action that does something (each
-    /// of those copies costs a retain and a release per reference the part holds).
-    private func apply(_ action: PolicyEvaluator.Action, to cur: inout Current, out: FormOutput)
-        throws(FormStageError) {
-        if case .forward = action { return }
-        current = cur
-        try apply(action, out: out)
-        cur = try stillCurrent()
-    }
-
     /// Carries out a mid-part action.
     private func apply(_ action: PolicyEvaluator.Action, out: FormOutput) throws(FormStageError) {
         switch action {
@@ -588,7 +577,7 @@ public final class FormStage {
         case .strip, .quarantine:
             break
         }
-        guard var cur = current else { return }
+        guard let cur = current else { return }
         switch action {
         case .forward, .reject:
             return
@@ -622,16 +611,12 @@ public final class FormStage {
                 break
             }
         }
-        current = cur
     }
 
     private func partEnd(out: FormOutput) throws(FormStageError) {
-        // Moved out, not copied (a copy of the part costs a retain and a release per reference it holds). Every
-        // branch below that can throw, return early or `apply` puts it back in `current` first, as before:
-        // `apply`, `stillCurrent` and `recordFailedPart` read it there.
-        guard var cur = current.take() else { throw .internalError("part end outside a part") }
+        // The part stays in `current` until its record is listed: `apply` and `recordFailedPart` read it there.
+        guard let cur = current else { throw .internalError("part end outside a part") }
         if scanFiles, cur.record.part.isFile, case .hold(let file) = cur.mode, file === scanFile, file.size > 0 {
-            current = cur
             guard let verdict = scanOutcome else {
                 // Wait for the antivirus: the machine tells the driver the file is complete and comes back with
                 // `scanFinished`.
@@ -647,7 +632,6 @@ public final class FormStage {
                 cur.record.scan = "clean"
             case .infected(let signature):
                 cur.record.scan = "infected: \(signature)"
-                current = cur
                 if var ev = takeEvaluator() {
                     let action = ev.partMalware(signature: signature)
                     evaluatorSlot.put(consume ev)
@@ -656,13 +640,11 @@ public final class FormStage {
                     throw .rejected(Violation(kind: .malware, part: cur.record.part.nameString,
                                               partIndex: cur.record.index, detail: "\(signature) FOUND"))
                 }
-                cur = try stillCurrent()
             case .failed(let reason):
                 guard allowScanFailure else { throw .antivirusFailed(reason) }
                 cur.record.scan = "unscanned"
                 unscannedParts += 1
             }
-            current = cur
         }
         var final = PolicyEvaluator.Action.forward
         // Taken, not copied, to be finished (a copy would share the sniffer's buffer, which finishing may change).
@@ -673,14 +655,11 @@ public final class FormStage {
             if var ev = takeEvaluator() {
                 let action = ev.partSniffed(result.ruleFacts)
                 evaluatorSlot.put(consume ev)
-                try apply(action, to: &cur, out: out)
+                try apply(action, out: out)
             }
         }
-        if cur.archiveProbe != nil || cur.archive != nil {
-            let finding = archiveEnd(&cur)
-            current = cur
-            if let finding { try judgeArchive(finding, out: out) }
-            cur = try stillCurrent()
+        if cur.archiveProbe != nil || cur.archive != nil, let finding = archiveEnd(cur) {
+            try judgeArchive(finding, out: out)
         }
         if let mode = cur.disarm, case .hold(let file) = cur.mode, file.size > 0,
            let kind = Self.disarmKind(cur.record.sniffedType) {
@@ -690,27 +669,24 @@ public final class FormStage {
                 cur.mode = .hold(rewritten)
                 cur.record.disarmed = removed
                 if !removed.isEmpty { modified = true }
-                current = cur
             } catch {
-                current = cur
                 guard var ev = takeEvaluator() else { throw .holdFailed("\(error)") }
                 let action = ev.partDisarmFailed(detail: "\(error)")
                 evaluatorSlot.put(consume ev)
                 try apply(action, out: out)
-                cur = try stillCurrent()
             }
         }
         if let text = cur.text, var ev = takeEvaluator() {
             cur.record.part.anomalies.formUnion(PolicyEvaluator.textFlags(text))
             let action = ev.fieldText(text)
             evaluatorSlot.put(consume ev)
-            try apply(action, to: &cur, out: out)
+            try apply(action, out: out)
         }
         if var ev = takeEvaluator() {
             if let value = cur.value, cur.pending.contains(.value) {
                 let action = ev.fieldValue(value)
                 evaluatorSlot.put(consume ev)
-                try apply(action, to: &cur, out: out)
+                try apply(action, out: out)
                 guard let updated = takeEvaluator() else { throw .internalError("evaluator lost") }
                 ev = updated
             }
@@ -718,11 +694,7 @@ public final class FormStage {
             evaluatorSlot.put(consume ev)
         }
         cur.record.sha256 = cur.hasher?.finalizeHex()
-        if final != .forward {
-            current = cur
-            try apply(final, out: out)
-            cur = try stillCurrent()
-        }
+        try apply(final, out: out)
         current = nil
         switch cur.mode {
         case .stream:
@@ -793,7 +765,7 @@ public final class FormStage {
 
     /// Feeds one span of a file part to its archive inspection: first the probe (until the format is known from
     /// at most 512 bytes), then the inspector. A finding ends the inspection.
-    private func archiveStep(_ cur: inout Current, _ span: UnsafeRawBufferPointer) -> ArchiveFinding? {
+    private func archiveStep(_ cur: Current, _ span: UnsafeRawBufferPointer) -> ArchiveFinding? {
         if let inspector = cur.archive {
             guard let finding = inspector.feed(span) else { return nil }
             cur.archive = nil
@@ -819,7 +791,7 @@ public final class FormStage {
     }
 
     /// The part ended: an undecided probe is judged on what arrived; the inspector checks the archive's end.
-    private func archiveEnd(_ cur: inout Current) -> ArchiveFinding? {
+    private func archiveEnd(_ cur: Current) -> ArchiveFinding? {
         if let settings = cur.archiveSettings, let probe = cur.archiveProbe.take() {
             guard let format = probe.withUnsafeBytes({ ArchiveInspector.format(sniffing: $0) }) else { return nil }
             let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings))

@@ -79,13 +79,38 @@ public struct MediaTypePattern: Sendable, Hashable, CustomStringConvertible {
 
     /// The essence as one string, `type/subtype` lowercased; nil when malformed. A type that is its own essence
     /// (no parameter, no surrounding space, lowercase: what browsers send) is returned as it is, not rebuilt.
+    /// A common essence with parameters or capitals (`multipart/form-data; boundary=...`) is one of `commonEssences`,
+    /// not a new string.
     public static func essenceText(of mediaType: String) -> String? {
         var text = mediaType
         return text.withUTF8 { b -> String? in
             guard let (start, _, end, upper) = essenceBounds(b) else { return nil }
             if !upper, start == 0, end == b.count { return mediaType }
-            return lowercased(b, start, end)
+            return commonEssence(b, start, end) ?? lowercased(b, start, end)
         }
+    }
+
+    /// Essences requests name with parameters or in capitals. Over 15 bytes a String is allocated; one of these
+    /// literals is not (the request's `multipart/form-data; boundary=...` cost an allocation per request).
+    static let commonEssences: [String] = [
+        "multipart/form-data", "application/x-www-form-urlencoded", "application/json", "application/octet-stream",
+        "text/plain", "text/html",
+    ]
+    /// `commonEssences` as bytes, compared without walking a String's UTF-8 view.
+    private static let commonEssenceBytes: [[UInt8]] = commonEssences.map { Array($0.utf8) }
+
+    /// The entry of `commonEssences` that `b[from..<to]` spells in any case, if any.
+    static func commonEssence(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int) -> String? {
+        let count = to - from
+        for (index, candidate) in commonEssenceBytes.enumerated() where candidate.count == count {
+            let same = candidate.withUnsafeBufferPointer { c in
+                var i = 0
+                while i < count, ASCII.lowercased(b[from + i]) == c[i] { i += 1 }
+                return i == count
+            }
+            if same { return commonEssences[index] }
+        }
+        return nil
     }
 
     /// `b[from..<to]` with ASCII letters lowercased, as a String.

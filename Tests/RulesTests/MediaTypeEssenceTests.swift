@@ -41,6 +41,27 @@ import TestRandom
         #expect(Self.agree(input), "\(input)")
     }
 
+    /// The common essences `essenceText` answers with a literal: with parameters, in capitals, and each with one
+    /// byte changed, dropped or added (so a near miss is never answered with the literal).
+    @Test func commonEssencesAndTheirNearMissesAgree() {
+        for essence in MediaTypePattern.commonEssences {
+            var inputs = [essence, essence + "; boundary=x", essence.uppercased() + ";a=b", " " + essence + " ",
+                          String(essence.dropLast()) + ";x", essence + "x;y"]
+            let bytes = Array(essence.utf8)
+            for i in bytes.indices {
+                var changed = bytes
+                changed[i] = changed[i] == UInt8(ascii: "x") ? UInt8(ascii: "y") : UInt8(ascii: "x")
+                inputs.append(String(decoding: changed, as: UTF8.self) + "; q=1")
+                var dropped = bytes
+                dropped.remove(at: i)
+                inputs.append(String(decoding: dropped, as: UTF8.self) + "; q=1")
+            }
+            for input in inputs {
+                #expect(Self.agree(input), "\(input.debugDescription)")
+            }
+        }
+    }
+
     /// Random strings over the characters that matter (separators, spaces, token and non-token bytes).
     @Test(arguments: 0..<20)
     func randomInputsAgree(seed: UInt64) {
