@@ -396,12 +396,35 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         }
     }
 
+    /// The index of the first field called `name` (of kind `kind`), in one borrow of the bytes.
+    private func firstIndex(_ kind: KnownField, named name: String) -> Int? {
+        switch kind {
+        case .other, .nonASCII:
+            var name = name
+            return name.withUTF8 { wanted in
+                bytes.withUnsafeBytes { raw in
+                    for index in entries.indices where entries[index].known == kind {
+                        let entry = entries[index]
+                        if HTTPSyntax.equalsIgnoringCase(Self.slice(raw, entry.nameStart, entry.nameCount), wanted) {
+                            return index
+                        }
+                    }
+                    return nil
+                }
+            }
+        default:
+            for index in entries.indices where entries[index].known == kind { return index }
+            return nil
+        }
+    }
+
     /// Removes every field with this name (case-insensitive).
     public mutating func removeAll(named name: String) {
         let kind = KnownField(name)
         // Only a match mutates: the entries are often shared with a copy of the head, and removing nothing from a
-        // shared array would still copy it.
-        guard let first = entries.indices.first(where: { matches(entries[$0], kind, named: name) }) else { return }
+        // shared array would still copy it. The search borrows the bytes once (per field, as `matches` does, it
+        // retained and released them for every field of the same kind).
+        guard let first = firstIndex(kind, named: name) else { return }
         var kept = first
         for index in (first + 1)..<entries.count where !matches(entries[index], kind, named: name) {
             entries[kept] = entries[index]

@@ -53,6 +53,24 @@ import TestRandom
         }
     }
 
+    /// `removeAll(named:)` leaves exactly the fields whose names differ from the one removed (ASCII
+    /// case-insensitively), in order, over heads of several fields with repeated, near and non-ASCII names.
+    @Test func removeAllKeepsExactlyTheOtherFields() {
+        var rng = SplitMix64(seed: 0x7265_6D6F_7665)
+        for round in 0..<5_000 {
+            let fields = (0..<rng.below(7)).map { HTTPHeaderField(name: Self.randomName(&rng), value: "v\($0)") }
+            // Half the time the name removed is one of the head's own, in another case.
+            let query = !fields.isEmpty && rng.below(2) == 0
+                ? String(fields[rng.below(fields.count)].name.map { rng.below(2) == 0 ? Character($0.uppercased()) : $0 })
+                : Self.randomName(&rng)
+            var headers = HTTPHeaders(fields)
+            headers.removeAll(named: query)
+            let kept = fields.filter { !HTTPSyntax.equalsIgnoringCase($0.name, query) }
+            #expect(headers.fields.map(\.name) == kept.map(\.name) && headers.fields.map(\.value) == kept.map(\.value),
+                    "round \(round): removing \(query) from \(fields.map(\.name))")
+        }
+    }
+
     @Test func kindsOfKnownNamesAreDistinctAndCaseInsensitive() {
         var seen: [KnownField: String] = [:]
         for name in Self.knownNames {
