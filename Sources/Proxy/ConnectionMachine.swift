@@ -667,7 +667,7 @@ struct ConnectionMachine {
                                   hashing: config.audit != nil ? .files : .none,
                                   previewFields: config.audit?.fields ?? [], scanFiles: config.antivirus != nil,
                                   allowScanFailure: config.antivirus?.allowOnFailure ?? false,
-                                  records: pools?.partRecords.take() ?? [])
+                                  records: pools?.partRecords.take() ?? [], partState: pools?.takePartState())
             guard let encoder = stage.encoder else {
                 // Unreachable: a stage built with a re-encode boundary always has an encoder.
                 respond(status: 500, kind: "internal_error", requestID: requestID, detail: "no encoder",

@@ -147,7 +147,7 @@ public final class FormStage {
     /// Set once a part was stripped, quarantined or renamed (audit decision `modified`).
     public private(set) var modified = false
 
-    private enum Mode {
+    fileprivate enum Mode {
         case stream
         case hold(TemporaryFile)
         case drop
@@ -155,29 +155,36 @@ public final class FormStage {
     }
 
     /// The part being received. An object, updated where it is: as a struct (360 bytes) it was moved out of
-    /// `current` and back around every call that could end the part, a `memcpy` each way, about 70 a request.
-    private final class Current {
-        var record: PartRecord
-        var mode: Mode
-        let pending: PolicyEvaluator.PendingChecks
-        var sniffer: Sniffer?
-        let hasher: SHA256Hasher?
-        var value: [UInt8]?
-        let valueLimit: Int
+    /// `current` and back around every call that could end the part, a `memcpy` each way, about 70 a request
+    /// (stored inline in the stage and updated in place, the optimiser still copied it whole at each part's start
+    /// and end). One object serves every part of a request (`spare`), and the worker's pools keep it for the next
+    /// request (`RequestPools.partStates`), so it costs no allocation in steady state.
+    public final class Current {
+        fileprivate var record = PartRecord.empty
+        fileprivate var mode = Mode.drop
+        fileprivate var pending: PolicyEvaluator.PendingChecks = []
+        fileprivate var sniffer: Sniffer?
+        fileprivate var hasher: SHA256Hasher?
+        fileprivate var value: [UInt8]?
+        fileprivate var valueLimit = 0
         /// Archive inspection (docs/rules.md, "Archives"): the first bytes until the format is known, then the
         /// inspector; nil once done, or for parts that are not inspected.
-        var archiveProbe: [UInt8]?
+        fileprivate var archiveProbe: [UInt8]?
         /// The rule's archive settings, turned into the inspector's limits only once the probe finds an archive
         /// (building the limits hashes every denied extension: most files are not archives).
-        var archiveSettings: ArchiveSettings?
-        var archive: ArchiveInspector?
+        fileprivate var archiveSettings: ArchiveSettings?
+        fileprivate var archive: ArchiveInspector?
         /// `disarm` on the part's rule: the part is held, then rewritten at its end.
-        var disarm: DisarmMode?
+        fileprivate var disarm: DisarmMode?
         /// Whether a field's value is UTF-8 so far (`invalid-utf8-value`); nil for files and without a policy.
-        var text: UTF8Validity?
+        fileprivate var text: UTF8Validity?
 
-        init(record: consuming PartRecord, mode: Mode, pending: PolicyEvaluator.PendingChecks, sniffer: Sniffer?,
-             hasher: SHA256Hasher?, value: [UInt8]?, valueLimit: Int) {
+        /// A state holding no part.
+        init() {}
+
+        /// Starts a part: every field is set (those not given to nil).
+        fileprivate func start(record: consuming PartRecord, mode: Mode, pending: PolicyEvaluator.PendingChecks,
+                               sniffer: Sniffer?, hasher: SHA256Hasher?, value: [UInt8]?, valueLimit: Int) {
             self.record = record
             self.mode = mode
             self.pending = pending
@@ -185,10 +192,30 @@ public final class FormStage {
             self.hasher = hasher
             self.value = value
             self.valueLimit = valueLimit
+            archiveProbe = nil
+            archiveSettings = nil
+            archive = nil
+            disarm = nil
+            text = nil
+        }
+
+        /// Whether the state holds nothing of a part (what `clear` leaves): for the pools' tests.
+        var isClear: Bool {
+            record.index == 0 && record.part.name == nil && record.size == 0 && record.sha256 == nil
+                && record.sniffedType == nil && record.preview == nil && pending.isEmpty && sniffer == nil
+                && hasher == nil && value == nil && valueLimit == 0 && archiveProbe == nil && archiveSettings == nil
+                && archive == nil && disarm == nil && text == nil && { if case .drop = mode { true } else { false } }()
+        }
+
+        /// Lets go of everything the part held (its files, buffers, sniffer and hasher), to be kept for another.
+        fileprivate func clear() {
+            start(record: .empty, mode: .drop, pending: [], sniffer: nil, hasher: nil, value: nil, valueLimit: 0)
         }
     }
 
     private var current: Current?
+    /// The part state to use for the next part: the last part's, cleared, or one from the worker's pools.
+    private var spare: Current?
 
     // Antivirus (`serve --antivirus`): every file part is held; at its end the stage blocks until the verdict.
     /// What the antivirus said about a held file part.
@@ -216,12 +243,13 @@ public final class FormStage {
     public private(set) var unscannedParts = 0
 
     /// Creates the stage. `evaluator` must have had `begin` called and chosen `.multipart`; nil means no policy
-    /// (every part streams). `reencodeBoundary` nil means parse only (`formwall inspect` without output).
+    /// (every part streams). `reencodeBoundary` nil means parse only (`formwall inspect` without output). `records` and
+    /// `partState` are storage from the worker's pools (`RequestPools`), given back with `giveBack(to:)`.
     public init(boundary: [UInt8], limits: MultipartLimits, anomalies: MultipartAnomalies,
                 reencodeBoundary: [UInt8]?, evaluator: PolicyEvaluator?, quarantine: QuarantineContext?,
                 spoolDirectory: String = "/tmp", holdPending: Bool = false, observe: Bool = true,
                 hashing: PartHashing = .all, previewFields: Set<String>? = nil, scanFiles: Bool = false,
-                allowScanFailure: Bool = false, records: [PartRecord] = []) {
+                allowScanFailure: Bool = false, records: [PartRecord] = [], partState: Current? = nil) {
         self.holdPending = holdPending
         self.scanFiles = scanFiles
         self.allowScanFailure = allowScanFailure
@@ -234,12 +262,14 @@ public final class FormStage {
         self.quarantine = quarantine
         self.spoolDirectory = spoolDirectory
         self.records = records
+        spare = partState
     }
 
     /// Gives the part-record list to `pools` for later stages (`records:`): only once the request's audit
     /// record has been built, and the stage must not write again.
     func giveBack(to pools: RequestPools) {
         pools.partRecords.recycle(moveOut(&records, leaving: []))
+        if let state = spare.take() { pools.recyclePartState(state) }
     }
 
     /// `upstream-body hold`: every file part with a pending verdict is held until it passes.
@@ -393,8 +423,10 @@ public final class FormStage {
         cur.record.sha256 = nil
         if case .hold(let file) = cur.mode { file.close() }
         if case .quarantine(let writer) = cur.mode { writer.abort() }
-        records.append(cur.record)
+        records.append(moveOut(&cur.record, leaving: .empty))
         current = nil
+        cur.clear()
+        spare = cur
     }
 
     private func checkRequestAnomalies() throws(FormStageError) {
@@ -474,10 +506,11 @@ public final class FormStage {
         }
         if case .stream = mode { writeHead(of: record, out: out) }
         // The record is moved in: a copy would retain and release every array and string it holds.
-        current = Current(record: moveOut(&record, leaving: .empty), mode: mode, pending: pending,
-                          sniffer: isFile && observe ? Sniffer() : nil,
-                          hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
-                          value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit)
+        let state = spare.take() ?? Current()
+        state.start(record: moveOut(&record, leaving: .empty), mode: mode, pending: pending,
+                    sniffer: isFile && observe ? Sniffer() : nil, hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
+                    value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit)
+        current = state
         current?.disarm = disarm
         if !isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
         if isFile, let settings = archiveSettings, settings.inspect {
@@ -726,6 +759,8 @@ public final class FormStage {
         }
         // Moved into the list rather than copied (a copy costs a retain and a release per string it holds).
         records.append(moveOut(&cur.record, leaving: .empty))
+        cur.clear()
+        spare = cur
     }
 
     // MARK: Disarm

@@ -18,6 +18,16 @@ final class RequestPools {
     var fieldStorage = FieldStoragePool()
     /// Part record lists of finished form stages: at most 64 lists of at most 16 records.
     var partRecords = ArrayPool<PartRecord>(maxArrays: 64, maxCapacity: 16)
+    /// Part states of finished form stages (`FormStage.Current`), cleared: at most 64 (about 400 bytes each).
+    private var partStates: [FormStage.Current] = []
+
+    /// A cleared part state for a new form stage, when the pool holds one.
+    func takePartState() -> FormStage.Current? { partStates.popLast() }
+
+    /// Keeps a cleared part state for a later stage, within the bound.
+    func recyclePartState(_ state: FormStage.Current) {
+        if partStates.count < 64 { partStates.append(state) }
+    }
 
     /// Pools for requests whose replay logs hold at most `replayLimit` bytes (`pool.replay-limit`).
     init(replayLimit: Int) {
