@@ -396,25 +396,21 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         }
     }
 
-    /// The index of the first field called `name` (of kind `kind`), in one borrow of the bytes.
+    /// The index of the first field called `name` (of kind `kind`): a known kind by its kind alone
+    /// (`firstIndex(_:)`), any other name compared in one borrow of the bytes.
     private func firstIndex(_ kind: KnownField, named name: String) -> Int? {
-        switch kind {
-        case .other, .nonASCII:
-            var name = name
-            return name.withUTF8 { wanted in
-                bytes.withUnsafeBytes { raw in
-                    for index in entries.indices where entries[index].known == kind {
-                        let entry = entries[index]
-                        if HTTPSyntax.equalsIgnoringCase(Self.slice(raw, entry.nameStart, entry.nameCount), wanted) {
-                            return index
-                        }
+        guard kind == .other || kind == .nonASCII else { return firstIndex(kind) }
+        var name = name
+        return name.withUTF8 { wanted in
+            bytes.withUnsafeBytes { raw in
+                for index in entries.indices where entries[index].known == kind {
+                    let entry = entries[index]
+                    if HTTPSyntax.equalsIgnoringCase(Self.slice(raw, entry.nameStart, entry.nameCount), wanted) {
+                        return index
                     }
-                    return nil
                 }
+                return nil
             }
-        default:
-            for index in entries.indices where entries[index].known == kind { return index }
-            return nil
         }
     }
 
@@ -438,7 +434,8 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     package func firstIndex(_ kind: KnownField) -> Int? {
         switch kind {
         case .other, .nonASCII: return nil
-        default: return entries.indices.first { matches(entries[$0], kind, named: "") }
+        // A known kind is the name: the bytes need not be read.
+        default: return entries.indices.first { entries[$0].known == kind }
         }
     }
 

@@ -510,13 +510,13 @@ public final class FormStage {
         state.start(record: moveOut(&record, leaving: .empty), mode: mode, pending: pending,
                     sniffer: isFile && observe ? Sniffer() : nil, hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
                     value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit)
-        current = state
-        current?.disarm = disarm
-        if !isFile && !evaluatorSlot.isEmpty { current?.text = UTF8Validity() }
+        state.disarm = disarm
+        if !isFile && !evaluatorSlot.isEmpty { state.text = UTF8Validity() }
         if isFile, let settings = archiveSettings, settings.inspect {
-            current?.archiveProbe = []
-            current?.archiveSettings = settings
+            state.archiveProbe = []
+            state.archiveSettings = settings
         }
+        current = state
     }
 
     /// Writes the part's head as it goes upstream: with the sanitized filename when the policy renamed it.
