@@ -8,7 +8,8 @@ what the rate shows) in front of one bench/proxy/sink.c, all started first. With
 each loads costs.py's typical route; with `bare`, no rules. Then `--rounds` rounds of wrk (run.py's 10 KiB
 multipart body, `-t2 -c64`, `--wrk-duration` seconds), each round running every binary once, the order rotated by
 one each round. The host's speed drifts by 10-15 % within minutes here, so the report gives each binary's median
-and its paired ratio to the first binary: its run over the first's run of the same round, median and range.
+and its paired ratio to the first binary: its run over the first's run of the same round, median and range;
+and the same for wrk's p99 latency.
 Every wrk run must complete without non-2xx answers.
 
 Writes bench/out/ab.json. Stdlib only; every process and file started or written here is removed on exit.
@@ -75,6 +76,7 @@ def main():
         base.run_wrk(warm, target, files["lua_path"])
     names = [name for name, _ in binaries]
     rates = {name: [] for name in names}
+    tails = {name: [] for name in names}
     failures = []
     for i in range(args.rounds):
         for name in names[i % len(names):] + names[:i % len(names)]:
@@ -83,6 +85,7 @@ def main():
                 failures.append(f"{name}, round {i + 1}: {result['error']}")
                 continue
             rates[name].append(result["rps"])
+            tails[name].append(result["p99_us"] / 1000)
         print(f"round {i + 1}: " + ", ".join(f"{n} {rates[n][-1]:.0f}" for n in names if rates[n]), flush=True)
 
     first = names[0]
@@ -93,10 +96,14 @@ def main():
         if not rates[name]:
             continue
         paired = [b / a for a, b in zip(rates[first], rates[name])]
+        paired_p99 = [b / a for a, b in zip(tails[first], tails[name])]
         summary[name] = {"rps": rates[name], "median_rps": statistics.median(rates[name]),
-                         "paired_to_first": statistics.median(paired), "paired_range": [min(paired), max(paired)]}
+                         "paired_to_first": statistics.median(paired), "paired_range": [min(paired), max(paired)],
+                         "p99_ms": tails[name], "median_p99_ms": statistics.median(tails[name]),
+                         "p99_paired_to_first": statistics.median(paired_p99)}
         print(f"  {name:12} {summary[name]['median_rps']:9.0f} req/s   paired to {first}: "
-              f"{summary[name]['paired_to_first']:.3f} ({min(paired):.3f}-{max(paired):.3f})")
+              f"{summary[name]['paired_to_first']:.3f} ({min(paired):.3f}-{max(paired):.3f})   "
+              f"p99 {summary[name]['median_p99_ms']:.2f} ms, paired {summary[name]['p99_paired_to_first']:.3f}")
     document = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "config": args.config, "workers": args.workers, "rounds": args.rounds,
                 "binaries": dict(binaries), "results": summary}

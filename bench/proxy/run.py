@@ -5,6 +5,9 @@
 
 Targets, all in front of the same upstream sink (bench/proxy/sink.c, built here with gcc -O2):
   direct       client -> sink
+  relay        client -> bench/proxy/relay.c -> sink: bytes copied both ways unread, one upstream connection per
+               client connection (threads = --formwall-workers, --relay-buffer-kib per direction). The least a
+               proxy can do here, so an upper bound for every proxy that reads bytes into user space
   nginx        client -> nginx (streaming proxy, default buffers, --formwall-workers workers) -> sink
   nginx-tuned  the same with client_body_buffer_size 128k and proxy_buffer_size 128k
   haproxy      client -> HAProxy (mode http, streaming, nbthread = --formwall-workers) -> sink
@@ -455,6 +458,21 @@ def start_haproxy(args, workdir, uport):
     return Target("haproxy", port, p, proxy_pids_fn=lambda: [p.pid])
 
 
+def start_relay(args, workdir, uport):
+    """Builds bench/proxy/relay.c into workdir and starts it with --formwall-workers threads."""
+    exe = os.path.join(workdir, "relay")
+    subprocess.run(["gcc", "-O2", "-Wall", "-pthread", "-o", exe, os.path.join(HERE, "relay.c")], check=True)
+    port = free_port()
+    p = PROCS.start([exe, str(port), str(uport), str(args.formwall_workers),
+                     str(getattr(args, "relay_buffer_kib", 128))],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    why = wait_port(port, p, args.ready_timeout)
+    if why:
+        PROCS.stop(p)
+        raise RuntimeError(f"relay {why}")
+    return Target("relay", port, p, proxy_pids_fn=lambda: [p.pid])
+
+
 def start_formwall(args, workdir, uport, extra=()):
     """Returns (target, None) or (None, reason). `extra`: more `serve` options (--rules, --audit-log, ...)."""
     exe = args.formwall
@@ -475,7 +493,7 @@ def start_formwall(args, workdir, uport, extra=()):
 
 
 def start_target(args, directory, name, uport):
-    """Starts proxy `name` (formwall, nginx, nginx-tuned or haproxy) with its files in `directory`, in front of
+    """Starts proxy `name` (formwall, nginx, nginx-tuned, haproxy or relay) with its files in `directory`, in front of
     the sink on `uport`. Raises RuntimeError when it does not come up, SystemExit for an unknown name."""
     if name == "formwall":
         target, reason = start_formwall(args, directory, uport)
@@ -486,6 +504,8 @@ def start_target(args, directory, name, uport):
         return start_nginx(args, directory, name, uport, tuned=name == "nginx-tuned")
     if name == "haproxy":
         return start_haproxy(args, directory, uport)
+    if name == "relay":
+        return start_relay(args, directory, uport)
     raise SystemExit(f"unknown target {name}")
 
 
@@ -545,7 +565,7 @@ def large_upload(args, target, body_path, body_len, boundary, sink_pid, workdir)
     elif res["size_upload"] != body_len:
         res["error"] = f"uploaded {res['size_upload']} of {body_len} bytes"
     elif target.name != "formwall" and res["upstream_bytes"] != body_len:
-        # direct, nginx and HAProxy forward the body unchanged; formwall re-encodes it, so its count
+        # direct, the relay, nginx and HAProxy forward the body unchanged; formwall re-encodes it, so its count
         # (the decoded chunked body it sent upstream) is recorded but not compared.
         res["error"] = f"sink received {res['upstream_bytes']} of {body_len} bytes"
     else:
@@ -709,7 +729,7 @@ def ratio(a, b):
 
 
 # The rows the others are divided by, with their column labels, and every target in report order.
-PEERS = {"direct": "x direct", "nginx": "x nginx", "nginx-tuned": "x tuned", "haproxy": "x haproxy"}
+PEERS = {"direct": "x direct", "relay": "x relay", "nginx": "x nginx", "nginx-tuned": "x tuned", "haproxy": "x haproxy"}
 TARGETS = list(PEERS) + ["formwall"]
 
 
@@ -922,8 +942,10 @@ def main():
     add_binary_args(ap)
     ap.add_argument("--formwall-workers", type=int, default=2,
                     help="formwall's --workers, also nginx's worker_processes and HAProxy's nbthread (default: 2)")
-    ap.add_argument("--targets", default="direct,nginx,nginx-tuned,haproxy,formwall",
-                    help="comma-separated subset of direct,nginx,nginx-tuned,haproxy,formwall")
+    ap.add_argument("--targets", default="direct,relay,nginx,nginx-tuned,haproxy,formwall",
+                    help="comma-separated subset of direct,relay,nginx,nginx-tuned,haproxy,formwall")
+    ap.add_argument("--relay-buffer-kib", type=int, default=128,
+                    help="the relay's buffer per direction, its most bytes per read (default 128, nginx tuned's)")
     ap.add_argument("--size-mib", type=int, default=1024, help="file part size of the large upload")
     ap.add_argument("--reps", type=int, default=3, help="repetitions of the large upload")
     # The proxy issue's targets are medians of at least 5 runs.
@@ -984,6 +1006,8 @@ def main():
                 started[name] = start_nginx(args, workdir, name, uport, tuned=(name == "nginx-tuned"))
             elif name == "haproxy":
                 started[name] = start_haproxy(args, workdir, uport)
+            elif name == "relay":
+                started[name] = start_relay(args, workdir, uport)
             elif name == "formwall":
                 target, reason = start_formwall(args, workdir, uport)
                 if target is None:
