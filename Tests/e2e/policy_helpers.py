@@ -583,6 +583,7 @@ class _Server(ThreadingHTTPServer):
             self.upstream._accepting += 1
         try:
             conn, addr = super().get_request()
+            conn.setblocking(True)
         except BaseException:
             with self.upstream._lock:
                 self.upstream._accepting -= 1
@@ -605,6 +606,11 @@ class Upstream:
         self.connections = 0
         self.server = _Server((HOST, 0), _Handler)
         self.server.upstream = self
+        # serve_forever accepts after select() said the listener was readable. A blocking accept() that then finds
+        # nothing (a connection gone from the queue meanwhile) would hold the server thread forever: settled()
+        # would never be true and close() would hang (seen once in CI). Non-blocking, it fails with EAGAIN, which
+        # serve_forever ignores.
+        self.server.socket.setblocking(False)
         self.port = self.server.server_address[1]
         self.url = f"http://{HOST}:{self.port}"
         self._thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},

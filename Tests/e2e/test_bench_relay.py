@@ -40,14 +40,19 @@ class Upstream:
             self.server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)  # inherited by accepted sockets
         self.server.bind(("127.0.0.1", 0))
         self.server.listen(16)
+        # accept() wakes up every 0.1 s to see `stopped`: closing a socket does not wake a thread blocked on it.
+        self.server.settimeout(0.1)
         self.port = self.server.getsockname()[1]
+        self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def _serve(self):
-        while True:
+        while not self.stopped.is_set():
             try:
                 conn, _ = self.server.accept()
+            except socket.timeout:
+                continue
             except OSError:
                 return
             threading.Thread(target=self._one, args=(conn,), daemon=True).start()
@@ -73,6 +78,8 @@ class Upstream:
                 return
 
     def close(self):
+        self.stopped.set()
+        self.thread.join(5)
         self.server.close()
 
 
