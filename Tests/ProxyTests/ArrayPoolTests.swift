@@ -45,6 +45,38 @@ import Testing
         #expect(taken.isEmpty && pool.keptBytes == 0)
     }
 
+    private final class Counter { var alive = 0 }
+    private final class Tracked {
+        let counter: Counter
+        init(_ counter: Counter) { self.counter = counter; counter.alive += 1 }
+        deinit { counter.alive -= 1 }
+    }
+
+    /// Elements that hold references (the part records' lists): each is destroyed when its array is recycled, and
+    /// the array comes back empty with its capacity; a shared one leaves its other owner whole.
+    @Test func recyclingDestroysElementsThatHoldReferences() {
+        let counter = Counter()
+        var pool = ArrayPool<(Tracked, String)>(maxArrays: 4, maxCapacity: 16)
+        for n in [1, 2, 3, 16] {
+            var a: [(Tracked, String)] = []
+            a.reserveCapacity(n)
+            for i in 0..<n { a.append((Tracked(counter), "part \(i), a name too long to be kept inline")) }
+            let capacity = a.capacity
+            pool.recycle(consume a)
+            #expect(counter.alive == 0, "every element destroyed when recycled (\(n))")
+            let b = pool.take()
+            #expect(b.isEmpty && b.capacity == capacity)
+            pool.recycle(b)
+            _ = pool.take()
+        }
+        var shared: [(Tracked, String)] = [(Tracked(counter), "a"), (Tracked(counter), "b")]
+        shared.reserveCapacity(8)
+        let other = shared
+        pool.recycle(shared)
+        #expect(counter.alive == 2 && other.map(\.1) == ["a", "b"], "the other owner keeps its elements")
+        #expect(pool.take().isEmpty)
+    }
+
     @Test func theCountBoundsAPoolWithoutAByteBudget() {
         var pool = ArrayPool<UInt8>(maxArrays: 3, maxCapacity: 64)
         for _ in 0..<5 {
