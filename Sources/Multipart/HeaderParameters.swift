@@ -226,34 +226,32 @@ package enum ASCII {
     /// `lowercased(s)`, but the usual parameter names and media types come from one shared array each instead
     /// of a new allocation (part headers are parsed for every part of every request).
     static func lowercasedShared(_ s: Slice<UnsafeRawBufferPointer>) -> [UInt8] {
-        let bytes = UnsafeRawBufferPointer(rebasing: s)
-        // The candidates are chosen by length and compared as literals: going through the list of arrays
-        // retained and released every entry compared. Only the array returned is retained.
-        func named(_ literal: StaticString) -> Bool {
-            cl_equals_lower(bytes.baseAddress, literal.utf8Start, literal.utf8CodeUnitCount) != 0
+        if let found = index(of: UnsafeRawBufferPointer(rebasing: s), amongLowercase: sharedNames) {
+            return sharedLowercase[found]
         }
-        let found: Int?
-        switch bytes.count {
-        case 4 where named("name"): found = 0
-        case 8 where named("filename"): found = 1
-        case 9 where named("filename*"): found = 2
-        case 8 where named("boundary"): found = 3
-        case 7 where named("charset"): found = 4
-        case 9 where named("form-data"): found = 5
-        case 19 where named("multipart/form-data"): found = 6
-        case 10 where named("text/plain"): found = 7
-        case 24 where named("application/octet-stream"): found = 8
-        default: found = nil
-        }
-        if let found { return sharedLowercase[found] }
         return lowercased(s)
     }
 
-    /// The arrays `lowercasedShared` hands out, in the order of its cases.
-    static let sharedLowercase: [[UInt8]] = [
+    /// The names `lowercasedShared` hands out shared arrays for.
+    static let sharedNames: [StaticString] = [
         "name", "filename", "filename*", "boundary", "charset", "form-data", "multipart/form-data", "text/plain",
         "application/octet-stream",
-    ].map { Array($0.utf8) }
+    ]
+    /// The arrays `lowercasedShared` hands out, in the order of `sharedNames`.
+    static let sharedLowercase: [[UInt8]] = sharedNames.map {
+        Array(UnsafeBufferPointer(start: $0.utf8Start, count: $0.utf8CodeUnitCount))
+    }
+
+    /// The index of the entry of `literals` (lowercase ASCII) that `bytes` spells in any case, if any: lengths
+    /// first, then one comparison eight bytes at a time. The literals are plain values, so going through them
+    /// retains nothing (a list of arrays retained and released every entry compared).
+    package static func index(of bytes: UnsafeRawBufferPointer, amongLowercase literals: [StaticString]) -> Int? {
+        guard let base = bytes.baseAddress else { return nil }
+        for index in literals.indices where literals[index].utf8CodeUnitCount == bytes.count {
+            if cl_equals_lower(base, literals[index].utf8Start, bytes.count) != 0 { return index }
+        }
+        return nil
+    }
 
     /// Byte equality with an ASCII literal.
     static func equals(_ s: [UInt8], _ literal: StaticString) -> Bool {

@@ -62,6 +62,11 @@ import TestRandom
         }
     }
 
+    /// The literals the common essences are looked up by are the essences, in the same order.
+    @Test func commonEssenceListsAgree() {
+        #expect(MediaTypePattern.commonEssenceLiterals.map(\.description) == MediaTypePattern.commonEssences)
+    }
+
     /// Random strings over the characters that matter (separators, spaces, token and non-token bytes).
     @Test(arguments: 0..<20)
     func randomInputsAgree(seed: UInt64) {

@@ -184,15 +184,8 @@ static void accept_one(int ep, int lfd) {
     p->upstream = (struct end){.pair = p, .fd = ufd, .interest = EPOLLIN};
     struct epoll_event ce = {.events = p->client.interest, .data.ptr = &p->client};
     struct epoll_event ue = {.events = p->upstream.interest, .data.ptr = &p->upstream};
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, cfd, &ce) < 0) {
-        close(cfd);
-        close(ufd);
-        free(up);
-        free(down);
-        free(p);
-        return;
-    }
-    if (epoll_ctl(ep, EPOLL_CTL_ADD, ufd, &ue) < 0) close_pair(ep, p);
+    /* close_pair's EPOLL_CTL_DEL of a descriptor never added fails harmlessly. */
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, cfd, &ce) < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ufd, &ue) < 0) close_pair(ep, p);
 }
 
 static void *loop(void *unused) {
