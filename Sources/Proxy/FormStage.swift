@@ -182,10 +182,9 @@ public final class FormStage {
         /// A state holding no part.
         init() {}
 
-        /// Starts a part: every field is set (those not given to nil).
-        fileprivate func start(record: consuming PartRecord, mode: Mode, pending: PolicyEvaluator.PendingChecks,
-                               sniffer: Sniffer?, hasher: SHA256Hasher?, value: [UInt8]?, valueLimit: Int) {
-            self.record = record
+        /// Starts a part whose record is in place: every other field is set (those not given to nil).
+        fileprivate func start(mode: Mode, pending: PolicyEvaluator.PendingChecks, sniffer: Sniffer?,
+                               hasher: SHA256Hasher?, value: [UInt8]?, valueLimit: Int) {
             self.mode = mode
             self.pending = pending
             self.sniffer = sniffer
@@ -208,8 +207,10 @@ public final class FormStage {
         }
 
         /// Lets go of everything the part held (its files, buffers, sniffer and hasher), to be kept for another.
+        /// The record has been moved out already (`moveOut` leaves it empty): assigning it again would only
+        /// destroy an empty record, a release call for each of its eleven fields.
         fileprivate func clear() {
-            start(record: .empty, mode: .drop, pending: [], sniffer: nil, hasher: nil, value: nil, valueLimit: 0)
+            start(mode: .drop, pending: [], sniffer: nil, hasher: nil, value: nil, valueLimit: 0)
         }
     }
 
@@ -505,10 +506,13 @@ public final class FormStage {
             scanOutcome = nil
         }
         if case .stream = mode { writeHead(of: record, out: out) }
-        // The record is moved in: a copy would retain and release every array and string it holds.
+        // The record is swapped into the part state, whose record is empty, and read from there while the part
+        // lasts. Moved in (`moveOut`) it left a second empty record to destroy, a release call for each of its
+        // eleven fields (`consume` of the local is not supported here by the compiler).
         let state = spare.take() ?? Current()
-        state.start(record: moveOut(&record, leaving: .empty), mode: mode, pending: pending,
-                    sniffer: isFile && observe ? Sniffer() : nil, hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
+        swap(&state.record, &record)
+        state.start(mode: mode, pending: pending, sniffer: isFile && observe ? Sniffer() : nil,
+                    hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
                     value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit)
         state.disarm = disarm
         if !isFile && !evaluatorSlot.isEmpty { state.text = UTF8Validity() }
