@@ -12,7 +12,9 @@ package struct ByteWriter {
     /// The room's start: never nil for the room `withBytes` makes (at least 64 bytes); a nil one would take no
     /// bytes, every write overflowing.
     private let base: UnsafeMutablePointer<UInt8>?
-    private let capacity: Int
+    /// The room's size, set to `count` when a write does not fit: every later write is then refused by the
+    /// room check alone (one test a write, not two).
+    private var capacity: Int
     /// The bytes written so far.
     package private(set) var count = 0
     /// Whether a write did not fit (and was dropped, with every write after it).
@@ -44,8 +46,8 @@ package struct ByteWriter {
     /// Appends `bytes`.
     @inline(__always)
     package mutating func write(_ bytes: UnsafeRawBufferPointer) {
-        guard !overflowed, bytes.count <= capacity &- count, let base else {
-            overflowed = true
+        guard bytes.count <= capacity &- count, let base else {
+            overflow()
             return
         }
         if let source = bytes.baseAddress {
@@ -57,8 +59,8 @@ package struct ByteWriter {
     /// Appends one byte.
     @inline(__always)
     package mutating func write(_ byte: UInt8) {
-        guard !overflowed, count < capacity, let base else {
-            overflowed = true
+        guard count < capacity, let base else {
+            overflow()
             return
         }
         base[count] = byte
@@ -79,11 +81,22 @@ package struct ByteWriter {
         }
     }
 
-    /// Appends CR LF.
+    /// Appends CR LF (one room check for the two bytes).
     @inline(__always)
     package mutating func writeCRLF() {
-        write(ASCII.cr)
-        write(ASCII.lf)
+        guard 2 <= capacity &- count, let base else {
+            overflow()
+            return
+        }
+        base[count] = ASCII.cr
+        base[count &+ 1] = ASCII.lf
+        count &+= 2
+    }
+
+    /// A write did not fit: it and every later one write nothing (the room is closed at what was written).
+    private mutating func overflow() {
+        overflowed = true
+        capacity = count
     }
 
     /// Appends the decimal form of a non-negative integer (a negative one, which no head holds, as `String`).

@@ -217,6 +217,18 @@ public final class MultipartParser {
         }
     }
 
+    /// How many of the `count` bytes of `input` from `at` equal those of `crlfPattern` from `pattern` before the
+    /// first difference. The caller keeps both ranges in bounds. A whole match, the usual case (the body's opening
+    /// delimiter), is one `memcmp`; the byte loop it replaces cost about ten instructions a byte, some 450 a request.
+    @inline(__always)
+    private func commonPrefix(_ input: UnsafeRawBufferPointer, at: Int, pattern: Int, count: Int) -> Int {
+        guard count > 0, let base = input.baseAddress, let patternBase = crlfPattern.baseAddress else { return 0 }
+        if memcmp(base + at, patternBase + pattern, count) == 0 { return count }
+        var m = 0
+        while m < count, input[at + m] == crlfPattern[pattern + m] { m += 1 }
+        return m
+    }
+
     /// `next(_:consumed:)` with the begun part left in the parser for `takePart()`.
     package func step(_ input: UnsafeRawBufferPointer, consumed pos: inout Int) throws(MultipartError)
         -> MultipartStep?
@@ -230,8 +242,7 @@ public final class MultipartParser {
                 let need = crlfPattern.count - 2 - matched
                 let avail = input.count - pos
                 let k = min(need, avail)
-                var m = 0
-                while m < k, input[pos + m] == crlfPattern[2 + matched + m] { m += 1 }
+                let m = commonPrefix(input, at: pos, pattern: 2 + matched, count: k)
                 if m == need {
                     pos += m
                     tailCount = 0
@@ -254,8 +265,7 @@ public final class MultipartParser {
                 let need = crlfPattern.count - heldTo
                 let avail = input.count - pos
                 let k = min(need, avail)
-                var m = 0
-                while m < k, input[pos + m] == crlfPattern[heldTo + m] { m += 1 }
+                let m = commonPrefix(input, at: pos, pattern: heldTo, count: k)
                 if m == need {
                     pos += m
                     tailCount = 0

@@ -11,8 +11,11 @@ import TestRandom
         for _ in 0..<2_000 {
             var steps: [(inout ByteWriter) -> Void] = []
             var expected: [UInt8] = []
+            // Where each step's bytes end in `expected`.
+            var ends: [Int] = []
             for _ in 0..<rng.below(40) {
-                switch rng.below(5) {
+                defer { ends.append(expected.count) }
+                switch rng.below(6) {
                 case 0:
                     let bytes = (0..<rng.below(300)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
                     expected += bytes
@@ -24,6 +27,9 @@ import TestRandom
                 case 2:
                     expected += Array("\r\nContent-Type: ".utf8)
                     steps.append { $0.write("\r\nContent-Type: " as StaticString) }
+                case 4:
+                    expected += [0x0D, 0x0A]
+                    steps.append { $0.writeCRLF() }
                 case 3:
                     // Small (inline) and large (heap) strings, non-ASCII too.
                     let text = String(repeating: rng.below(2) == 0 ? "é" : "x", count: rng.below(40))
@@ -40,7 +46,13 @@ import TestRandom
             let written: [UInt8] = ByteWriter.withBytes(room: room, { writer in
                 fills += 1
                 for step in steps { step(&writer) }
-                #expect(!writer.overflowed || writer.count <= expected.count)
+                // Overflowed, the writer holds exactly the steps before the first that did not fit: none after
+                // it wrote a byte, even one that would have fitted in the room left.
+                if writer.overflowed {
+                    let roomNow = max(room, 64) << (fills - 1)
+                    let fitted = ends.prefix { $0 <= roomNow }.last ?? 0
+                    #expect(writer.count == fitted, "room \(room)")
+                }
             }) { Array($0) }
             #expect(written == expected, "room \(room), \(expected.count) bytes")
             // Room enough at once: one fill; less: one more per doubling.
