@@ -154,7 +154,10 @@ final class ClientConnection: EventHandler, BatchEndHandler {
         while !closed {
             var index = 0
             while index < queue.count && !closed {
-                let event = queue[index]
+                // Moved out, a `.timer` left in its place: a copy would go through the enum's copy and destroy
+                // again (the list is cleared below).
+                var event = Event.timer
+                swap(&event, &queue[index])
                 index += 1
                 actions.removeAll(keepingCapacity: true)
                 machine.handle(event, now: worker.loop.iterationTime, into: &actions)
