@@ -337,7 +337,8 @@ public struct ProxyConfiguration: Sendable {
         public var maxIdle: Int = 64
         /// Idle upstream connections are closed after this (`--upstream-idle-timeout`). Default 1.5 s: before
         /// common upstreams close them (gunicorn's keep-alive is 2 s, uvicorn's and node's 5 s), so Formwall
-        /// seldom reuses a connection the upstream is closing.
+        /// seldom reuses a connection the upstream is closing. Also the window in which the pool counts the
+        /// connections the load did not need, half of which it closes at the window's end (`IdlePool`).
         public var idleTimeout: Double = 1.5
         /// A request sent on a reused connection that the upstream closed before any response byte is retried
         /// once on a fresh connection if at most this many bytes of it had been written. Default 64 KiB.

@@ -5,7 +5,7 @@ import TLS
 /// The I/O half of one upstream connection: connecting, attached to a client connection, or idle in the
 /// worker's pool. It has no buffers of its own: while attached it reads into and writes from the client's
 /// `ConnectionMachine` buffers, and reports what happened as machine events.
-final class UpstreamConnection: EventHandler {
+final class UpstreamConnection: EventHandler, PooledConnection {
     enum Phase { case connecting, attached, idle, closed }
 
     typealias Event = ConnectionMachine.Event

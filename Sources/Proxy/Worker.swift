@@ -31,7 +31,10 @@ final class Worker {
     private(set) var draining = false
     /// This worker's listening sockets, one per listening address, and their registrations.
     private var listeners: [(socket: TCPListener, registration: Registration)] = []
-    private(set) var idle: [UpstreamConnection] = []
+    /// Idle upstream connections, reused oldest first (IdlePool).
+    private var pool = IdlePool<UpstreamConnection>()
+    /// The idle upstream connections, oldest first (tests).
+    var idle: [UpstreamConnection] { pool.connections }
     private(set) var clients: [ObjectIdentifier: ClientConnection] = [:]
     private var poolTimer: TimerID?
     private var lastClientTick: UInt64 = 0
@@ -271,24 +274,22 @@ final class Worker {
         }
         listeners = []
         for client in Array(clients.values) { client.drainIfIdle() }
-        for up in idle { up.close() }
-        idle.removeAll()
+        for up in pool.removeAll() { up.close() }
     }
 
     /// Closes every connection at once (drain timeout).
     func closeAll() {
         for client in Array(clients.values) { client.forceClose() }
-        for up in idle { up.close() }
-        idle.removeAll()
+        for up in pool.removeAll() { up.close() }
     }
 
     // MARK: Upstream pool
 
-    /// A pooled connection to server `server` of group `group` that is still open, or a new one (connecting).
+    /// The oldest pooled connection to server `server` of group `group` that is still open, or a new one
+    /// (connecting).
     func acquireUpstream(group: Int, server: Int, fresh: Bool) throws -> UpstreamConnection {
         if !fresh {
-            while let i = idle.lastIndex(where: { $0.group == group && $0.server == server }) {
-                let up = idle.remove(at: i)
+            while let up = pool.take(group: group, server: server) {
                 if up.isReusable { return up }
                 up.close()
             }
@@ -318,17 +319,18 @@ final class Worker {
 
     /// Returns a finished upstream connection to the pool (or closes it when the pool is full or draining).
     func release(_ up: UpstreamConnection) {
-        guard !draining, idle.count < config.pool.maxIdle else { up.close(); return }
+        guard !draining, pool.count < config.pool.maxIdle else { up.close(); return }
         up.becomeIdle(now: loop.iterationTime)
-        idle.append(up)
+        pool.put(up, now: up.idleSince)
     }
 
     /// Removes a pooled connection that the upstream closed.
     func idleConnectionClosed(_ up: UpstreamConnection) {
-        idle.removeAll { $0 === up }
+        pool.remove(up)
     }
 
-    /// Every `idleTimeout / 4` (50 ms to 1 s): closes pooled connections idle longer than the idle timeout;
+    /// Every `idleTimeout / 4` (50 ms to 1 s): closes pooled connections idle longer than the idle timeout, and once
+    /// per idle timeout half of those the load did not need in it (`IdlePool.sweep`);
     /// about once a second, lets every client check its deadlines.
     /// After a burst, gives freed heap pages back to the kernel (`malloc_trim`), so RSS returns towards its baseline
     /// instead of staying at the burst's peak: once a burst of connections closed (the count fell to a quarter of
@@ -338,7 +340,7 @@ final class Worker {
     private func returnMemoryAfterBurst() {
         peakClients = max(peakClients, clients.count)
         let connectionsClosed = peakClients - clients.count >= 256 && clients.count * 4 <= peakClients
-        let requestsQuiet = requestsSinceTrim >= 256 && requestsSinceTrim == requestsAtLastTick && idle.isEmpty
+        let requestsQuiet = requestsSinceTrim >= 256 && requestsSinceTrim == requestsAtLastTick && pool.isEmpty
         requestsAtLastTick = requestsSinceTrim
         guard connectionsClosed || requestsQuiet else { return }
         _ = cl_malloc_trim()
@@ -353,11 +355,7 @@ final class Worker {
             guard let self else { return }
             let limit = UInt64(max(0, min(self.config.pool.idleTimeout, 86_400)) * 1e9)
             let now = loop.now()
-            if !self.idle.isEmpty {
-                let expired = self.idle.filter { now &- $0.idleSince > limit }
-                self.idle.removeAll { now &- $0.idleSince > limit }
-                for up in expired { up.close() }
-            }
+            for up in self.pool.sweep(now: now, idleLimit: limit) { up.close() }
             if now &- self.lastClientTick >= 1_000_000_000 - 1_000_000 {
                 self.lastClientTick = now
                 for client in Array(self.clients.values) { client.tick(now: now) }

@@ -67,7 +67,8 @@ enum ServeCommand: Command {
                                       1024; 0 off); slower bodies get 408 client_body_too_slow
       --client-body-rate-grace SEC    reading time before the minimum rate is checked (default 10)
       --upstream-idle-timeout SEC     pooled upstream connections close after this idle time (default 1.5,
-                                      below gunicorn's 2 s keep-alive)
+                                      below gunicorn's 2 s keep-alive); the pool reuses its oldest connection
+                                      first and, once per this time, closes half of those the load did not need
       --linger-time SEC               after answering a request whose body was not read to its end, read and
                                       discard what the client still sends for at most this long (default 30)
       --linger-timeout SEC            ... or until the client is silent this long (default 5)
