@@ -1,3 +1,4 @@
+import TestRandom
 import Testing
 @testable import Proxy
 
@@ -113,7 +114,7 @@ private let second: UInt64 = 1_000_000_000
     /// pool takes the model's oldest matching connection, and a sweep closes only a prefix of the oldest, never
     /// a connection idle for less than the limit unless the window saw that many idle throughout.
     @Test func agreesWithAModelOverRandomOperations() {
-        var rng = SplitMix(seed: 0x5eed_1d1e)
+        var rng = SplitMix64(seed: 0x5eed_1d1e)
         for _ in 0..<200 {
             var pool = IdlePool<Conn>()
             var model: [(conn: Conn, since: UInt64)] = []
@@ -121,17 +122,17 @@ private let second: UInt64 = 1_000_000_000
             var next = 0
             var windowLow = Int.max
             var windowStart: UInt64?
-            let limit = UInt64(rng.next(upTo: 4) + 1) * second / 4
+            let limit = UInt64(rng.below(4) + 1) * second / 4
             for _ in 0..<300 {
-                now += UInt64(rng.next(upTo: 200)) * 1_000_000
-                switch rng.next(upTo: 10) {
+                now += UInt64(rng.below(200)) * 1_000_000
+                switch rng.below(10) {
                 case 0...3:
-                    let c = Conn(next, group: rng.next(upTo: 2), server: rng.next(upTo: 2))
+                    let c = Conn(next, group: rng.below(2), server: rng.below(2))
                     next += 1
                     pool.put(c, now: now)
                     model.append((c, now))
                 case 4...6:
-                    let g = rng.next(upTo: 2), s = rng.next(upTo: 2)
+                    let g = rng.below(2), s = rng.below(2)
                     let want = model.firstIndex { $0.conn.group == g && $0.conn.server == s }
                     let got = pool.take(group: g, server: s)
                     #expect(got === want.map { model[$0].conn })
@@ -139,7 +140,7 @@ private let second: UInt64 = 1_000_000_000
                     windowLow = min(windowLow, model.count)
                 case 7:
                     guard !model.isEmpty else { continue }
-                    let i = rng.next(upTo: model.count)
+                    let i = rng.below(model.count)
                     do { let got = pool.remove(model[i].conn); #expect(got) }
                     model.remove(at: i)
                     windowLow = min(windowLow, model.count)
@@ -168,18 +169,4 @@ private let second: UInt64 = 1_000_000_000
             }
         }
     }
-}
-
-/// A small deterministic generator (SplitMix64), so a failure repeats.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func next(upTo n: Int) -> Int { Int(next() % UInt64(n)) }
 }

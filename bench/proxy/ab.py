@@ -48,10 +48,7 @@ def main():
         raise SystemExit("give at least two binaries, with distinct names")
 
     workdir = base.start_session("formwall-ab-")
-    files = base.body_files(workdir, "ab")
-    base.write_body(files["small_path"], files["boundary"], 10 * 1024)
-    with open(files["lua_path"], "w") as f:
-        f.write(base.WRK_LUA.format(body=files["small_path"], boundary=files["boundary"]))
+    files = base.small_upload_files(workdir, "ab")
     uport = base.start_sink(workdir, 2)
     extra = []
     if args.config == "policy":

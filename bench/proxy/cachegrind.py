@@ -114,10 +114,7 @@ def main():
             raise SystemExit(f"{tool} not found")
 
     workdir = base.start_session("formwall-cachegrind-")
-    files = base.body_files(workdir, "cachegrind")
-    base.write_body(files["small_path"], files["boundary"], 10 * 1024)
-    with open(files["lua_path"], "w") as f:
-        f.write(base.WRK_LUA.format(body=files["small_path"], boundary=files["boundary"]))
+    files = base.small_upload_files(workdir, "cachegrind")
     exe = instructions.stripped_copy(args.formwall, workdir, "formwall") if "formwall" in targets else None
     sink_exe = base.build_sink(workdir)
     uport = base.free_port()

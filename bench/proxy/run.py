@@ -914,6 +914,15 @@ def body_files(workdir, label):
     return files
 
 
+def small_upload_files(workdir, label, kib=10):
+    """body_files, with the small body (one file part of `kib` KiB) and wrk's Lua script that posts it written."""
+    files = body_files(workdir, label)
+    write_body(files["small_path"], files["boundary"], kib * 1024)
+    with open(files["lua_path"], "w") as f:
+        f.write(WRK_LUA.format(body=files["small_path"], boundary=files["boundary"]))
+    return files
+
+
 def finish_session(path, document, failures):
     """Writes `document` as JSON to `path`, says so, and exits 1 after listing `failures` if there are any."""
     os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -197,10 +197,7 @@ def main():
         print("perf with syscall tracepoints is not available: CPU times only", flush=True)
 
     workdir = base.start_session("formwall-syscalls-")
-    files = base.body_files(workdir, "syscalls")
-    base.write_body(files["small_path"], files["boundary"], args.small_kib * 1024)
-    with open(files["lua_path"], "w") as f:
-        f.write(base.WRK_LUA.format(body=files["small_path"], boundary=files["boundary"]))
+    files = base.small_upload_files(workdir, "syscalls", args.small_kib)
     sink_exe = base.build_sink(workdir)
     uport = base.free_port()
     sink = base.PROCS.start([sink_exe, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)

@@ -75,10 +75,7 @@ def main():
         raise SystemExit("--no-haproxy needs at least two binaries to compare")
 
     workdir = base.start_session("formwall-tail-")
-    files = base.body_files(workdir, "tail")
-    base.write_body(files["small_path"], files["boundary"], 10 * 1024)
-    with open(files["lua_path"], "w") as f:
-        f.write(base.WRK_LUA.format(body=files["small_path"], boundary=files["boundary"]))
+    files = base.small_upload_files(workdir, "tail")
     sink = base.build_sink(workdir)
     uport = base.free_port()
     sink_proc = base.PROCS.start([sink, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
