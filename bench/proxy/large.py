@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Large uploads in many short rotated rounds, with what the client and the upstream spent on each.
+
+    python3 bench/proxy/large.py [TARGET ...] [--rounds 30] [--size-mib 1024] [--workers 1]
+
+TARGET is a peer run.py knows (nginx-tuned, nginx, haproxy, relay) or NAME=PATH, a formwall binary (default:
+nginx-tuned formwall=.build/release/formwall relay). Every target is started once in front of one
+bench/proxy/sink.c with two threads, then each round uploads run.py's multipart body (one file part of
+--size-mib MiB, from /dev/shm) once through every target with curl, the order rotated by one each round. Here a
+1 GiB upload takes about 0.4 s, so a round is short and 30 rounds cost a minute: many rounds, not long runs, are
+what makes a median steady on a host whose speed drifts by 10-15 % within minutes.
+
+For each upload: GB/s; the proxy's CPU seconds (/proc/PID/stat of its processes); the client's (curl's CPU
+time and voluntary context switches, from getrusage of this script's children: how often it slept waiting for
+the proxy to take bytes); the sink's CPU seconds; TCP segments sent by the whole machine (OutSegs of
+/proc/net/snmp). On two cores the client, the proxy and the sink share the machine, so a proxy can be slowed
+by what it makes its neighbours do: the twenty-fifth session found curl spending 1.15x the CPU per GiB behind
+formwall that it spends behind nginx tuned or the byte relay (docs/performance.md).
+
+The report gives each target's medians and its ratios to the first target's upload of the same round (median
+and range). Every upload must answer 200 with the whole body sent. Writes bench/out/large.json. Stdlib only;
+every process and file started or written here is removed on exit.
+"""
+
+import argparse
+import datetime
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, the sink, the peers, the large upload)
+
+PEERS = ("nginx", "nginx-tuned", "haproxy", "relay")
+KEYS = ("gbps", "proxy_cpu_s_per_gib", "client_cpu_s_per_gib", "client_sleeps_per_gib", "sink_cpu_s_per_gib",
+        "segments_per_gib")
+
+
+def out_segments():
+    """TCP segments the machine has sent (`OutSegs` of /proc/net/snmp)."""
+    with open("/proc/net/snmp") as f:
+        rows = [line.split() for line in f if line.startswith("Tcp:")]
+    return int(rows[1][rows[0].index("OutSegs")])
+
+
+def upload(options, target, files, body_len, sink_pid, workdir):
+    """One large upload through `target`: run.py's measurement plus the client's, the sink's and the segments."""
+    segments = out_segments()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = base.large_upload(options, target, files["large_path"], body_len, files["boundary"], sink_pid, workdir)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if not result.get("ok"):
+        return result
+    gib = body_len / (1 << 30)
+    result.update(
+        proxy_cpu_s_per_gib=result["proxy_cpu_s"] / gib,
+        client_cpu_s_per_gib=((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) / gib,
+        client_sleeps_per_gib=(after.ru_nvcsw - before.ru_nvcsw) / gib,
+        sink_cpu_s_per_gib=result["sink_cpu_s"] / gib,
+        segments_per_gib=(out_segments() - segments) / gib)
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("targets", nargs="*", metavar="TARGET",
+                    help=f"one of {', '.join(PEERS)}, or NAME=PATH of a formwall binary")
+    ap.add_argument("--rounds", type=base.positive_int, default=30)
+    ap.add_argument("--size-mib", type=base.positive_int, default=1024)
+    ap.add_argument("--workers", type=base.positive_int, default=1,
+                    help="formwall's --workers, nginx's worker_processes, HAProxy's nbthread, the relay's threads")
+    ap.add_argument("--relay-buffer-kib", type=base.positive_int, default=128)
+    ap.add_argument("--curl-timeout", type=base.positive_int, default=300)
+    ap.add_argument("--ready-timeout", type=float, default=10.0)
+    ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/large.json"))
+    args = ap.parse_args()
+    specs = args.targets or ["nginx-tuned", f"formwall={os.path.join(base.REPO, '.build/release/formwall')}", "relay"]
+    names = []
+    for spec in specs:
+        name, _, path = spec.partition("=")
+        if path and not os.access(path, os.X_OK):
+            raise SystemExit(f"not an executable formwall binary: {spec!r}")
+        if not path and name not in PEERS:
+            raise SystemExit(f"unknown target {spec!r}: expected one of {', '.join(PEERS)} or NAME=PATH")
+        names.append(name)
+    if len(set(names)) != len(names):
+        raise SystemExit("give the targets distinct names")
+
+    workdir = base.start_session("formwall-large-")
+    files = base.body_files(workdir, "large")
+    body_len = base.write_body(files["large_path"], files["boundary"], args.size_mib * base.MIB)
+    sink = base.build_sink(workdir)
+    uport = base.free_port()
+    sink_proc = base.PROCS.start([sink, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    problem = base.wait_port(uport, sink_proc, args.ready_timeout)
+    if problem:
+        raise SystemExit(f"sink {problem}")
+
+    targets = {}
+    for spec, name in zip(specs, names):
+        path = spec.partition("=")[2]
+        options = types.SimpleNamespace(formwall=path, nginx=shutil.which("nginx") or "/usr/sbin/nginx",
+                                        haproxy=shutil.which("haproxy") or "/usr/sbin/haproxy",
+                                        formwall_workers=args.workers, relay_buffer_kib=args.relay_buffer_kib,
+                                        ready_timeout=args.ready_timeout, curl_timeout=args.curl_timeout,
+                                        rss_interval=0.05)
+        directory = os.path.join(workdir, name)
+        os.makedirs(directory)
+        try:
+            targets[name] = (base.start_target(options, directory, "formwall" if path else name, uport), options)
+        except RuntimeError as e:
+            raise SystemExit(f"{name}: {e}")
+        warm = upload(options, targets[name][0], files, body_len, sink_proc.pid, workdir)
+        if not warm.get("ok"):
+            raise SystemExit(f"{name}: the warm-up upload failed: {warm.get('error')}")
+
+    runs = {name: [] for name in names}
+    failures = []
+    for i in range(args.rounds):
+        shown = []
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            target, options = targets[name]
+            result = upload(options, target, files, body_len, sink_proc.pid, workdir)
+            runs[name].append(result)
+            if not result.get("ok"):
+                failures.append(f"{name}, round {i + 1}: {result.get('error')}")
+                shown.append(f"{name} FAILED")
+                continue
+            shown.append(f"{name} {result['gbps']:.2f}")
+        print(f"round {i + 1}: " + ", ".join(shown) + " GB/s", flush=True)
+
+    first = names[0]
+    summary = {}
+    print(f"\n{args.size_mib} MiB uploads, {args.workers} worker(s), {args.rounds} rotated rounds; medians per GiB, and "
+          f"paired to {first} (median, range)")
+    print(f"  {'target':12} {'GB/s':>6} {'proxy s':>8} {'client s':>9} {'sleeps':>7} {'sink s':>7} {'segments':>9}")
+    for name in names:
+        good = [r for r in runs[name] if r.get("ok")]
+        if not good:
+            continue
+        medians = {k: statistics.median(r[k] for r in good) for k in KEYS}
+        pairs = [(a, b) for a, b in zip(runs[first], runs[name]) if a.get("ok") and b.get("ok")]
+        paired = {k: [b[k] / a[k] for a, b in pairs if a[k]] for k in KEYS}
+        summary[name] = {"runs": runs[name], "medians": medians,
+                         "paired_to_first": {k: statistics.median(v) for k, v in paired.items() if v},
+                         "paired_range": {k: [min(v), max(v)] for k, v in paired.items() if v}}
+        print(f"  {name:12} {medians['gbps']:6.2f} {medians['proxy_cpu_s_per_gib']:8.3f} "
+              f"{medians['client_cpu_s_per_gib']:9.3f} {medians['client_sleeps_per_gib']:7.0f} "
+              f"{medians['sink_cpu_s_per_gib']:7.3f} {medians['segments_per_gib']:9.0f}")
+    for name in names[1:]:
+        if name not in summary:
+            continue
+        p, r = summary[name]["paired_to_first"], summary[name]["paired_range"]
+        print(f"  {name} / {first}: " + ", ".join(
+            f"{k.replace('_per_gib', '')} {p[k]:.3f} ({r[k][0]:.2f}-{r[k][1]:.2f})" for k in KEYS if k in p))
+    document = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "workers": args.workers, "rounds": args.rounds, "size_mib": args.size_mib,
+                "targets": dict(zip(names, specs)), "results": summary}
+    base.finish_session(os.path.abspath(args.out), document, failures)
+
+
+if __name__ == "__main__":
+    main()
