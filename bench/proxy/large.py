@@ -27,8 +27,6 @@ import datetime
 import os
 import resource
 import shutil
-import statistics
-import subprocess
 import sys
 import types
 
@@ -94,12 +92,7 @@ def main():
     workdir = base.start_session("formwall-large-")
     files = base.body_files(workdir, "large")
     body_len = base.write_body(files["large_path"], files["boundary"], args.size_mib * base.MIB)
-    sink = base.build_sink(workdir)
-    uport = base.free_port()
-    sink_proc = base.PROCS.start([sink, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    problem = base.wait_port(uport, sink_proc, args.ready_timeout)
-    if problem:
-        raise SystemExit(f"sink {problem}")
+    uport, sink_proc = base.start_sink_process(workdir, 2, args.ready_timeout)
 
     targets = {}
     for spec, name in zip(specs, names):
@@ -135,29 +128,14 @@ def main():
         print(f"round {i + 1}: " + ", ".join(shown) + " GB/s", flush=True)
 
     first = names[0]
-    summary = {}
+    summary = base.paired_summary(runs, first, KEYS)
     print(f"\n{args.size_mib} MiB uploads, {args.workers} worker(s), {args.rounds} rotated rounds; medians per GiB, and "
           f"paired to {first} (median, range)")
-    print(f"  {'target':12} {'GB/s':>6} {'proxy s':>8} {'client s':>9} {'sleeps':>7} {'sink s':>7} {'segments':>9}")
-    for name in names:
-        good = [r for r in runs[name] if r.get("ok")]
-        if not good:
-            continue
-        medians = {k: statistics.median(r[k] for r in good) for k in KEYS}
-        pairs = [(a, b) for a, b in zip(runs[first], runs[name]) if a.get("ok") and b.get("ok")]
-        paired = {k: [b[k] / a[k] for a, b in pairs if a[k]] for k in KEYS}
-        summary[name] = {"runs": runs[name], "medians": medians,
-                         "paired_to_first": {k: statistics.median(v) for k, v in paired.items() if v},
-                         "paired_range": {k: [min(v), max(v)] for k, v in paired.items() if v}}
-        print(f"  {name:12} {medians['gbps']:6.2f} {medians['proxy_cpu_s_per_gib']:8.3f} "
-              f"{medians['client_cpu_s_per_gib']:9.3f} {medians['client_sleeps_per_gib']:7.0f} "
-              f"{medians['sink_cpu_s_per_gib']:7.3f} {medians['segments_per_gib']:9.0f}")
-    for name in names[1:]:
-        if name not in summary:
-            continue
-        p, r = summary[name]["paired_to_first"], summary[name]["paired_range"]
-        print(f"  {name} / {first}: " + ", ".join(
-            f"{k.replace('_per_gib', '')} {p[k]:.3f} ({r[k][0]:.2f}-{r[k][1]:.2f})" for k in KEYS if k in p))
+    base.print_medians(summary, names, "target", [
+        ("GB/s", "gbps", 6, 2, 1), ("proxy s", "proxy_cpu_s_per_gib", 8, 3, 1),
+        ("client s", "client_cpu_s_per_gib", 9, 3, 1), ("sleeps", "client_sleeps_per_gib", 7, 0, 1),
+        ("sink s", "sink_cpu_s_per_gib", 7, 3, 1), ("segments", "segments_per_gib", 9, 0, 1)])
+    base.print_paired(summary, names, first, KEYS, "_per_gib")
     document = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "workers": args.workers, "rounds": args.rounds, "size_mib": args.size_mib,
                 "targets": dict(zip(names, specs)), "results": summary}

@@ -274,16 +274,21 @@ def build_sink(workdir):
     return exe
 
 
-def start_sink(workdir, threads, timeout=10):
+def start_sink_process(workdir, threads, timeout=10):
     """Builds the sink into workdir and starts it with `threads` threads on a free port, output discarded;
-    returns the port once it accepts. Exits the script if it does not come up."""
+    returns (port, process) once it accepts. Exits the script if it does not come up."""
     exe = build_sink(workdir)
     port = free_port()
     proc = PROCS.start([exe, str(port), str(threads)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     problem = wait_port(port, proc, timeout)
     if problem:
         raise SystemExit(f"sink {problem}")
-    return port
+    return port, proc
+
+
+def start_sink(workdir, threads, timeout=10):
+    """`start_sink_process`'s port."""
+    return start_sink_process(workdir, threads, timeout)[0]
 
 
 def write_body(path, boundary, size):
@@ -921,6 +926,42 @@ def small_upload_files(workdir, label, kib=10):
     with open(files["lua_path"], "w") as f:
         f.write(WRK_LUA.format(body=files["small_path"], boundary=files["boundary"]))
     return files
+
+
+def paired_summary(runs, first, keys):
+    """Each target's medians of `keys` over its successful runs, and its ratios to `first`'s run of the same round
+    (median and range). `runs`: target name -> its results in round order, a failed one marked `ok` False."""
+    summary = {}
+    for name, results in runs.items():
+        good = [r for r in results if r.get("ok", True)]
+        if not good:
+            continue
+        pairs = [(a, b) for a, b in zip(runs[first], results) if a.get("ok", True) and b.get("ok", True)]
+        paired = {k: [b[k] / a[k] for a, b in pairs if a[k]] for k in keys}
+        summary[name] = {"runs": results, "medians": {k: statistics.median(r[k] for r in good) for k in keys},
+                         "paired_to_first": {k: statistics.median(v) for k, v in paired.items() if v},
+                         "paired_range": {k: [min(v), max(v)] for k, v in paired.items() if v}}
+    return summary
+
+
+def print_medians(summary, names, label, columns):
+    """Prints a table of each target's `paired_summary` medians: `columns` are (title, key, width, decimals, scale)."""
+    print(f"  {label:12} " + " ".join(f"{title:>{width}}" for title, _, width, _, _ in columns))
+    for name in names:
+        if name in summary:
+            medians = summary[name]["medians"]
+            print(f"  {name:12} " + " ".join(f"{medians[key] * scale:{width}.{decimals}f}"
+                                             for _, key, width, decimals, scale in columns))
+
+
+def print_paired(summary, names, first, keys, unit_suffix):
+    """Prints each target's `paired_summary` ratios to `first`, a line each; `unit_suffix` is cut from the keys."""
+    for name in names:
+        if name == first or name not in summary:
+            continue
+        p, r = summary[name]["paired_to_first"], summary[name]["paired_range"]
+        print(f"  {name} / {first}: " + ", ".join(
+            f"{k.replace(unit_suffix, '')} {p[k]:.3f} ({r[k][0]:.2f}-{r[k][1]:.2f})" for k in keys if k in p))
 
 
 def finish_session(path, document, failures):

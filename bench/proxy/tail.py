@@ -25,8 +25,6 @@ import argparse
 import datetime
 import glob
 import os
-import statistics
-import subprocess
 import sys
 import types
 
@@ -76,12 +74,7 @@ def main():
 
     workdir = base.start_session("formwall-tail-")
     files = base.small_upload_files(workdir, "tail")
-    sink = base.build_sink(workdir)
-    uport = base.free_port()
-    sink_proc = base.PROCS.start([sink, str(uport), "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    problem = base.wait_port(uport, sink_proc, args.ready_timeout)
-    if problem:
-        raise SystemExit(f"sink {problem}")
+    uport, sink_proc = base.start_sink_process(workdir, 2, args.ready_timeout)
 
     targets = {}
     names = []
@@ -119,6 +112,7 @@ def main():
             after = thread_ticks(sink_proc.pid)
             if not result["ok"]:
                 failures.append(f"{name}, round {i + 1}: {result['error']}")
+                runs[name].append(result)
                 continue
             work = sorted(after[t] - before.get(t, 0) for t in after)
             result["sink_split"] = work[-1] / max(work[0], 1) if len(work) >= 2 else 1.0
@@ -128,27 +122,13 @@ def main():
         print(f"round {i + 1}: " + ", ".join(shown), flush=True)
 
     first = names[0]
-    summary = {}
+    summary = base.paired_summary(runs, first, KEYS)
     print(f"\n{args.workers} worker(s), {args.rounds} rounds of wrk -t2 -c64 -d{args.wrk_duration}s, 10 KiB uploads; "
           f"medians, and paired to {first} (median, range)")
-    print(f"  {'proxy':12} {'req/s':>9} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'p99.9':>7} {'split':>6}")
-    for name in names:
-        if not runs[name]:
-            continue
-        medians = {k: statistics.median(r[k] for r in runs[name]) for k in KEYS}
-        complete = [(a, b) for a, b in zip(runs[first], runs[name])]
-        paired = {k: [b[k] / a[k] for a, b in complete] for k in KEYS}
-        summary[name] = {"runs": runs[name], "medians": medians,
-                         "paired_to_first": {k: statistics.median(v) for k, v in paired.items()},
-                         "paired_range": {k: [min(v), max(v)] for k, v in paired.items()}}
-        print(f"  {name:12} {medians['rps']:9.0f} {medians['p50_us'] / 1000:7.2f} {medians['p90_us'] / 1000:7.2f} "
-              f"{medians['p99_us'] / 1000:7.2f} {medians['p999_us'] / 1000:7.2f} {medians['sink_split']:6.2f}")
-    for name in names[1:]:
-        if name not in summary:
-            continue
-        p, r = summary[name]["paired_to_first"], summary[name]["paired_range"]
-        print(f"  {name} / {first}: " + ", ".join(f"{k.replace('_us', '')} {p[k]:.3f} ({r[k][0]:.2f}-{r[k][1]:.2f})"
-                                               for k in KEYS))
+    base.print_medians(summary, names, "proxy", [
+        ("req/s", "rps", 9, 0, 1), ("p50 ms", "p50_us", 7, 2, 1e-3), ("p90 ms", "p90_us", 7, 2, 1e-3),
+        ("p99 ms", "p99_us", 7, 2, 1e-3), ("p99.9", "p999_us", 7, 2, 1e-3), ("split", "sink_split", 6, 2, 1)])
+    base.print_paired(summary, names, first, KEYS, "_us")
     document = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "workers": args.workers, "rounds": args.rounds, "wrk_duration_s": args.wrk_duration,
                 "binaries": dict(binaries), "haproxy": not args.no_haproxy, "results": summary}
