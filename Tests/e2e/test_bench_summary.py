@@ -1,0 +1,77 @@
+"""bench/proxy/run.py's paired_summary, which tail.py and large.py report with: a target's run is compared with the
+first target's run of the same round only, so a failed round must drop that round's pair and not shift every later
+round onto the wrong partner. docs/performance.md quotes these ratios; they are only paired if this holds."""
+
+import importlib.util
+import random
+import statistics
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_run():
+    spec = importlib.util.spec_from_file_location("bench_proxy_run", ROOT / "bench" / "proxy" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+run = load_run()
+
+
+def test_a_failed_round_drops_its_pair_and_keeps_the_rest_in_step():
+    runs = {
+        "peer": [{"ok": True, "x": 10.0}, {"ok": False, "error": "wrk"}, {"ok": True, "x": 20.0},
+                 {"ok": True, "x": 40.0}],
+        "mine": [{"ok": True, "x": 5.0}, {"ok": True, "x": 100.0}, {"ok": True, "x": 30.0},
+                 {"ok": False, "error": "timeout"}],
+    }
+    summary = run.paired_summary(runs, "peer", ["x"])
+    # Rounds 1 and 3 are the only ones where both ran: 5/10 and 30/20.
+    assert summary["mine"]["paired_range"]["x"] == [0.5, 1.5]
+    assert summary["mine"]["paired_to_first"]["x"] == 1.0
+    # Medians are over each target's own successful runs, the failed ones left out.
+    assert summary["mine"]["medians"]["x"] == 30.0
+    assert summary["peer"]["medians"]["x"] == 20.0
+    assert summary["peer"]["paired_to_first"]["x"] == 1.0
+    # Every run is kept, in round order, for the JSON record.
+    assert summary["mine"]["runs"] is runs["mine"]
+
+
+def test_a_target_without_a_successful_run_is_left_out_and_a_zero_is_not_divided_by():
+    runs = {
+        "peer": [{"ok": True, "x": 0.0, "y": 2.0}, {"ok": True, "x": 4.0, "y": 4.0}],
+        "mine": [{"ok": True, "x": 1.0, "y": 1.0}, {"ok": True, "x": 2.0, "y": 8.0}],
+        "down": [{"ok": False}, {"ok": False}],
+    }
+    summary = run.paired_summary(runs, "peer", ["x", "y"])
+    assert "down" not in summary
+    assert summary["mine"]["paired_range"]["x"] == [0.5, 0.5]
+    assert summary["mine"]["paired_range"]["y"] == [0.5, 2.0]
+
+
+def test_pairs_match_a_plain_round_by_round_computation():
+    rng = random.Random(25)
+    for _ in range(200):
+        rounds = rng.randint(1, 12)
+        runs = {name: [] for name in ("first", "second", "third")}
+        for _ in range(rounds):
+            for name in runs:
+                if rng.random() < 0.2:
+                    runs[name].append({"ok": False})
+                else:
+                    runs[name].append({"ok": True, "v": rng.uniform(0.5, 2.0)})
+        summary = run.paired_summary(runs, "first", ["v"])
+        for name in ("second", "third"):
+            expected = [b["v"] / a["v"] for a, b in zip(runs["first"], runs[name]) if a["ok"] and b["ok"]]
+            good = [r["v"] for r in runs[name] if r["ok"]]
+            if not good:
+                assert name not in summary
+                continue
+            assert summary[name]["medians"]["v"] == statistics.median(good)
+            if expected:
+                assert summary[name]["paired_to_first"]["v"] == statistics.median(expected)
+                assert summary[name]["paired_range"]["v"] == [min(expected), max(expected)]
+            else:
+                assert "v" not in summary[name]["paired_to_first"]
