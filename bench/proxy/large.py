@@ -14,7 +14,7 @@ For each upload: GB/s; the proxy's CPU seconds (/proc/PID/stat of its processes)
 time and voluntary context switches, from getrusage of this script's children: how often it slept waiting for
 the proxy to take bytes); the sink's CPU seconds; TCP segments sent by the whole machine (OutSegs of
 /proc/net/snmp). On two cores the client, the proxy and the sink share the machine, so a proxy can be slowed
-by what it makes its neighbours do: the twenty-fifth session found curl spending 1.15x the CPU per GiB behind
+by what it makes its neighbours do: the twenty-fifth session found curl spending 1.13-1.14x the CPU per GiB behind
 formwall that it spends behind nginx tuned or the byte relay (docs/performance.md).
 
 The report gives each target's medians and its ratios to the first target's upload of the same round (median
@@ -39,28 +39,21 @@ KEYS = ("gbps", "proxy_cpu_s_per_gib", "client_cpu_s_per_gib", "client_sleeps_pe
         "segments_per_gib")
 
 
-def out_segments():
-    """TCP segments the machine has sent (`OutSegs` of /proc/net/snmp)."""
-    with open("/proc/net/snmp") as f:
-        rows = [line.split() for line in f if line.startswith("Tcp:")]
-    return int(rows[1][rows[0].index("OutSegs")])
-
-
 def upload(options, target, files, body_len, sink_pid, workdir):
     """One large upload through `target`: run.py's measurement plus the client's, the sink's and the segments."""
-    segments = out_segments()
+    segments = base.tcp_out_segments()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     result = base.large_upload(options, target, files["large_path"], body_len, files["boundary"], sink_pid, workdir)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if not result.get("ok"):
         return result
-    gib = body_len / (1 << 30)
+    gib = body_len / base.GIB
     result.update(
         proxy_cpu_s_per_gib=result["proxy_cpu_s"] / gib,
         client_cpu_s_per_gib=((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) / gib,
         client_sleeps_per_gib=(after.ru_nvcsw - before.ru_nvcsw) / gib,
         sink_cpu_s_per_gib=result["sink_cpu_s"] / gib,
-        segments_per_gib=(out_segments() - segments) / gib)
+        segments_per_gib=(base.tcp_out_segments() - segments) / gib)
     return result
 
 
@@ -78,14 +71,13 @@ def main():
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/large.json"))
     args = ap.parse_args()
     specs = args.targets or ["nginx-tuned", f"formwall={os.path.join(base.REPO, '.build/release/formwall')}", "relay"]
-    names = []
-    for spec in specs:
-        name, _, path = spec.partition("=")
+    parsed = [spec.partition("=")[::2] for spec in specs]  # (name, formwall path or "")
+    for spec, (name, path) in zip(specs, parsed):
         if path and not os.access(path, os.X_OK):
             raise SystemExit(f"not an executable formwall binary: {spec!r}")
         if not path and name not in PEERS:
             raise SystemExit(f"unknown target {spec!r}: expected one of {', '.join(PEERS)} or NAME=PATH")
-        names.append(name)
+    names = [name for name, _ in parsed]
     if len(set(names)) != len(names):
         raise SystemExit("give the targets distinct names")
 
@@ -95,8 +87,7 @@ def main():
     uport, sink_proc = base.start_sink_process(workdir, 2, args.ready_timeout)
 
     targets = {}
-    for spec, name in zip(specs, names):
-        path = spec.partition("=")[2]
+    for name, path in parsed:
         options = types.SimpleNamespace(formwall=path, nginx=shutil.which("nginx") or "/usr/sbin/nginx",
                                         haproxy=shutil.which("haproxy") or "/usr/sbin/haproxy",
                                         formwall_workers=args.workers, relay_buffer_kib=args.relay_buffer_kib,
@@ -129,8 +120,8 @@ def main():
 
     first = names[0]
     summary = base.paired_summary(runs, first, KEYS)
-    print(f"\n{args.size_mib} MiB uploads, {args.workers} worker(s), {args.rounds} rotated rounds; medians per GiB, and "
-          f"paired to {first} (median, range)")
+    print(f"\n{args.size_mib} MiB uploads, {args.workers} worker(s), {args.rounds} rotated rounds; medians per GiB, "
+          f"and paired to {first} (median, range)")
     base.print_medians(summary, names, "target", [
         ("GB/s", "gbps", 6, 2, 1), ("proxy s", "proxy_cpu_s_per_gib", 8, 3, 1),
         ("client s", "client_cpu_s_per_gib", 9, 3, 1), ("sleeps", "client_sleeps_per_gib", 7, 0, 1),

@@ -928,6 +928,15 @@ def small_upload_files(workdir, label, kib=10):
     return files
 
 
+def tcp_out_segments():
+    """TCP segments the machine has sent since boot (`OutSegs` of the `Tcp:` lines of /proc/net/snmp)."""
+    with open("/proc/net/snmp") as f:
+        lines = [line.split() for line in f if line.startswith("Tcp:")]
+    if len(lines) < 2 or "OutSegs" not in lines[0]:
+        return 0
+    return int(lines[1][lines[0].index("OutSegs")])
+
+
 def paired_summary(runs, first, keys):
     """Each target's medians of `keys` over its successful runs, and its ratios to `first`'s run of the same round
     (median and range). `runs`: target name -> its results in round order, a failed one marked `ok` False."""

@@ -82,15 +82,6 @@ def machine_switches():
     return 0
 
 
-def tcp_out_segments():
-    """TCP segments the machine has sent since boot (`OutSegs` of the `Tcp:` lines of /proc/net/snmp)."""
-    with open("/proc/net/snmp") as f:
-        lines = [line.split() for line in f if line.startswith("Tcp:")]
-    if len(lines) < 2 or "OutSegs" not in lines[0]:
-        return 0
-    return int(lines[1][lines[0].index("OutSegs")])
-
-
 def machine_idle_ticks():
     """Clock ticks all CPUs spent idle since boot (`idle` + `iowait` of the `cpu` line of /proc/stat)."""
     with open("/proc/stat") as f:
@@ -113,7 +104,7 @@ def counters(pids, sink_pid):
     return {"user": user, "system": system, "proxy_voluntary": vol, "proxy_involuntary": invol,
             "sink_ticks": sum(cpu_ticks(sink)), "sink_voluntary": switches(sink)[0],
             "wrk_seconds": children_cpu_seconds(), "idle_ticks": machine_idle_ticks(),
-            "machine_switches": machine_switches(), "tcp_segments": tcp_out_segments()}
+            "machine_switches": machine_switches(), "tcp_segments": base.tcp_out_segments()}
 
 
 def perf_usable():
