@@ -577,7 +577,6 @@ struct ConnectionMachine {
                                     preflight: Self.isPreflight(head), headerValues: { head.headers.values(named: $0) })
             modifiedHeader = ev.routeModifiedHeader
             ratioMax = ev.routeCompressionRatioMax ?? 100
-            ratioRule = ev.routeLocation
             routeUpstreamBody = ev.routeUpstreamBody
             routePrefix = ev.routePrefix
             let upstreamName = ev.routeUpstreamName
@@ -622,6 +621,9 @@ struct ConnectionMachine {
                 break
             case .decode(let layers):
                 decoders = layers
+                // Read only for a body that is decoded: the location's file name is one string for every worker,
+                // and each reference to it is a count they all write (bench/proxy/sharing.py).
+                ratioRule = ex.evaluator?.routeLocation
                 head.headers.removeAll(named: "content-encoding")
             case .passUninspected:
                 ex.encodingUninspected = true

@@ -105,7 +105,12 @@ public final class ProxyServer {
                     try AuditLog(path: $0.path,
                                  rotation: $0.rotateBytes.map { AuditLog.Rotation(maxBytes: $0, keep: config.audit!.keep) })
                 }
-                let worker = Worker(loop: loop, config: config, stats: stats, policy: policy, quarantine: store,
+                // Each worker judges with its own copy of the policy (`workerCopy`), compiled on its own thread.
+                let own = Self.workerCopy(of: policy) {
+                    try Self.loadPolicy(config.rules, quarantine: config.quarantine != nil,
+                                        upstreamGroups: config.upstreams.map(\.name))
+                }
+                let worker = Worker(loop: loop, config: config, stats: stats, policy: own, quarantine: store,
                                     audit: audit, index: numbering.add(1, ordering: .relaxed).oldValue,
                                     tlsServer: tlsServer, tlsClient: tlsClient)
                 try worker.start(inherited: handout.take(perWorker).map { try TCPListener(adopting: $0) })
@@ -160,6 +165,18 @@ public final class ProxyServer {
         return policy
     }
 
+    /// A worker's own copy of `policy`: `compile` run again (the same rule files, read and compiled anew), so that
+    /// the policy's arrays and strings, whose reference counts every request changes, are the worker's alone. With
+    /// one shared policy two workers wrote the same cache lines 14 times a request (`bench/proxy/sharing.py`,
+    /// docs/performance.md, "Workers that write no shared memory"). The copy is used only when it equals
+    /// `policy`, sources included: when a file changed in between (or no longer compiles), `policy` itself is
+    /// shared, so every worker always judges by the policy that was checked and reported.
+    static func workerCopy(of policy: Policy?, compile: () throws -> Policy?) -> Policy? {
+        guard let policy else { return nil }
+        guard let copy = try? compile(), copy == policy else { return policy }
+        return copy
+    }
+
     /// Refuses a spool directory (`--spool-dir`) where no temporary file can be created: missing, not a
     /// directory, not writable. Creates one (unnamed, or unlinked at once) and closes it.
     public static func checkSpoolDirectory(_ directory: String) throws {
@@ -183,9 +200,10 @@ public final class ProxyServer {
             return
         }
         guard !paths.isEmpty else { return }
+        let upstreamGroups = configuration.upstreams.map(\.name)
+        let hasQuarantine = configuration.quarantine != nil
         do {
-            let fresh = try Self.loadPolicy(paths, quarantine: configuration.quarantine != nil,
-                                            upstreamGroups: configuration.upstreams.map(\.name))
+            let fresh = try Self.loadPolicy(paths, quarantine: hasQuarantine, upstreamGroups: upstreamGroups)
             ruleReloads.ok += 1
             rulesInfo = RulesInfo(policy: fresh ?? Policy())
             // The line is written once every worker has switched, so "reloaded" means in force everywhere.
@@ -193,8 +211,11 @@ public final class ProxyServer {
             let events = configuration.eventLog
             let rules = paths
             registry.forEach { handle, worker in
+                let own = Self.workerCopy(of: fresh) {
+                    try Self.loadPolicy(paths, quarantine: hasQuarantine, upstreamGroups: upstreamGroups)
+                }
                 _ = handle.execute { _ in
-                    worker.value.policy = fresh
+                    worker.value.policy = own
                     guard pending.finishOne() else { return }
                     events.write(.info, "rules reloaded", [LogField("rules", .strings(rules))])
                 }

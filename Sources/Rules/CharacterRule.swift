@@ -49,6 +49,31 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
         byte < 64 ? (asciiLow >> UInt64(byte)) & 1 == 1 : (asciiHigh >> UInt64(byte &- 64)) & 1 == 1
     }
 
+    /// The ASCII bytes the list allows: two words, read from a rule without copying the list (a copy retains
+    /// `ranges`, whose buffer the policy's rules and every worker share; bench/proxy/sharing.py).
+    public var asciiTable: ASCIITable { ASCIITable(low: asciiLow, high: asciiHigh) }
+
+    /// `CharacterRule.asciiTable`: one bit per ASCII byte the list allows.
+    public struct ASCIITable: Sendable, Equatable {
+        let low: UInt64
+        let high: UInt64
+
+        /// Whether `text` is all ASCII and the list allows each of its bytes: `firstRefused(in:skip:)` is then
+        /// nil, whatever `skip` says. False sends the caller to `firstRefused`.
+        public func allowsAll(_ text: String) -> Bool {
+            var text = text
+            return text.withUTF8 { bytes in
+                for byte in bytes {
+                    guard byte < 0x80,
+                          (byte < 64 ? (low >> UInt64(byte)) : (high >> UInt64(byte &- 64))) & 1 == 1 else {
+                        return false
+                    }
+                }
+                return true
+            }
+        }
+    }
+
     /// The default for field and part names: `" ' ; = \` plus controls and bidi controls are refused (CRS 920121
     /// refuses the same quote, semicolon, equals and backslash characters in names).
     public static let defaultNames = CharacterRule(mode: .deny, ranges: scalarRanges("\"';=\\"), controls: true, bidi: true)

@@ -148,8 +148,16 @@ extension FilenameCheck {
 /// A fixed set of lowercase ASCII words, looked up by bytes in any ASCII case without building a String or
 /// hashing one: 64 buckets chosen by length and first and last byte, each holding its words as length-prefixed
 /// bytes.
-struct ASCIIWordTable: Sendable {
-    private let buckets: [[UInt8]]
+///
+/// The buckets lie back to back in one allocation that is never freed: the tables are constants that live as long
+/// as the process (the three above; a test makes one more). A struct of pointers is read from the globals every
+/// worker shares without a reference count: the array of arrays it replaced had a bucket retained and released on
+/// every filename, by every worker, a write to one cache line from each core (bench/proxy/sharing.py,
+/// docs/performance.md, "Workers that write no shared memory").
+struct ASCIIWordTable: @unchecked Sendable {   // immutable after init; its memory is never written again or freed
+    /// Every bucket's entries, back to back: `bytes[bounds[b]..<bounds[b + 1]]` is bucket `b`.
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private let bounds: UnsafeBufferPointer<Int>
     /// How many words the table holds: a word that is not lowercase ASCII of 1 to 255 bytes is left out (an ASCII
     /// name could not be it in any case, or its length would not fit the prefix). `FilenameCheckASCIITests` checks
     /// that every built-in list is held whole.
@@ -165,7 +173,18 @@ struct ASCIIWordTable: Sendable {
             buckets[Self.bucket(count: bytes.count, first: first, last: last)] += [UInt8(bytes.count)] + bytes
             count += 1
         }
-        self.buckets = buckets
+        let flat = buckets.flatMap { $0 }
+        let bytes = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(flat.count, 1))
+        _ = bytes.initialize(from: flat)
+        let bounds = UnsafeMutableBufferPointer<Int>.allocate(capacity: buckets.count + 1)
+        var at = 0
+        for (index, bucket) in buckets.enumerated() {
+            bounds[index] = at
+            at += bucket.count
+        }
+        bounds[buckets.count] = at
+        self.bytes = UnsafeBufferPointer(bytes)
+        self.bounds = UnsafeBufferPointer(bounds)
         self.count = count
     }
 
@@ -175,16 +194,17 @@ struct ASCIIWordTable: Sendable {
     }
 
     /// Whether `bytes`, ASCII-lowercased, is one of the words.
-    func contains(caseless bytes: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
-        let count = bytes.count
-        guard count > 0, count < 256, let first = bytes.first, let last = bytes.last else { return false }
-        let entries = buckets[Self.bucket(count: count, first: ASCII.lowercased(first), last: ASCII.lowercased(last))]
-        var at = 0
-        while at < entries.count {
-            let length = Int(entries[at])
+    func contains(caseless candidate: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
+        let count = candidate.count
+        guard count > 0, count < 256, let first = candidate.first, let last = candidate.last else { return false }
+        let bucket = Self.bucket(count: count, first: ASCII.lowercased(first), last: ASCII.lowercased(last))
+        var at = bounds[bucket]
+        let end = bounds[bucket + 1]
+        while at < end {
+            let length = Int(bytes[at])
             if length == count {
                 var k = 0
-                while k < count, entries[at + 1 + k] == ASCII.lowercased(bytes[bytes.startIndex + k]) { k += 1 }
+                while k < count, bytes[at + 1 + k] == ASCII.lowercased(candidate[candidate.startIndex + k]) { k += 1 }
                 if k == count { return true }
             }
             at += 1 + length
@@ -192,4 +212,3 @@ struct ASCIIWordTable: Sendable {
         return false
     }
 }
-

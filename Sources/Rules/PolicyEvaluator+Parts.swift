@@ -268,13 +268,16 @@ extension PolicyEvaluator {
             case .strip: _ = fold(violate(violation, .strip))
             case .allow: break
             }
-            if action == .forward,
+            // A name of allowed ASCII is judged from the list's table alone: passing the list would copy it (see
+            // `CharacterRule.asciiTable`).
+            if action == .forward, let name = part.name, !route.value.nameChecks.nameCharacters.asciiTable.allowsAll(name),
                fold(checkName(part, route.value.nameChecks.nameCharacters, rule: nil, outcome: .reject)) {
                 return action
             }
             if part.isFile, action == .forward {
                 if fold(checkFilename(part, handling: route.value.filename, allowed: route.value.allowedFilenameProblems,
-                                      characters: route.value.nameChecks.filenameCharacters,
+                                      characters: route.value.nameChecks.filenameCharacters.asciiTable,
+                                      fullCharacters: { route.value.nameChecks.filenameCharacters },
                                       restricted: route.value.nameChecks.restrictedFilenames, rule: nil,
                                       outcome: .reject, decision: &decision)) {
                     return action
@@ -311,7 +314,10 @@ extension PolicyEvaluator {
                 _ = violate(violation, .log)
             }
         }
-        if fold(checkName(part, rule.value.nameChecks.nameCharacters, rule: rule, outcome: outcome)) { return action }
+        if let name = part.name, !rule.value.nameChecks.nameCharacters.asciiTable.allowsAll(name),
+           fold(checkName(part, rule.value.nameChecks.nameCharacters, rule: rule, outcome: outcome)) {
+            return action
+        }
         // The semantic flags come after the name and filename checks, which are the operator's own lists and so
         // report a character first; a part they strip is gone and no later check judges it.
         func semanticChecks() -> Action {
@@ -322,7 +328,8 @@ extension PolicyEvaluator {
             return action
         }
         if fold(checkFilename(part, handling: rule.value.filename, allowed: rule.value.allowedFilenameProblems,
-                              characters: rule.value.nameChecks.filenameCharacters,
+                              characters: rule.value.nameChecks.filenameCharacters.asciiTable,
+                              fullCharacters: { rule.value.nameChecks.filenameCharacters },
                               restricted: rule.value.nameChecks.restrictedFilenames, rule: rule, outcome: outcome,
                               decision: &decision)) {
             return action
@@ -423,9 +430,12 @@ extension PolicyEvaluator {
     }
 
     /// The filename checks: the problems `FilenameCheck` finds (less those `allowed`), sanitised or judged, then the
-    /// filename character list. The lists come one by one: passing the whole `NameChecks` copied all of them.
+    /// filename character list. The lists come one by one: passing the whole `NameChecks` copied all of them. The
+    /// character list comes as its ASCII table, and itself (`fullCharacters`) only for a filename the table cannot
+    /// judge alone.
     private mutating func checkFilename(_ part: Part, handling: FilenameHandling, allowed: Set<FilenameProblem>,
-                                        characters: CharacterRule, restricted: [FilenamePattern],
+                                        characters: CharacterRule.ASCIITable, fullCharacters: () -> CharacterRule,
+                                        restricted: [FilenamePattern],
                                         rule: Shared<PartRule>?, outcome: Finding.Outcome,
                                         decision: inout PartDecision) -> Action {
         guard handling != .allow, let filename = part.filename, !filename.isEmpty else { return .forward }
@@ -474,7 +484,10 @@ extension PolicyEvaluator {
             if next.rank > action.rank { action = next }
             if case .reject = next { return next }
         }
-        let next = checkCharacters(judged, characters, kind: .filenameCharacter, part: part,
+        // A filename of allowed ASCII is judged from the list's table alone; only another one reads the list
+        // itself (`fullCharacters`: passing the list would copy it, see `CharacterRule.asciiTable`).
+        guard !characters.allowsAll(judged) else { return action }
+        let next = checkCharacters(judged, fullCharacters(), kind: .filenameCharacter, part: part,
                                    rule: rule, outcome: outcome, skip: Self.ownedByFilenameProblems)
         if next.rank > action.rank { action = next }
         return action

@@ -43,6 +43,39 @@ import Testing
         #expect(refused > 5_000)
     }
 
+    /// `asciiTable.allowsAll(text)` lets the evaluator skip the list only when the list refuses nothing in
+    /// `text`, whatever `skip` says; and for an ASCII text it says exactly that (a non-ASCII one always goes to
+    /// the list).
+    @Test func asciiTableAllowsAllOnlyWhatTheListAllows() throws {
+        var generator = SplitMix64(seed: 0xA5C1_7AB1)
+        var (allowed, sent) = (0, 0)
+        for round in 0..<3_000 {
+            var rule = round % 5 == 0 ? CharacterRule.defaultNames : CharacterRule(mode: round % 2 == 0 ? .deny : .allow)
+            if round % 5 != 0 {
+                rule.ranges = try #require(CharacterRule.parseRanges(round % 3 == 0 ? "a-z0-9._-" : "\"';=\\%"))
+                rule.controls = Bool.random(using: &generator)
+                rule.bidi = Bool.random(using: &generator)
+            }
+            for _ in 0..<5 {
+                let text = Self.randomText(&generator)
+                let table = rule.asciiTable.allowsAll(text)
+                let reference = rule.firstRefusedByScalars(in: text, skip: { _ in false })
+                if table {
+                    #expect(reference == nil, "\(rule) \(text.debugDescription)")
+                    allowed += 1
+                } else {
+                    sent += 1
+                }
+                if text.unicodeScalars.allSatisfy(\.isASCII) {
+                    #expect(table == (reference == nil), "\(rule) \(text.debugDescription)")
+                } else {
+                    #expect(!table, "\(rule) \(text.debugDescription)")
+                }
+            }
+        }
+        #expect(allowed > 1_000 && sent > 1_000, "allowed \(allowed), sent to the list \(sent)")
+    }
+
     @Test func allowsExtensionAgreesWithTheCharacterSuffix() throws {
         var generator = SplitMix64(seed: 0xE47E_5105)
         let lists = [[".bin"], [".png", ".jpg", ".jpeg"], [".k"], [".tar.gz", ".gz"], [".é"], []]

@@ -148,6 +148,8 @@ def test_a_gzip_bomb_is_refused_early_with_flat_memory(fw, upstream):
     assert time.monotonic() - t0 < 10
     rec = last_record(fw.audit)
     assert rec["violations"][0]["kind"] == "compression_ratio_exceeded"
+    # The route whose ratio was exceeded (line 2 of RULES): read for a decoded body only (ConnectionMachine).
+    assert rec["violations"][0]["rule"].endswith("enc.rules:2"), rec["violations"][0]
     assert upstream.requests() == [] or all(q.get("path") != "/upload" or not q.get("body_complete") for q in upstream.requests())
 
 
