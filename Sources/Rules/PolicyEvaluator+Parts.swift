@@ -270,7 +270,8 @@ extension PolicyEvaluator {
             }
             // A name of allowed ASCII is judged from the list's table alone: passing the list would copy it (see
             // `CharacterRule.asciiTable`).
-            if action == .forward, let name = part.name, !route.value.nameChecks.nameCharacters.asciiTable.allowsAll(name),
+            if action == .forward, let name = part.name,
+               !route.value.nameChecks.nameCharacters.asciiTable.allowsAll(name),
                fold(checkName(part, route.value.nameChecks.nameCharacters, rule: nil, outcome: .reject)) {
                 return action
             }

@@ -11,7 +11,8 @@ import Rules
 @Suite struct WorkerPolicyCopyTests {
     /// A directory holding a rule file that includes another, removed by the caller.
     private static func ruleFiles() throws -> (directory: String, paths: [String]) {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fw-workercopy-\(getpid())-\(UUID())").path
+        let dir = FileManager.default.temporaryDirectory
+            .appendingPathComponent("fw-workercopy-\(getpid())-\(UUID())").path
         try FileManager.default.createDirectory(atPath: dir + "/inc", withIntermediateDirectories: true)
         try """
         include inc/files.rules;

@@ -50,7 +50,8 @@ import Testing
         var generator = SplitMix64(seed: 0xA5C1_7AB1)
         var (allowed, sent) = (0, 0)
         for round in 0..<3_000 {
-            var rule = round % 5 == 0 ? CharacterRule.defaultNames : CharacterRule(mode: round % 2 == 0 ? .deny : .allow)
+            var rule = round % 5 == 0
+                ? CharacterRule.defaultNames : CharacterRule(mode: round % 2 == 0 ? .deny : .allow)
             if round % 5 != 0 {
                 rule.ranges = try #require(CharacterRule.parseRanges(round % 3 == 0 ? "a-z0-9._-" : "\"';=\\%"))
                 rule.controls = Bool.random(using: &generator)

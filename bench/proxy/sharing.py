@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference counts that two workers write on the same object: what would stop formwall scaling past 2 cores.
 
-    python3 bench/proxy/sharing.py [--formwall PATH] [--configs bare,policy] [--workers 2] [--seconds 0.3]
+    python3 bench/proxy/sharing.py [--formwall PATH] [--configs bare,policy,audit] [--workers 2] [--seconds 0.3]
 
 Scaling from 1 to 2 workers cannot be timed on this 2-core machine (docs/performance.md, "Scaling"): wrk and the
 upstream need the cores the second worker would use. What can be measured here is what makes workers slow each
@@ -21,7 +21,8 @@ writing), anything else is on the heap. The report gives per request: the refere
 heap objects, and those on heap objects that more than one worker thread touched in the window (shared), with
 the call sites of the shared ones. The uprobes slow formwall a hundredfold; only the counts are meaningful.
 
-Configurations: `bare` (no rules, no audit log, as run.py's formwall) and `policy` (costs.py's typical route).
+Configurations: `bare` (no rules, no audit log, as run.py's formwall), `policy` (costs.py's typical route) and
+`audit` (that policy and an audit log, which hashes every file part).
 Needs root, `perf` (Debian `linux-perf`) and wrk. Writes bench/out/sharing.json; every probe, process and file
 made here is removed on exit.
 """
@@ -177,15 +178,15 @@ def measure(args, name, extra, workdir, uport, files, binary):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--formwall", default=os.path.join(base.REPO, ".build/release/formwall"))
-    ap.add_argument("--configs", default="bare,policy", help="comma-separated subset of bare,policy")
+    ap.add_argument("--configs", default="bare,policy,audit", help="comma-separated subset of bare,policy,audit")
     ap.add_argument("--workers", type=base.positive_int, default=2)
     ap.add_argument("--seconds", type=float, default=0.3, help="the recording window (every probe hit is kept)")
     ap.add_argument("--ready-timeout", type=float, default=10.0)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/sharing.json"))
     args = ap.parse_args()
     configs = args.configs.split(",")
-    if not set(configs) <= {"bare", "policy"}:
-        raise SystemExit("--configs: bare and/or policy")
+    if not set(configs) <= {"bare", "policy", "audit"}:
+        raise SystemExit("--configs: a subset of bare, policy and audit")
     if os.geteuid() != 0 or not shutil.which("perf") or not shutil.which("wrk"):
         raise SystemExit("needs root, perf (Debian linux-perf) and wrk")
 
@@ -201,7 +202,9 @@ def main():
             f.write(costs.RULES.format(body_max_mib=64, file_max_mib=32))
         results = {}
         for name in configs:
-            extra = ["--rules", rules] if name == "policy" else []
+            extra = [] if name == "bare" else ["--rules", rules]
+            if name == "audit":
+                extra += ["--audit-log", os.path.join(workdir, "audit.log")]
             results[name] = r = measure(args, name, extra, workdir, uport, files, binary)
             print(f"{name}: {r['requests']} requests on {r['threads']} worker thread(s); per request "
                   f"{r['ops_per_request']:.1f} reference-count operations, {r['heap_ops_per_request']:.1f} on heap "
