@@ -92,16 +92,17 @@ def image_ranges(pid, binary):
 
 
 def parse_script(text):
-    """`perf script -F tid,event,trace,ip,sym` output as (tid, event, object or None, count, frames) tuples."""
+    """`perf script -F pid,tid,event,trace,ip,sym` output as (tid, event, object, count, frames) tuples; the
+    object is (pid, address), or None for a probe without one (`request`)."""
     samples = []
     for block in text.split("\n\n"):
         lines = [line for line in block.splitlines() if line.strip()]
         if not lines:
             continue
-        head = re.match(r"\s*(\d+)\s+" + PROBE_GROUP + r":(\w+):(.*)$", lines[0])
+        head = re.match(r"\s*(\d+)/(\d+)\s+" + PROBE_GROUP + r":(\w+):(.*)$", lines[0])
         if not head:
             continue
-        tid, event, trace = int(head.group(1)), head.group(2), head.group(3)
+        pid, tid, event, trace = int(head.group(1)), int(head.group(2)), head.group(3), head.group(4)
         obj = re.search(r"obj=(0x[0-9a-f]+|\d+)", trace)
         n = re.search(r"\bn=(0x[0-9a-f]+|\d+)", trace)
         frames = []
@@ -109,7 +110,8 @@ def parse_script(text):
             parts = line.split(None, 1)
             if len(parts) == 2:
                 frames.append(parts[1].split("+0x")[0].strip())
-        samples.append((tid, event, int(obj.group(1), 0) if obj else None, int(n.group(1), 0) if n else 1, frames))
+        samples.append((tid, event, (pid, int(obj.group(1), 0)) if obj else None, int(n.group(1), 0) if n else 1,
+                        frames))
     return samples
 
 
@@ -124,15 +126,17 @@ def call_site(frames):
     return callers[0]
 
 
-def classify(samples, image):
-    """Per-request figures from parsed samples; `image`: the executable's address ranges (static objects)."""
+def classify(samples, images):
+    """Per-request figures from parsed samples; `images`: each process's executable address ranges (static
+    objects), by pid."""
     requests = sum(1 for s in samples if s[1] == "request")
-    def is_static(addr):
-        return any(start <= addr < end for start, end in image)
+    def is_heap(obj):
+        # The runtime returns at once, without a write, for a null or tagged value (a small string's bits, a
+        # bridged value's flags): only user-space addresses are objects, and those in the image are immortal.
+        pid, addr = obj
+        return 4096 <= addr < USER_SPACE_END and not any(a <= addr < b for a, b in images.get(pid, []))
     ops = [s for s in samples if s[1] != "request"]
-    # The runtime returns at once, without a write, for a null or tagged value (a small string's bits, a
-    # bridged value's flags): only user-space addresses are objects.
-    heap = [s for s in ops if s[2] and 4096 <= s[2] < USER_SPACE_END and not is_static(s[2])]
+    heap = [s for s in ops if s[2] and is_heap(s[2])]
     threads = collections.defaultdict(set)
     for tid, _, obj, _, _ in heap:
         threads[obj].add(tid)
@@ -160,16 +164,16 @@ def measure(args, name, extra, workdir, uport, files, binary):
                              target.url()], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # wrk's connections open and its first requests are answered before the window
     pids = target.proxy_pids_fn()
-    image = [r for pid in pids for r in image_ranges(pid, binary)]
+    images = {pid: image_ranges(pid, binary) for pid in pids}
     data = os.path.join(directory, "perf.data")
     events = ",".join(f"{PROBE_GROUP}:{e}" for e in RC_FUNCTIONS + ("request",))
     subprocess.run(["perf", "record", "-q", "-g", "-e", events, "-o", data, "-p", ",".join(map(str, pids)),
                     "--", "sleep", str(args.seconds)], check=True)
     base.PROCS.stop(load)
-    text = subprocess.run(["perf", "script", "-i", data, "-F", "tid,event,trace,ip,sym"],
+    text = subprocess.run(["perf", "script", "-i", data, "-F", "pid,tid,event,trace,ip,sym"],
                           capture_output=True, text=True, check=True).stdout
     base.PROCS.stop(target.proc)
-    result = classify(parse_script(text), image)
+    result = classify(parse_script(text), images)
     if not result["requests"]:
         raise SystemExit(f"{name}: no request began in the {args.seconds} s window")
     return result
