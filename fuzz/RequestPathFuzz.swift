@@ -148,8 +148,8 @@ func run(_ request: UnsafeRawBufferPointer, policy: Policy, read: Int) -> Outcom
     func deliver(_ span: UnsafeRawBufferPointer) throws(FormStageError) {
         guard !span.isEmpty else { return }
         switch stage {
-        case .form(let s): try s.bodyData(count: span.count); try s.feed(span, out: out)
-        case .urlencoded(let s): try s.bodyData(count: span.count); try s.feed(span, out: out)
+        case .form(let s): try s.feedBody(span, out: out)
+        case .urlencoded(let s): try s.feedBody(span, out: out)
         case .passthrough:
             if case .reject(let v) = pass.bodyData(count: span.count) { throw .rejected(v) }
             out.write(span)

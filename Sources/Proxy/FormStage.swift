@@ -291,6 +291,33 @@ public final class FormStage {
         if case .reject(let v) = action { throw .rejected(v) }
     }
 
+    /// Counts `chunk` against the route's `body-max` and parses it: the bytes up to the limit first, then the
+    /// limit. How the body was cut into reads then changes nothing: a body malformed within its first `body-max`
+    /// bytes is `malformed_body`, and a longer one with nothing wrong before that is `body_too_large`, in one read
+    /// or byte by byte. (`bodyData` of a whole read before its `feed` judged the limit first, so the same bytes
+    /// got either answer with the reads: found by fuzz/RequestPathFuzz.swift's split invariance.) The same rules
+    /// as `feed`: not while `isBlocked`, not after `finish`.
+    public func feedBody(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        var room = chunk.count
+        if var ev = takeEvaluator() {
+            if let left = ev.bodyRoom, left < UInt64(chunk.count) { room = Int(left) }
+            evaluatorSlot.put(consume ev)
+        }
+        guard room < chunk.count else {
+            try bodyData(count: chunk.count)
+            return try feed(chunk, out: out)
+        }
+        if room > 0 {
+            try bodyData(count: room)
+            try feed(UnsafeRawBufferPointer(rebasing: chunk[..<room]), out: out)
+        }
+        // Past the limit: refused here, unless the policy only monitors; then parsed on (after a held part's
+        // replay if the bytes before it started one).
+        let rest = UnsafeRawBufferPointer(rebasing: chunk[room...])
+        try bodyData(count: rest.count)
+        if blocked { carry.append(contentsOf: rest) } else { try feed(rest, out: out) }
+    }
+
     /// Feeds one chunk. Must not be called while `isBlocked` or after `finish` (either throws `internal_error`).
     public func feed(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         guard !blocked else { throw .internalError("feed while blocked on a replay") }

@@ -344,15 +344,9 @@ final class RequestBodyStage {
             }
             sink.write(span)
         case .urlencoded(let stage):
-            do {
-                try stage.bodyData(count: span.count)
-                try stage.feed(span, out: sink)
-            } catch { throw .form(error) }
+            do { try stage.feedBody(span, out: sink) } catch { throw .form(error) }
         case .form(let stage):
-            do {
-                try stage.bodyData(count: span.count)
-                try stage.feed(span, out: sink)
-            } catch { throw .form(error) }
+            do { try stage.feedBody(span, out: sink) } catch { throw .form(error) }
         }
     }
 

@@ -41,6 +41,21 @@ public final class UrlencodedStage {
         if case .reject(let v) = evaluator.bodyData(count: count) { throw .rejected(v) }
     }
 
+    /// Counts `chunk` against `body-max` and parses it, the bytes up to the limit before the limit itself, so
+    /// that the verdict does not depend on how the body was cut into reads (see `FormStage.feedBody`).
+    public func feedBody(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
+        var room = chunk.count
+        if let left = evaluator.bodyRoom, left < UInt64(chunk.count) { room = Int(left) }
+        if room > 0 {
+            try bodyData(count: room)
+            try feed(UnsafeRawBufferPointer(rebasing: chunk[..<room]), out: out)
+        }
+        guard room < chunk.count else { return }
+        let rest = UnsafeRawBufferPointer(rebasing: chunk[room...])
+        try bodyData(count: rest.count)
+        try feed(rest, out: out)
+    }
+
     /// Feeds one chunk of the raw body.
     public func feed(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         guard !finished else { throw .internalError("urlencoded feed after finish") }

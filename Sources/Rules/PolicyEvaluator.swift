@@ -265,6 +265,23 @@ public struct PolicyEvaluator {
         return names
     }
 
+    /// How many more body bytes `bodyData` counts before the route's `body-max` is passed; nil when nothing is
+    /// counted (before `begin`, after `end` or a rejection) or once it has been passed. A body stage parses the
+    /// bytes up to the limit before it counts past it (`FormStage.feedBody`), so that a body's verdict does not
+    /// depend on how it was cut into reads.
+    public var bodyRoom: UInt64? {
+        guard let route = routeBox else { return nil }
+        let counted: Body
+        switch state {
+        case .receiving(let body): counted = body
+        case .inPart(let body, _): counted = body
+        case .idle, .rejected, .finished: return nil
+        }
+        let limit = route.value.limits.bodyMax
+        guard !counted.bodyExceeded, counted.bodyBytes <= limit else { return nil }
+        return limit - counted.bodyBytes
+    }
+
     /// Counts `count` raw body bytes as received (after de-chunking); rejects once `body-max` is crossed.
     public mutating func bodyData(count: Int) -> Action {
         guard let route = routeBox else { return outOfOrder("bodyData before begin") }

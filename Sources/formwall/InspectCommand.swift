@@ -190,8 +190,7 @@ enum InspectCommand: Command {
                 break
             }
             do {
-                try stage.bodyData(count: n)
-                try stage.feed(UnsafeRawBufferPointer(rebasing: buf[0..<n]), out: out)
+                try stage.feedBody(UnsafeRawBufferPointer(rebasing: buf[0..<n]), out: out)
             } catch { failure = error }
         }
         var all = stage.parser.anomalies
@@ -262,8 +261,7 @@ enum InspectCommand: Command {
                 bodyBytes += UInt64(n)
                 let chunk = UnsafeRawBufferPointer(rebasing: buf[0..<n])
                 if let urlencoded {
-                    try urlencoded.bodyData(count: n)
-                    try urlencoded.feed(chunk, out: out)
+                    try urlencoded.feedBody(chunk, out: out)
                 } else {
                     if case .reject(let v) = evaluator.bodyData(count: n) { throw .rejected(v) }
                     out.write(chunk)

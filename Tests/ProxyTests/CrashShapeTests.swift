@@ -63,8 +63,7 @@ private func formStage(_ body: [UInt8], cuts: [Int], policy: Policy) -> Run {
             let piece = Array(body[bounds[k]..<bounds[k + 1]])
             try piece.withUnsafeBytes { p in
                 Result { () throws(FormStageError) in
-                    try stage.bodyData(count: p.count)
-                    try stage.feed(p, out: out)
+                    try stage.feedBody(p, out: out)
                 }
             }.get()
         }
