@@ -37,6 +37,16 @@ EVENT_KEYS = {"ts", "level", "msg", "pid"}
 LEVELS = ("debug", "info", "warn", "error")
 
 
+def load_bench(name: str):
+    """bench/proxy/NAME.py loaded as a module (the benchmarks are scripts, not a package), for tests of their
+    arithmetic."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(f"bench_proxy_{name}", REPO / "bench" / "proxy" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def event_lines(text: str) -> list[dict]:
     """Every complete line of `formwall serve`'s stderr as its JSON event object (docs/operations.md, "Logs on
     stderr"). A line that is not one JSON object with ts, level, msg and pid fails the test."""

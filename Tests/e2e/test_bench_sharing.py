@@ -4,20 +4,9 @@ an object two threads of one process touch is shared; one thread's, a static obj
 the same address in two processes is not; `swift_retain_n` counts its `n`; a value witness is named with its
 caller."""
 
-import importlib.util
-from pathlib import Path
+from e2e_helpers import load_bench
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_sharing():
-    spec = importlib.util.spec_from_file_location("bench_proxy_sharing", ROOT / "bench" / "proxy" / "sharing.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sharing = load_sharing()
+sharing = load_bench("sharing")
 GROUP = sharing.PROBE_GROUP
 
 

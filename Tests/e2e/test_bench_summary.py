@@ -2,22 +2,12 @@
 first target's run of the same round only, so a failed round must drop that round's pair and not shift every later
 round onto the wrong partner. docs/performance.md quotes these ratios; they are only paired if this holds."""
 
-import importlib.util
 import random
 import statistics
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from e2e_helpers import load_bench
 
-
-def load_run():
-    spec = importlib.util.spec_from_file_location("bench_proxy_run", ROOT / "bench" / "proxy" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-run = load_run()
+run = load_bench("run")
 
 
 def test_a_failed_round_drops_its_pair_and_keeps_the_rest_in_step():
