@@ -299,18 +299,16 @@ public final class FormStage {
     /// as `feed`: not while `isBlocked`, not after `finish`.
     public func feedBody(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         var room = chunk.count
+        // One move of the evaluator out and back for the room and the count (each is a copy of its few hundred
+        // bytes): the bytes up to the limit never pass it, so only an earlier rejection is answered here.
         if var ev = takeEvaluator() {
             if let left = ev.bodyRoom, left < UInt64(chunk.count) { room = Int(left) }
+            let action = ev.bodyData(count: room)
             evaluatorSlot.put(consume ev)
+            if case .reject(let v) = action { throw .rejected(v) }
         }
-        guard room < chunk.count else {
-            try bodyData(count: chunk.count)
-            return try feed(chunk, out: out)
-        }
-        if room > 0 {
-            try bodyData(count: room)
-            try feed(UnsafeRawBufferPointer(rebasing: chunk[..<room]), out: out)
-        }
+        guard room < chunk.count else { return try feed(chunk, out: out) }
+        if room > 0 { try feed(UnsafeRawBufferPointer(rebasing: chunk[..<room]), out: out) }
         // Past the limit: refused here, unless the policy only monitors; then parsed on (after a held part's
         // replay if the bytes before it started one).
         let rest = UnsafeRawBufferPointer(rebasing: chunk[room...])
