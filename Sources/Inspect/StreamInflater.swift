@@ -36,8 +36,11 @@ public final class StreamInflater {
         init(_ description: String) { self.description = description }
     }
 
-    /// Decoded bytes handed on per call of the consumer, at most.
+    /// Decoded bytes handed on per call of the consumer, at most, unless a smaller piece is asked for.
     public static let pieceSize = 64 * 1024
+
+    /// This decoder's piece: `pieceSize`, or less for a consumer whose buffer holds less (at least 1 KiB).
+    public let piece: Int
 
     public let coding: Coding
     private var stream = z_stream()
@@ -52,8 +55,9 @@ public final class StreamInflater {
     public private(set) var compressedBytes: UInt64 = 0
     public private(set) var decodedBytes: UInt64 = 0
 
-    public init(_ coding: Coding) throws(Failure) {
+    public init(_ coding: Coding, piece: Int = StreamInflater.pieceSize) throws(Failure) {
         self.coding = coding
+        self.piece = min(Self.pieceSize, max(1024, piece))
         let rc = czlib_inflate_init2(&stream, coding == .gzip ? 15 + 16 : 15)
         guard rc == Z_OK else { throw Failure("inflateInit2 failed (\(rc))") }
         open = true
@@ -101,7 +105,7 @@ public final class StreamInflater {
         if ended && !input.isEmpty { throw Failure("data after the end of the \(coding.rawValue) stream") }
         needsDrain = false
         var offset = 0
-        return try withUnsafeTemporaryAllocation(byteCount: Self.pieceSize, alignment: 16) { piece in
+        return try withUnsafeTemporaryAllocation(byteCount: self.piece, alignment: 16) { piece in
             guard let out = piece.baseAddress else { return true }
             while true {
                 let (rc, taken, produced) = inflateStep(&stream, input, from: offset, into: out, capacity: piece.count)

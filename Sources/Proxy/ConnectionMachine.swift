@@ -754,7 +754,8 @@ struct ConnectionMachine {
             }
         }
         let body = RequestBodyStage(framing: head.framing, limits: config.http, transform: transform, sink: sink,
-                                    decoders: decoders, ratioMax: ratioMax, ratioRule: ratioRule)
+                                    decoders: decoders, ratioMax: ratioMax, ratioRule: ratioRule,
+                                    highWater: config.buffers.outputHighWater)
         // One stage holds the evaluator from here on (the audit record reads it there): the form or urlencoded
         // stage, else the body stage.
         if ex.form == nil && ex.urlencoded == nil { body.evaluator = ex.takeEvaluator() }
@@ -1497,7 +1498,8 @@ struct ConnectionMachine {
         var layers: [StreamInflater] = []
         // Listed in the order they were applied: undo the last first.
         for coding in codings.reversed().compactMap({ $0 }) {
-            do { layers.append(try StreamInflater(coding)) } catch {
+            // Pieces no larger than the output high-water mark, so one piece past it still fits the queue's cap.
+            do { layers.append(try StreamInflater(coding, piece: config.buffers.outputHighWater)) } catch {
                 return .refuse(Violation(kind: .internalError, detail: "\(error)"))
             }
         }

@@ -216,10 +216,15 @@ final class RequestBodyStage {
     /// Largest decoded / compressed ratio (`compression-ratio-max`), and where it is set.
     private let ratioMax: UInt64
     private let ratioRule: SourceLocation?
+    /// Decoding pauses while the upstream's queue holds this much (the output high-water mark): a compressed
+    /// read can expand a hundredfold, past the queue's hard cap, so the decoders keep their input instead.
+    private let highWater: Int
 
     init(framing: BodyFraming, limits: HTTPLimits, transform: Transform, sink: UpstreamSink,
-         decoders: [StreamInflater] = [], ratioMax: Int = 100, ratioRule: SourceLocation? = nil) {
+         decoders: [StreamInflater] = [], ratioMax: Int = 100, ratioRule: SourceLocation? = nil,
+         highWater: Int = 256 * 1024) {
         self.decoders = decoders
+        self.highWater = highWater
         self.ratioMax = UInt64(max(1, ratioMax))
         self.ratioRule = ratioRule
         switch framing {
@@ -242,6 +247,12 @@ final class RequestBodyStage {
     private var transformBlocked: Bool {
         if case .form(let stage) = transform { return stage.isBlocked }
         return false
+    }
+
+    /// The upstream's queue is at its high-water mark (a spooled body goes to its file, which has no mark).
+    private var sinkFull: Bool {
+        if case .spool = sink.kind { return false }
+        return sink.buffer.pendingBytes >= highWater
     }
 
     /// Continues a blocked form stage once its replay is done, then the decoders' kept input (and completes the
@@ -306,7 +317,9 @@ final class RequestBodyStage {
         guard layer < decoders.count else {
             try deliverDecoded(bytes)
             try checkRatio()
-            return !transformBlocked
+            // A decoded piece is one read's worth at most; past the high-water mark the decoders stop and keep
+            // the rest (`pumpPending` goes on once the upstream has taken some).
+            return !transformBlocked && !sinkFull
         }
         return try decoding(layer) { try decoders[layer].feed(bytes, consume: $0) }
     }
