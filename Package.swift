@@ -92,10 +92,12 @@ let package = Package(
         ),
         // The seeded generator the random and property tests share (test-only).
         .target(name: "TestRandom", path: "Tests/TestRandom"),
+        // zlib deflate for test inputs (gzip, zlib and raw deflate streams; test-only).
+        .target(name: "TestZlib", dependencies: ["CZlib"], path: "Tests/TestZlib"),
         .testTarget(name: "ShimTests", dependencies: ["CLinux", "COpenSSL", "CZlib"]),
         .testTarget(name: "MultipartTests", dependencies: ["Multipart", "Inspect", "COpenSSL", "TestRandom"], exclude: ["Fixtures"]),
         .testTarget(name: "HTTP1Tests", dependencies: ["HTTP1", "CLinux", "Multipart", "TestRandom"]),
-        .testTarget(name: "InspectTests", dependencies: ["Inspect", "CZlib", "TestRandom"]),
+        .testTarget(name: "InspectTests", dependencies: ["Inspect", "CZlib", "TestRandom", "TestZlib"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "Multipart", "TestRandom"]),
         .testTarget(name: "AuditTests", dependencies: ["Audit", "TestRandom"]),
         .testTarget(name: "QuarantineTests", dependencies: ["Quarantine", "Inspect", "TestRandom"]),
@@ -113,7 +115,8 @@ let package = Package(
         ),
         .testTarget(
             name: "ProxyTests",
-            dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect", "CAllocCount", "TestRandom"]
+            dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect", "CAllocCount", "TestRandom",
+                           "TestZlib"]
         ),
     ]
 )

@@ -299,12 +299,11 @@ public final class FormStage {
     /// as `feed`: not while `isBlocked`, not after `finish`.
     public func feedBody(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
         var room = chunk.count
-        // One move of the evaluator out and back for the room and the count (each is a copy of its few hundred
-        // bytes): the bytes up to the limit never pass it, so only an earlier rejection is answered here.
+        // The bytes up to the limit never pass it, so only an earlier rejection is answered here.
         if var ev = takeEvaluator() {
-            if let left = ev.bodyRoom, left < UInt64(chunk.count) { room = Int(left) }
-            let action = ev.bodyData(count: room)
+            let (counted, action) = ev.bodyDataWithinLimit(count: chunk.count)
             evaluatorSlot.put(consume ev)
+            room = counted
             if case .reject(let v) = action { throw .rejected(v) }
         }
         guard room < chunk.count else { return try feed(chunk, out: out) }

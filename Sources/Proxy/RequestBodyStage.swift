@@ -222,7 +222,7 @@ final class RequestBodyStage {
 
     init(framing: BodyFraming, limits: HTTPLimits, transform: Transform, sink: UpstreamSink,
          decoders: [StreamInflater] = [], ratioMax: Int = 100, ratioRule: SourceLocation? = nil,
-         highWater: Int = 256 * 1024) {
+         highWater: Int = ProxyConfiguration.Buffers().outputHighWater) {
         self.decoders = decoders
         self.highWater = highWater
         self.ratioMax = UInt64(max(1, ratioMax))

@@ -44,12 +44,9 @@ public final class UrlencodedStage {
     /// Counts `chunk` against `body-max` and parses it, the bytes up to the limit before the limit itself, so
     /// that the verdict does not depend on how the body was cut into reads (see `FormStage.feedBody`).
     public func feedBody(_ chunk: UnsafeRawBufferPointer, out: FormOutput) throws(FormStageError) {
-        var room = chunk.count
-        if let left = evaluator.bodyRoom, left < UInt64(chunk.count) { room = Int(left) }
-        if room > 0 {
-            try bodyData(count: room)
-            try feed(UnsafeRawBufferPointer(rebasing: chunk[..<room]), out: out)
-        }
+        let (room, action) = evaluator.bodyDataWithinLimit(count: chunk.count)
+        if case .reject(let v) = action { throw .rejected(v) }
+        if room > 0 { try feed(UnsafeRawBufferPointer(rebasing: chunk[..<room]), out: out) }
         guard room < chunk.count else { return }
         let rest = UnsafeRawBufferPointer(rebasing: chunk[room...])
         try bodyData(count: rest.count)

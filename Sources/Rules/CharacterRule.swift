@@ -21,11 +21,11 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
     public var controls: Bool { didSet { refreshASCII() } }
     /// Whether the list holds the bidirectional controls (`bidi`).
     public var bidi: Bool { didSet { refreshASCII() } }
-    /// `allows` of each ASCII byte, one bit per byte (0–63 in `asciiLow`, 64–127 in `asciiHigh`), worked out again
-    /// whenever the list changes: a name or filename of ASCII is judged with a shift and a test per byte. Derived
-    /// from the fields above, so equal lists have equal tables (the synthesized `==` and `hash` may include them).
-    private var asciiLow: UInt64 = 0
-    private var asciiHigh: UInt64 = 0
+    /// `allows` of each ASCII byte, worked out again whenever the list changes: a name or filename of ASCII is
+    /// judged with a shift and a test per byte. Two words, read from a rule without copying the list (a copy
+    /// retains `ranges`, whose buffer the policy's rules and every worker share; bench/proxy/sharing.py). Derived
+    /// from the fields above, so equal lists have equal tables (the synthesized `==` and `hash` may include it).
+    public private(set) var asciiTable = ASCIITable(low: 0, high: 0)
 
     /// Creates a list.
     public init(mode: Mode, ranges: [ClosedRange<UInt32>] = [], controls: Bool = false, bidi: Bool = false) {
@@ -41,34 +41,25 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
         var high: UInt64 = 0
         for byte in 0..<64 where allows(Unicode.Scalar(UInt8(byte))) { low |= 1 << UInt64(byte) }
         for byte in 64..<128 where allows(Unicode.Scalar(UInt8(byte))) { high |= 1 << UInt64(byte - 64) }
-        asciiLow = low
-        asciiHigh = high
+        asciiTable = ASCIITable(low: low, high: high)
     }
 
-    @inline(__always) private func allowsASCII(_ byte: UInt8) -> Bool {
-        byte < 64 ? (asciiLow >> UInt64(byte)) & 1 == 1 : (asciiHigh >> UInt64(byte &- 64)) & 1 == 1
-    }
-
-    /// The ASCII bytes the list allows: two words, read from a rule without copying the list (a copy retains
-    /// `ranges`, whose buffer the policy's rules and every worker share; bench/proxy/sharing.py).
-    public var asciiTable: ASCIITable { ASCIITable(low: asciiLow, high: asciiHigh) }
-
-    /// `CharacterRule.asciiTable`: one bit per ASCII byte the list allows.
-    public struct ASCIITable: Sendable, Equatable {
+    /// `CharacterRule.asciiTable`: one bit per ASCII byte the list allows (0–63 in `low`, 64–127 in `high`).
+    public struct ASCIITable: Sendable, Hashable {
         let low: UInt64
         let high: UInt64
+
+        /// Whether the list allows ASCII byte `byte` (below 0x80).
+        @inline(__always) func allows(_ byte: UInt8) -> Bool {
+            byte < 64 ? (low >> UInt64(byte)) & 1 == 1 : (high >> UInt64(byte &- 64)) & 1 == 1
+        }
 
         /// Whether `text` is all ASCII and the list allows each of its bytes: `firstRefused(in:skip:)` is then
         /// nil, whatever `skip` says. False sends the caller to `firstRefused`.
         public func allowsAll(_ text: String) -> Bool {
             var text = text
             return text.withUTF8 { bytes in
-                for byte in bytes {
-                    guard byte < 0x80,
-                          (byte < 64 ? (low >> UInt64(byte)) : (high >> UInt64(byte &- 64))) & 1 == 1 else {
-                        return false
-                    }
-                }
+                for byte in bytes where byte >= 0x80 || !allows(byte) { return false }
                 return true
             }
         }
@@ -102,7 +93,7 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
             for index in bytes.indices {
                 let byte = bytes[index]
                 if byte >= 0x80 { return .notASCII }
-                if !allowsASCII(byte), !skip(Unicode.Scalar(byte)) { return .refused(byte, position: index + 1) }
+                if !asciiTable.allows(byte), !skip(Unicode.Scalar(byte)) { return .refused(byte, position: index + 1) }
             }
             return .clean
         } ?? .notASCII

@@ -265,11 +265,19 @@ public struct PolicyEvaluator {
         return names
     }
 
+    /// Counts the first of `count` body bytes that fit under the route's `body-max` (all of them when nothing
+    /// is counted or the limit has been passed already) and says how many it counted. A body stage parses those
+    /// before it counts the rest (`FormStage.feedBody`), so that a body's verdict does not depend on how it was
+    /// cut into reads.
+    public mutating func bodyDataWithinLimit(count: Int) -> (counted: Int, action: Action) {
+        var counted = count
+        if let left = bodyRoom, left < UInt64(max(count, 0)) { counted = Int(left) }
+        return (counted, bodyData(count: counted))
+    }
+
     /// How many more body bytes `bodyData` counts before the route's `body-max` is passed; nil when nothing is
-    /// counted (before `begin`, after `end` or a rejection) or once it has been passed. A body stage parses the
-    /// bytes up to the limit before it counts past it (`FormStage.feedBody`), so that a body's verdict does not
-    /// depend on how it was cut into reads.
-    public var bodyRoom: UInt64? {
+    /// counted (before `begin`, after `end` or a rejection) or once it has been passed.
+    private var bodyRoom: UInt64? {
         guard let route = routeBox else { return nil }
         let counted: Body
         switch state {

@@ -2,6 +2,7 @@ import CZlib
 import Testing
 @testable import Inspect
 import TestRandom
+import TestZlib
 
 // ArchiveInspector: real ZIP, tar, gzip and tar.gz samples built here (a tiny ZIP writer, a tar writer, zlib),
 // fed whole, byte by byte and split at every offset (the finding never depends on the split); a 200 MB zip bomb

@@ -1,6 +1,7 @@
 import CZlib
 import Testing
 @testable import Inspect
+import TestZlib
 
 // StreamInflater: gzip and deflate decoded whole, byte by byte and split at every offset, with a consumer that
 // blocks; strict about truncation and trailing bytes; never traps on garbage.

@@ -1,8 +1,8 @@
 import CZlib
 
 /// zlib deflate of `data` (windowBits -15: raw deflate for ZIP, 15: zlib-wrapped deflate, 31: gzip); shared by
-/// the archive and inflater tests.
-func deflateBytes(_ data: [UInt8], windowBits: Int32) -> [UInt8] {
+/// the archive and inflater tests and the proxy's compressed-body tests.
+public func deflateBytes(_ data: [UInt8], windowBits: Int32) -> [UInt8] {
     var stream = z_stream()
     guard czlib_deflate_init2(&stream, 6, windowBits) == Z_OK else { return [] }
     defer { deflateEnd(&stream) }
