@@ -103,8 +103,11 @@ def test_body_too_large_chunked_is_cut_at_the_limit(env):
     resp = request(env.port, "POST", "/v/body", [("Content-Type", ctype), ("X-Request-Id", rid)], pieces,
                    chunked=True)
     _, record = check_reject(env, resp, rid, 413, "body_too_large", part=None, limit=1024)
-    # Nothing past the limit went upstream: at most the first 1 KiB of client data (plus re-encoding framing).
-    assert record["bytes_upstream"] <= 1024, record
+    # Nothing past the limit went upstream: at most the first 1 KiB of client data, re-encoded. The bytes up to
+    # the limit are parsed (and forwarded) before the limit is judged, whatever the reads (docs/fuzzing.md), and
+    # the re-encoding's delimiter, "formwall-" and 32 symbols, is longer than this client's.
+    client_boundary = ctype.split("boundary=", 1)[1]
+    assert record["bytes_upstream"] <= 1024 + max(0, len("formwall-") + 32 - len(client_boundary)), record
     for seen in env.upstream.records(rid):
         assert seen["body_bytes"] <= 1024 + 256, seen
 
