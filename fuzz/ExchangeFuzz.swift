@@ -43,6 +43,7 @@ func generatedPolicy(_ bits: UInt8) -> Policy? {
         upstream-body \(mode);
         unknown \(unknown);
         body-max 16KiB;
+        compression-ratio-max 8;
         field title { max 32; }
         field note { max 8; action strip; pattern "^[0-9]+$"; }
         file doc { \(fileMax) action strip; }

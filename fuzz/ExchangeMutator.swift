@@ -18,6 +18,9 @@
 //   transport     Content-Length <-> chunked (random chunk sizes, extensions, upper-case hex), both at once,
 //                 `Expect: 100-continue`, a pipelined second request, HTTP/1.0
 //   type          the multipart body sent as urlencoded or under another Content-Type
+//   encoding      the body gzipped or deflated (`Content-Encoding: gzip`, `x-gzip`, `deflate`, case tricks), a long
+//                 run of one byte inserted (a small bomb), the stream cut short, given a wrong byte or followed by
+//                 bytes; a body that decodes is mutated decoded and encoded again, like a chunked one is re-chunked
 //
 // The body is taken by its framing (Content-Length, or de-chunked), mutated, and framed again: Content-Length is
 // fixed afterwards except, deliberately, one time in eight; chunked bodies are re-chunked with random sizes.
@@ -27,6 +30,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Inspect
 
 @_silgen_name("LLVMFuzzerMutate")
 func LLVMFuzzerMutate(_ data: UnsafeMutablePointer<UInt8>, _ size: Int, _ maxSize: Int) -> Int
@@ -144,6 +148,10 @@ struct ClientRequest {
     var framing: Framing
     var rest: [UInt8]         // bytes after the body (pipelined requests, garbage)
     var keepStaleLength = false
+    /// The content coding `body` is sent in (it is kept decoded; nil: sent as it is), and what to do to the
+    /// encoded stream once (0: nothing, 1: cut short, 2: a wrong byte, 3: bytes after its end).
+    var coding: StreamInflater.Coding?
+    var damage = 0
 
     init?(_ bytes: [UInt8]) {
         guard let headEnd = findBytes([13, 10, 13, 10], in: bytes) else { return nil }
@@ -164,6 +172,12 @@ struct ClientRequest {
                 body = Array(after.prefix(n))
                 rest = Array(after.dropFirst(n))
             }
+        }
+        // A body in one content coding that decodes whole is mutated decoded (and encoded again by `encoded`).
+        if let ce = headerIndex("content-encoding"), let coding = singleCoding(headerValue(ce)),
+           let decoded = inflated(body, coding) {
+            self.coding = coding
+            body = decoded
         }
     }
 
@@ -214,15 +228,25 @@ struct ClientRequest {
 
     func encoded(_ rng: inout MutatorRandom) -> [UInt8] {
         var head = lines
-        var framedBody = body
+        var content = body
+        if let coding {
+            content = deflateBytes(body, windowBits: coding == .gzip ? 31 : 15)
+            switch damage {
+            case 1 where !content.isEmpty: content.removeLast(1 + rng.below(content.count))
+            case 2 where !content.isEmpty: content[rng.below(content.count)] ^= 1 + UInt8(rng.below(255))
+            case 3: content += rng.pickString(["\u{1F}\u{8B}", "\0", "x", "\r\n"])
+            default: break
+            }
+        }
+        var framedBody = content
         switch framing {
         case .length:
             if !keepStaleLength, let i = head.indices.dropFirst().first(where: {
                 findBytes(Array("content-length:".utf8), in: head[$0], caseless: true) == 0 }) {
-                head[i] = Array("Content-Length: \(body.count)".utf8)
+                head[i] = Array("Content-Length: \(content.count)".utf8)
             }
         case .chunked:
-            framedBody = chunk(body, &rng)
+            framedBody = chunk(content, &rng)
         case .none:
             break
         }
@@ -311,6 +335,30 @@ func chunk(_ body: [UInt8], _ rng: inout MutatorRandom) -> [UInt8] {
     return out
 }
 
+/// The one coding a Content-Encoding value names (`identity` aside); nil for none, several or an unknown one.
+func singleCoding(_ value: [UInt8]) -> StreamInflater.Coding? {
+    let names = String(decoding: value, as: UTF8.self).split(separator: ",")
+        .map { $0.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ") }
+        .filter { !$0.isEmpty && $0.lowercased() != "identity" }
+    guard names.count == 1 else { return nil }
+    return StreamInflater.Coding(name: Substring(names[0]))
+}
+
+/// `body` decoded whole from `coding`, or nil if it does not decode (or would decode past 1 MiB: the mutator
+/// then leaves it as bytes).
+func inflated(_ body: [UInt8], _ coding: StreamInflater.Coding) -> [UInt8]? {
+    guard let inflater = try? StreamInflater(coding) else { return nil }
+    var out: [UInt8] = []
+    let fits = (try? body.withUnsafeBytes { raw in
+        try inflater.feed(raw) { piece in
+            out.append(contentsOf: piece)
+            return out.count <= 1 << 20
+        }
+    }) ?? false
+    guard fits, !inflater.hasPending, (try? inflater.finish()) != nil else { return nil }
+    return out
+}
+
 // MARK: - The mutations
 
 typealias Mutation = @Sendable (inout ClientRequest, inout MutatorRandom) -> Bool
@@ -336,7 +384,7 @@ func mutateClient(_ client: [UInt8], _ rng: inout MutatorRandom) -> [UInt8]? {
 }
 
 let mutations: [Mutation] = boundaryMutations + framingMutations + partHeaderMutations + transportMutations
-    + typeMutations
+    + typeMutations + encodingMutations
 
 // MARK: Boundary
 
@@ -797,6 +845,36 @@ let typeMutations: [Mutation] = [
     { r, _ in
         guard r.headerIndex("content-type") != nil else { return false }
         r.removeHeader("content-type")
+        return true
+    },
+]
+
+// MARK: Content coding
+
+let encodingMutations: [Mutation] = [
+    // send the body gzipped or deflated (or stop encoding it)
+    { r, rng in
+        if r.coding != nil, rng.chance(4) {
+            r.coding = nil
+            r.removeHeader("content-encoding")
+            return true
+        }
+        let name = rng.pickString(["gzip", "gzip", "deflate", "x-gzip", "GZip", "gzip, identity", " deflate"])
+        r.coding = singleCoding(name) ?? .gzip
+        r.setHeader("Content-Encoding", name)
+        return true
+    },
+    // a long run of one byte in the (decoded) body: a small bomb, for `compression-ratio-max`
+    { r, rng in
+        guard r.coding != nil else { return false }
+        let run = [UInt8](repeating: rng.pick([0, 65, 45, 13]), count: 1000 << rng.below(10))
+        r.body.insert(contentsOf: run, at: rng.below(r.body.count + 1))
+        return true
+    },
+    // the encoded stream cut short, given a wrong byte, or followed by bytes
+    { r, rng in
+        guard r.coding != nil else { return false }
+        r.damage = 1 + rng.below(3)
         return true
     },
 ]

@@ -145,7 +145,7 @@ for f in Sources/Proxy/*.swift; do
     esac
 done
 swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name ExchangeFuzz \
-    fuzz/ExchangeFuzz.swift fuzz/ExchangeMutator.swift "${PURE_PROXY[@]}" \
+    fuzz/ExchangeFuzz.swift fuzz/ExchangeMutator.swift Tests/TestZlib/Deflate.swift "${PURE_PROXY[@]}" \
     -L "$B" -lAudit -lRules -lQuarantine -lInspect -lMultipart -lHTTP1 -lReactor "$B/shim.o" -lcrypto -lz \
     -o fuzz/build/exchange-fuzz 2>&1 | grep -v "warning:" || true
 test -x fuzz/build/exchange-fuzz
@@ -159,6 +159,27 @@ printf '\x21\x04\x00POST /up HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form
     > fuzz/corpus-exchange/seed-early-head
 printf '\x20\x41\x01GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n' \
     > fuzz/corpus-exchange/seed-pipelined-stale
+# gzip and deflate bodies (the mutator's encoding class): whole, with a long run of zeros (over the generated
+# policies' compression-ratio-max 8), cut short, with a wrong byte, with bytes after the stream.
+python3 - fuzz/corpus-exchange <<'PY'
+import gzip, sys, zlib
+out = sys.argv[1]
+form = (b'--B\r\nContent-Disposition: form-data; name="title"\r\n\r\nhello\r\n'
+        b'--B\r\nContent-Disposition: form-data; name="doc"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\n')
+bodies = {"plain": form + b"plain text body\r\n--B--\r\n",
+          "bomb": form + b"\0" * 200000 + b"\r\n--B--\r\n",
+          "bad-tail": form + b"x" * 3000 + b"\r\n--B\r\nno colon\r\n\r\n\r\n--B--\r\n"}
+for name, body in bodies.items():
+    for coding, packed in (("gzip", gzip.compress(body, mtime=0)), ("deflate", zlib.compress(body))):
+        for damage, stream in (("whole", packed), ("cut", packed[:-5]), ("trailing", packed + b"\x1f\x8b"),
+                               ("flip", packed[:len(packed) // 2] + bytes([packed[len(packed) // 2] ^ 0x40])
+                                        + packed[len(packed) // 2 + 1:])):
+            head = (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=B\r\n"
+                    b"Content-Encoding: " + coding.encode() + b"\r\nContent-Length: %d\r\n\r\n" % len(stream))
+            for read in (0, 1, 7, 200):
+                with open(f"{out}/seed-{coding}-{name}-{damage}-{read}", "wb") as f:
+                    f.write(bytes([0x23, 0x00, read]) + head + stream)
+PY
 cd fuzz/build
 FORMWALL_RULES_DIR=../../rules ./exchange-fuzz -max_total_time="$EXCHANGE_SECONDS" -max_len=4096 -timeout=20 \
     -rss_limit_mb=2048 -print_final_stats=1 ../corpus-exchange 2>&1 | tail -6

@@ -10,6 +10,12 @@ import CZlib
 //                                                                                of the span in the stash
 //
 // Pure: no I/O. Strict: a body that ends before the stream does, or carries bytes after it, is an error.
+//
+// Independent of the reads: zlib is given at most one compressed block (`block`, 1 KiB) per call, and the output
+// of a block is drained before the next block's first byte is given. zlib decodes as far as its input allows, so
+// the decoded bytes handed on by the end of block k depend on the stream alone, not on how it was cut into spans;
+// a consumer that judges output against `blockEnd` (the ratio limit) reaches the same verdict at the same decoded
+// offset for any reads. Output produced by the call that finds a corrupt byte is handed on before the error.
 
 /// One layer of content coding to undo.
 public final class StreamInflater {
@@ -42,6 +48,10 @@ public final class StreamInflater {
     /// This decoder's piece: `pieceSize`, or less for a consumer whose buffer holds less (at least 1 KiB).
     public let piece: Int
 
+    /// Compressed bytes given to zlib per call, at most, aligned to the stream's start: the unit in which
+    /// compressed input is counted (`blockEnd`).
+    public static let block = 1024
+
     public let coding: Coding
     private var stream = z_stream()
     private var open = false
@@ -50,10 +60,22 @@ public final class StreamInflater {
     private var stash: [UInt8] = []
     /// zlib may hold decoded output the consumer could not take yet.
     private var needsDrain = false
+    /// The call that blocked ended on a full piece: the next one drains before it takes input.
+    private var resumingFull = false
+    /// The stream failed in the call whose output the consumer blocked on: thrown by `resume`.
+    private var deferredFailure: Failure?
     /// Compressed bytes decoded so far (not counting kept input), and decoded bytes produced: their ratio is
-    /// measured as the stream goes, so a bomb is caught after its first KiB, not after a whole read.
+    /// measured as the stream goes (against `blockEnd`), so a bomb is caught in its first KiB, not after a read.
     public private(set) var compressedBytes: UInt64 = 0
     public private(set) var decodedBytes: UInt64 = 0
+
+    /// The end of the compressed block the latest output came from: `compressedBytes` rounded up to a whole
+    /// `block` (at least one). Output handed on after block k's last byte was taken, and before block k+1's
+    /// first, belongs to block k; which bytes those are is fixed by the stream, whatever the reads.
+    public var blockEnd: UInt64 {
+        let block = UInt64(Self.block)
+        return max(1, (compressedBytes + block - 1) / block) * block
+    }
 
     public init(_ coding: Coding, piece: Int = StreamInflater.pieceSize) throws(Failure) {
         self.coding = coding
@@ -68,7 +90,7 @@ public final class StreamInflater {
     }
 
     /// Decoding stopped for the consumer: compressed input, or output zlib still holds, is waiting (`resume`).
-    public var hasPending: Bool { !stash.isEmpty || needsDrain }
+    public var hasPending: Bool { !stash.isEmpty || needsDrain || deferredFailure != nil }
 
     /// The stream's end was decoded.
     public var isFinished: Bool { ended }
@@ -89,6 +111,10 @@ public final class StreamInflater {
     /// Decodes what was kept (after the consumer unblocked). True when nothing is pending any more.
     public func resume(consume: (UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
         guard hasPending else { return true }
+        if let failure = deferredFailure {
+            deferredFailure = nil
+            throw failure
+        }
         let pending = stash
         stash.removeAll(keepingCapacity: false)
         return try pending.withUnsafeBytes { try run($0, consume: consume) }
@@ -96,6 +122,7 @@ public final class StreamInflater {
 
     /// The body ended: the stream must have ended too, with nothing pending.
     public func finish() throws(Failure) {
+        if let failure = deferredFailure { throw failure }
         guard stash.isEmpty else { throw Failure("input still pending") }
         guard ended else { throw Failure("the \(coding.rawValue) stream is truncated") }
     }
@@ -105,12 +132,22 @@ public final class StreamInflater {
         if ended && !input.isEmpty { throw Failure("data after the end of the \(coding.rawValue) stream") }
         needsDrain = false
         var offset = 0
+        // A full piece may mean zlib holds more output for input it already took: drain it (no new input)
+        // before the next block's bytes. Starts true after a consumer blocked on a full piece.
+        var full = resumingFull
+        resumingFull = false
         return try withUnsafeTemporaryAllocation(byteCount: self.piece, alignment: 16) { piece in
             guard let out = piece.baseAddress else { return true }
             while true {
-                let (rc, taken, produced) = inflateStep(&stream, input, from: offset, into: out, capacity: piece.count)
+                let block = UInt64(Self.block)
+                let toBoundary = Int(block - compressedBytes % block)
+                let limit = full ? 0 : min(input.count - offset, toBoundary)
+                let (rc, taken, produced) = inflateStep(&stream, input, from: offset, count: limit,
+                                                        into: out, capacity: piece.count)
                 offset += taken
                 compressedBytes &+= UInt64(taken)
+                full = stream.avail_out == 0
+                var failure: Failure?
                 switch rc {
                 case Z_OK, Z_BUF_ERROR:
                     break
@@ -118,23 +155,34 @@ public final class StreamInflater {
                     ended = true
                 default:
                     let message = stream.msg.map { String(cString: $0) } ?? "error \(rc)"
-                    throw Failure("invalid \(coding.rawValue) data: \(message)")
+                    failure = Failure("invalid \(coding.rawValue) data: \(message)")
                 }
-                // A full piece may mean zlib holds more output for input it already took.
-                let full = stream.avail_out == 0
                 if produced > 0 {
                     decodedBytes &+= UInt64(produced)
-                    if try !consume(UnsafeRawBufferPointer(rebasing: piece.prefix(produced))) {
+                    // Output decoded before a corrupt byte is judged first, whichever call found the byte; a
+                    // consumer that blocked on it judges the rest later, so the failure waits for `resume`.
+                    let goOn = try consume(UnsafeRawBufferPointer(rebasing: piece.prefix(produced)))
+                    if !goOn, let failure {
+                        deferredFailure = failure
+                        return false
+                    }
+                    if !goOn {
                         if offset < input.count { stash.append(contentsOf: input[offset...]) }
                         needsDrain = full && !ended
+                        resumingFull = needsDrain
                         return false
                     }
                 }
+                if let failure { throw failure }
                 if ended {
                     if offset < input.count { throw Failure("data after the end of the \(coding.rawValue) stream") }
                     return true
                 }
-                if (offset >= input.count && !full) || (taken == 0 && produced == 0) { return true }
+                if offset >= input.count && !full { return true }
+                // zlib refused input without an error: never drop it silently.
+                if taken == 0 && produced == 0 && !full && limit > 0 {
+                    throw Failure("the \(coding.rawValue) stream stopped decoding")
+                }
             }
         }
     }
@@ -142,9 +190,9 @@ public final class StreamInflater {
 
 /// One `inflate(Z_NO_FLUSH)` call over `input[offset...]` into `capacity` bytes at `out`: zlib's return code, the
 /// input bytes it took and the output bytes it produced. Shared by `StreamInflater` and the archive inspector.
-func inflateStep(_ stream: inout z_stream, _ input: UnsafeRawBufferPointer, from offset: Int,
+func inflateStep(_ stream: inout z_stream, _ input: UnsafeRawBufferPointer, from offset: Int, count: Int = .max,
                  into out: UnsafeMutableRawPointer, capacity: Int) -> (rc: Int32, taken: Int, produced: Int) {
-    let chunk = min(max(0, input.count - offset), Int(UInt32.max))
+    let chunk = min(max(0, input.count - offset), max(0, count), Int(UInt32.max))
     stream.next_in = chunk > 0 ? input.baseAddress.map {
         UnsafeMutablePointer(mutating: $0.advanced(by: offset).assumingMemoryBound(to: Bytef.self))
     } : nil

@@ -272,9 +272,9 @@ struct ConnectionMachine {
         // Allocated by the first read (see ClientConnection.readClient): an idle connection holds no input buffer.
         let pool = pools?.storage
         clientIn = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.clientRead, pool: pool)
-        clientOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputHighWater * 4, pool: pool)
+        clientOut = ByteBuffer(initialCapacity: 0, maxCapacity: config.buffers.outputCap, pool: pool)
         upstreamIn = ByteBuffer(initialCapacity: 0, maxCapacity: max(config.buffers.upstreamRead, 16 * 1024), pool: pool)
-        upstreamOut = OutputQueue(maxCapacity: config.buffers.outputHighWater * 4, pool: pool)
+        upstreamOut = OutputQueue(maxCapacity: config.buffers.outputCap, pool: pool)
         headParser = HTTPRequestHeadParser(limits: config.http)
         self.now = now
         lastActivity = now

@@ -291,8 +291,19 @@ public struct ProxyConfiguration: Sendable {
         /// at 16 KiB and double only while each read fills what it asked for (a large response).
         public var upstreamRead: Int = 128 * 1024
         /// Queued output above which Formwall stops producing more (backpressure). Default 256 KiB.
-        /// Hard cap per output buffer: 4x this.
+        /// Hard cap per output buffer: `outputCap`.
         public var outputHighWater: Int = 256 * 1024
+
+        /// The most an output buffer may hold: 4x the high-water mark (1 MiB by default), and at least 256 KiB
+        /// past it. Output is produced only below the mark, and one step can add more than a small mark: the
+        /// re-encoding of a 64 KiB input slice or decoded piece (at most about 3x) with a part's header block
+        /// held from earlier reads (up to 16 KiB, escaped up to 3x). A cap under that answered valid requests
+        /// 500 `body_sink_failed` under a high-water mark of 2 KiB (found by the exchange fuzzer's gzip bodies).
+        public var outputCap: Int {
+            let (four, overflow) = outputHighWater.multipliedReportingOverflow(by: 4)
+            let (past, overflow2) = outputHighWater.addingReportingOverflow(256 * 1024)
+            return overflow || overflow2 ? Int.max : max(four, past)
+        }
     }
 
     /// Timeouts, in seconds.

@@ -315,8 +315,14 @@ final class RequestBodyStage {
     /// blocked and the rest was kept.
     private func decode(_ bytes: UnsafeRawBufferPointer, layer: Int) throws(RequestBodyError) -> Bool {
         guard layer < decoders.count else {
+            let within = ratioAllows(bytes.count)
+            guard within == bytes.count else {
+                // The allowance ends inside this piece: its bytes up to the limit are judged first, as they
+                // would be had the piece ended there (the offset is the stream's, not the reads').
+                if within > 0 { try deliverDecoded(UnsafeRawBufferPointer(rebasing: bytes.prefix(within))) }
+                throw ratioExceeded()
+            }
             try deliverDecoded(bytes)
-            try checkRatio()
             // A decoded piece is one read's worth at most; past the high-water mark the decoders stop and keep
             // the rest (`pumpPending` goes on once the upstream has taken some).
             return !transformBlocked && !sinkFull
@@ -337,14 +343,28 @@ final class RequestBodyStage {
         }
     }
 
-    /// `compression-ratio-max`: decoded bytes over compressed ones, the first KiB counted as a whole KiB.
-    private func checkRatio() throws(RequestBodyError) {
-        guard let first = decoders.first, let last = decoders.last else { return }
-        let allowance = max(first.compressedBytes, 1024).multipliedReportingOverflow(by: ratioMax)
-        guard !allowance.overflow, last.decodedBytes > allowance.partialValue else { return }
-        throw .rejected(Violation(kind: .compressionRatioExceeded, rule: ratioRule,
-                                  detail: "\(last.decodedBytes) bytes decoded from \(first.compressedBytes)",
-                                  limit: ratioMax))
+    /// `compression-ratio-max`: at most `ratioMax` decoded bytes per compressed byte, compressed input counted
+    /// in whole KiB (StreamInflater.blockEnd), so that the limit falls at a decoded offset the stream fixes. Of
+    /// the `count` bytes just decoded (already counted in `decodedBytes`), how many are within it.
+    private func ratioAllows(_ count: Int) -> Int {
+        guard let allowance = ratioAllowance, let decoded = decoders.last?.decodedBytes,
+              decoded > allowance else { return count }
+        let before = decoded - UInt64(count)
+        return before < allowance ? Int(allowance - before) : 0
+    }
+
+    /// Decoded bytes allowed so far (nil: no decoding, or more than a UInt64 counts).
+    private var ratioAllowance: UInt64? {
+        guard let first = decoders.first else { return nil }
+        let (allowance, overflow) = first.blockEnd.multipliedReportingOverflow(by: ratioMax)
+        return overflow ? nil : allowance
+    }
+
+    private func ratioExceeded() -> RequestBodyError {
+        let kib = (decoders.first?.blockEnd ?? 0) / 1024
+        return .rejected(Violation(kind: .compressionRatioExceeded, rule: ratioRule,
+                                   detail: "more than \(ratioAllowance ?? 0) bytes decoded from \(kib) KiB",
+                                   limit: ratioMax))
     }
 
     private func deliverDecoded(_ span: UnsafeRawBufferPointer) throws(RequestBodyError) {
@@ -366,8 +386,10 @@ final class RequestBodyStage {
     private func completeIfDone() throws(RequestBodyError) {
         guard case .length(0) = framing, !isComplete else { return }
         inputDone = true
-        // Encoded input still waiting for a held part: `pumpPending` completes the body once it has drained.
-        if decoders.contains(where: { $0.hasPending }) { return }
+        // Encoded input, or decoded bytes the form stage holds, still waiting for a held part: `pumpPending`
+        // completes the body once they have drained. The decoders' end checks (a truncated stream) come after
+        // every decoded byte was judged, as they do when the input arrives in other reads.
+        if decoders.contains(where: { $0.hasPending }) || (!decoders.isEmpty && transformBlocked) { return }
         for decoder in decoders {
             do { try decoder.finish() } catch {
                 throw .rejected(Violation(kind: .badContentEncoding, detail: error.description))

@@ -158,7 +158,7 @@ public struct Route: Sendable, Hashable {
     /// every encoded form body).
     public var encodingsMax: Int
     /// Largest expansion of a compressed body, decoded over compressed bytes (`compression-ratio-max`, default
-    /// 100); the first KiB of compressed input counts as a full KiB.
+    /// 100); compressed input is counted in whole KiB, rounded up.
     public var compressionRatioMax: Int
     /// A Content-Encoding that cannot be decoded (`unknown-encoding`, default reject).
     public var unknownEncoding: UnknownEncodingMode
