@@ -137,6 +137,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
     config.buffers.clientRead = 4096
     config.buffers.outputHighWater = 2048
+    config.buffers.decodeBlock = 1024   // block ends (where compression-ratio-max is judged) within 4 KiB inputs
     config.linger.bytes = 8192
     if servers > 1, let first = config.upstreams.first?.servers.first {
         config.upstreams[0].servers = Array(repeating: first, count: servers)

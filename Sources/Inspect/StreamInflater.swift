@@ -11,8 +11,9 @@ import CZlib
 //
 // Pure: no I/O. Strict: a body that ends before the stream does, or carries bytes after it, is an error.
 //
-// Independent of the reads: zlib is given at most one compressed block (`block`, 1 KiB) per call, and the output
-// of a block is drained before the next block's first byte is given. zlib decodes as far as its input allows, so
+// Independent of the reads: zlib is given at most one compressed block per call (the first 1 KiB, then blocks
+// doubling up to `block`, 16 KiB, then `block` each), and the output of a block is drained before the next
+// block's first byte is given. zlib decodes as far as its input allows, so
 // the decoded bytes handed on by the end of block k depend on the stream alone, not on how it was cut into spans;
 // a consumer that judges output against `blockEnd` (the ratio limit) reaches the same verdict at the same decoded
 // offset for any reads. Output produced by the call that finds a corrupt byte is handed on before the error.
@@ -48,9 +49,18 @@ public final class StreamInflater {
     /// This decoder's piece: `pieceSize`, or less for a consumer whose buffer holds less (at least 1 KiB).
     public let piece: Int
 
-    /// Compressed bytes given to zlib per call, at most, aligned to the stream's start: the unit in which
-    /// compressed input is counted (`blockEnd`).
-    public static let block = 1024
+    /// Compressed bytes given to zlib per call once the stream is past its first `block` bytes (the blocks
+    /// before double from 1 KiB: ends at 1, 2, 4, 8 and 16 KiB, then every 16 KiB), unless another is asked for:
+    /// the unit in which compressed input is counted (`blockEnd`). The small first blocks keep a bomb's first
+    /// check early (at the ratio times 1 KiB of decoded bytes).
+    ///
+    /// Smaller blocks cost time: a call copies its output into zlib's window and leaves the last bytes of its
+    /// input to the slow path. Measured with bench/proxy/compressed.py (128 MiB of CSV gzipped 3.5:1), the
+    /// decoding path ran 1.17x faster without blocks than with 1 KiB ones and 1.03x faster than with 16 KiB ones.
+    public static let defaultBlock = 16 * 1024
+
+    /// This decoder's block (at least 64 bytes).
+    public let block: Int
 
     public let coding: Coding
     private var stream = z_stream()
@@ -69,17 +79,26 @@ public final class StreamInflater {
     public private(set) var compressedBytes: UInt64 = 0
     public private(set) var decodedBytes: UInt64 = 0
 
-    /// The end of the compressed block the latest output came from: `compressedBytes` rounded up to a whole
-    /// `block` (at least one). Output handed on after block k's last byte was taken, and before block k+1's
+    /// The end of the compressed block the latest output came from: `compressedBytes` rounded up to a block end
+    /// (at least the first). Output handed on after block k's last byte was taken, and before block k+1's
     /// first, belongs to block k; which bytes those are is fixed by the stream, whatever the reads.
-    public var blockEnd: UInt64 {
-        let block = UInt64(Self.block)
-        return max(1, (compressedBytes + block - 1) / block) * block
+    public var blockEnd: UInt64 { blockEnd(atOrAfter: max(1, compressedBytes)) }
+
+    /// The first block end at or after compressed offset `offset` (> 0): 1 KiB (or `block` if smaller), then
+    /// doubling up to `block`, then multiples of `block`.
+    private func blockEnd(atOrAfter offset: UInt64) -> UInt64 {
+        let block = UInt64(self.block)
+        var end = min(1024, block)
+        while end < block && end < offset { end = min(end * 2, block) }
+        if end >= offset { return end }
+        return (offset + block - 1) / block * block
     }
 
-    public init(_ coding: Coding, piece: Int = StreamInflater.pieceSize) throws(Failure) {
+    public init(_ coding: Coding, piece: Int = StreamInflater.pieceSize,
+                block: Int = StreamInflater.defaultBlock) throws(Failure) {
         self.coding = coding
         self.piece = min(Self.pieceSize, max(1024, piece))
+        self.block = min(1 << 30, max(64, block))
         let rc = czlib_inflate_init2(&stream, coding == .gzip ? 15 + 16 : 15)
         guard rc == Z_OK else { throw Failure("inflateInit2 failed (\(rc))") }
         open = true
@@ -139,8 +158,7 @@ public final class StreamInflater {
         return try withUnsafeTemporaryAllocation(byteCount: self.piece, alignment: 16) { piece in
             guard let out = piece.baseAddress else { return true }
             while true {
-                let block = UInt64(Self.block)
-                let toBoundary = Int(block - compressedBytes % block)
+                let toBoundary = Int(blockEnd(atOrAfter: compressedBytes + 1) - compressedBytes)
                 let limit = full ? 0 : min(input.count - offset, toBoundary)
                 let (rc, taken, produced) = inflateStep(&stream, input, from: offset, count: limit,
                                                         into: out, capacity: piece.count)

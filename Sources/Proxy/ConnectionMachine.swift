@@ -1499,7 +1499,10 @@ struct ConnectionMachine {
         // Listed in the order they were applied: undo the last first.
         for coding in codings.reversed().compactMap({ $0 }) {
             // Pieces no larger than the output high-water mark, so one piece past it still fits the queue's cap.
-            do { layers.append(try StreamInflater(coding, piece: config.buffers.outputHighWater)) } catch {
+            do {
+                layers.append(try StreamInflater(coding, piece: config.buffers.outputHighWater,
+                                                 block: config.buffers.decodeBlock))
+            } catch {
                 return .refuse(Violation(kind: .internalError, detail: "\(error)"))
             }
         }

@@ -1,6 +1,7 @@
 import Audit
 import Glibc
 import HTTP1
+import Inspect
 import Multipart
 import Reactor
 import Rules
@@ -293,6 +294,12 @@ public struct ProxyConfiguration: Sendable {
         /// Queued output above which Formwall stops producing more (backpressure). Default 256 KiB.
         /// Hard cap per output buffer: `outputCap`.
         public var outputHighWater: Int = 256 * 1024
+
+        /// Compressed bytes of a `Content-Encoding` body decoded per zlib call, and the unit in which
+        /// `compression-ratio-max` counts them, rounded up (the first blocks are smaller: they end at 1, 2, 4 and
+        /// 8 KiB, so the first check comes at the ratio times 1 KiB of decoded bytes). Default 16 KiB. The decoded bytes at each block's end are fixed by the stream, so the verdict on a compressed
+        /// body does not depend on how it was cut into reads (StreamInflater).
+        public var decodeBlock: Int = StreamInflater.defaultBlock
 
         /// The most an output buffer may hold: 4x the high-water mark (1 MiB by default), and at least 256 KiB
         /// past it. Output is produced only below the mark, and one step can add more than a small mark: the

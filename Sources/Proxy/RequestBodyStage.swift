@@ -344,7 +344,7 @@ final class RequestBodyStage {
     }
 
     /// `compression-ratio-max`: at most `ratioMax` decoded bytes per compressed byte, compressed input counted
-    /// in whole KiB (StreamInflater.blockEnd), so that the limit falls at a decoded offset the stream fixes. Of
+    /// up to a block end (StreamInflater.blockEnd: 1, 2, 4, 8 KiB, then every 16 KiB by default), so that the limit falls at a decoded offset the stream fixes. Of
     /// the `count` bytes just decoded (already counted in `decodedBytes`), how many are within it.
     private func ratioAllows(_ count: Int) -> Int {
         guard let allowance = ratioAllowance, let decoded = decoders.last?.decodedBytes,
@@ -361,9 +361,9 @@ final class RequestBodyStage {
     }
 
     private func ratioExceeded() -> RequestBodyError {
-        let kib = (decoders.first?.blockEnd ?? 0) / 1024
+        let counted = decoders.first?.blockEnd ?? 0
         return .rejected(Violation(kind: .compressionRatioExceeded, rule: ratioRule,
-                                   detail: "more than \(ratioAllowance ?? 0) bytes decoded from \(kib) KiB",
+                                   detail: "more than \(ratioAllowance ?? 0) bytes decoded from the first \(counted)",
                                    limit: ratioMax))
     }
 

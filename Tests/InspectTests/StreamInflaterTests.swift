@@ -106,9 +106,10 @@ private func decode(_ input: [UInt8], coding: StreamInflater.Coding, pieces: Int
     /// What a consumer sees block by block: for each `blockEnd`, the decoded bytes handed on by the time the
     /// block's output was done, and the error (if any) with the decoded count when it was thrown.
     private static func blockTrace(_ input: [UInt8], coding: StreamInflater.Coding, cuts: [Int], blockEvery: Int,
-                                   piece: Int = StreamInflater.pieceSize) -> (blocks: [UInt64: UInt64], error: String?, at: UInt64) {
+                                   piece: Int = StreamInflater.pieceSize,
+                                   block: Int) -> (blocks: [UInt64: UInt64], error: String?, at: UInt64) {
         var blocks: [UInt64: UInt64] = [:]
-        guard let inflater = try? StreamInflater(coding, piece: piece) else { return ([:], "init", 0) }
+        guard let inflater = try? StreamInflater(coding, piece: piece, block: block) else { return ([:], "init", 0) }
         var calls = 0
         let consume: (UnsafeRawBufferPointer) throws -> Bool = { _ in
             blocks[inflater.blockEnd] = inflater.decodedBytes
@@ -132,18 +133,21 @@ private func decode(_ input: [UInt8], coding: StreamInflater.Coding, pieces: Int
     /// The decoded bytes handed on by the end of each compressed KiB, and where a corrupt stream fails, are fixed
     /// by the stream: the same for any cuts of the input and with a consumer that blocks. The proxy judges
     /// `compression-ratio-max` on them, so that its verdict does not depend on the client's reads.
-    @Test func decodedBytesPerBlockDoNotDependOnTheCuts() throws {
+    @Test(arguments: [1024, StreamInflater.defaultBlock])
+    func decodedBytesPerBlockDoNotDependOnTheCuts(block: Int) throws {
         var rng = SplitMix64(seed: 0x1F8B)
         for round in 0..<40 {
             var data: [UInt8] = []
             for _ in 0..<(1 + rng.below(5)) {
-                for _ in 0..<rng.below(3000) { data.append(UInt8(truncatingIfNeeded: rng.next() % 7)) }
+                for _ in 0..<rng.below(block == 1024 ? 3000 : 40_000) { data.append(UInt8(truncatingIfNeeded: rng.next() % 7)) }
                 data += [UInt8](repeating: UInt8(rng.below(3)), count: rng.below(round % 4 == 0 ? 300_000 : 30_000))
             }
             let coding: StreamInflater.Coding = round % 2 == 0 ? .gzip : .deflate
             var packed = compress(data, gzip: coding == .gzip)
             if round % 3 == 1 { packed[packed.count / 2 + rng.below(packed.count / 2)] ^= 0x55 }
-            let expected = Self.blockTrace(packed, coding: coding, cuts: [], blockEvery: 0)
+            let expected = Self.blockTrace(packed, coding: coding, cuts: [], blockEvery: 0, block: block)
+            // Block ends: 1 KiB, doubling up to the block, then its multiples.
+            #expect(expected.blocks.keys.allSatisfy { $0 % UInt64(block) == 0 || [1024, 2048, 4096, 8192].contains($0) })
             #expect(!expected.blocks.isEmpty)
             for trial in 0..<6 {
                 var cuts: [Int] = []
@@ -153,7 +157,7 @@ private func decode(_ input: [UInt8], coding: StreamInflater.Coding, pieces: Int
                 // Small pieces fill often: a block whose output fills the last piece is drained before the next
                 // block's first byte is given, or its rest would count as the next block's.
                 let got = Self.blockTrace(packed, coding: coding, cuts: cuts, blockEvery: trial % 3,
-                                          piece: trial % 2 == 0 ? 1024 : StreamInflater.pieceSize)
+                                          piece: trial % 2 == 0 ? 1024 : StreamInflater.pieceSize, block: block)
                 #expect(got.error == expected.error, "round \(round), cuts up to \(step)")
                 #expect(got.at == expected.at, "round \(round), cuts up to \(step)")
                 // Every block's last count agrees (a block can end with no output: both then lack it).

@@ -10,7 +10,7 @@ import TestZlib
 // 2026-12-05 it did: the ratio was judged at the end of each decoded piece against the compressed bytes zlib had
 // taken so far (pieces follow the reads, and zlib reads a few bytes ahead), and output zlib produced in the call
 // that found a corrupt byte was dropped rather than judged. The fuzz harnesses had no gzip bodies for that reason.
-// Now the ratio is judged at decoded offsets fixed by the stream alone (compressed input counted in whole KiB,
+// Now the ratio is judged at decoded offsets fixed by the stream alone (compressed input counted in whole blocks,
 // StreamInflater.block), and output before a corrupt byte is always judged first.
 
 @Suite struct CompressedVerdictOrderTests {
@@ -76,6 +76,8 @@ import TestZlib
         var config = try ExchangeRig.configuration()
         config.buffers.clientRead = 4096
         config.buffers.outputHighWater = 2048
+        // Small blocks put many block ends (where the ratio can be crossed) inside these bodies.
+        config.buffers.decodeBlock = seedBlock % 2 == 0 ? 1024 : 256
         var rng = SplitMix64(seed: 0xC0DE_0000 + UInt64(seedBlock))
         var verdicts: Set<String> = []
         for _ in 0..<16 {
@@ -104,8 +106,8 @@ import TestZlib
     }
 
     /// The ratio's limit falls inside a decoded piece: the piece's bytes up to the limit are judged, those after it
-    /// are not. A gzip of zeros exceeds `compression-ratio-max 2` in its first compressed KiB, so the limit is
-    /// the 2,048th decoded byte; a file limit that those bytes already break is the verdict, one that only later
+    /// are not. A gzip of zeros exceeds `compression-ratio-max 2` in its first compressed block (1 KiB), so the
+    /// limit is the 2,048th decoded byte; a file limit that those bytes already break is the verdict, one that only later
     /// bytes would break is not (whole, and in reads of any size).
     @Test func aFileLimitJustBeforeTheRatioLimitWinsAndOneJustAfterItDoesNot() throws {
         let head = Array("--B\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"z\"\r\n\r\n".utf8)
@@ -113,7 +115,7 @@ import TestZlib
         let gz = deflateBytes(body, windowBits: 31)
         let request = Array(("POST / HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=B\r\n"
             + "Content-Encoding: gzip\r\nContent-Length: \(gz.count)\r\n\r\n").utf8) + gz
-        let before = 2048 - head.count    // file bytes decoded before the ratio's limit
+        let before = 2 * 1024 - head.count    // file bytes decoded before the ratio's limit
         for fileMax in [before - 1, before, before + 1, before + 500] {
             let policy = try Policy.parse("""
             route / {
