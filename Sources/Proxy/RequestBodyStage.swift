@@ -363,7 +363,7 @@ final class RequestBodyStage {
     private func ratioExceeded() -> RequestBodyError {
         let counted = decoders.first?.blockEnd ?? 0
         return .rejected(Violation(kind: .compressionRatioExceeded, rule: ratioRule,
-                                   detail: "more than \(ratioAllowance ?? 0) bytes decoded from the first \(counted)",
+                                   detail: "more than \(ratioAllowance ?? 0) bytes decoded from the first \(counted) compressed",
                                    limit: ratioMax))
     }
 
