@@ -337,9 +337,7 @@ func chunk(_ body: [UInt8], _ rng: inout MutatorRandom) -> [UInt8] {
 
 /// The one coding a Content-Encoding value names (`identity` aside); nil for none, several or an unknown one.
 func singleCoding(_ value: [UInt8]) -> StreamInflater.Coding? {
-    let names = String(decoding: value, as: UTF8.self).split(separator: ",")
-        .map { $0.split(whereSeparator: { $0 == " " || $0 == "\t" }).joined(separator: " ") }
-        .filter { !$0.isEmpty && $0.lowercased() != "identity" }
+    let names = ConnectionMachine.contentCodingNames([String(decoding: value, as: UTF8.self)])
     guard names.count == 1 else { return nil }
     return StreamInflater.Coding(name: Substring(names[0]))
 }

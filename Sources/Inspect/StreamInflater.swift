@@ -13,10 +13,10 @@ import CZlib
 //
 // Independent of the reads: zlib is given at most one compressed block per call (the first 1 KiB, then blocks
 // doubling up to `block`, 16 KiB, then `block` each), and the output of a block is drained before the next
-// block's first byte is given. zlib decodes as far as its input allows, so
-// the decoded bytes handed on by the end of block k depend on the stream alone, not on how it was cut into spans;
-// a consumer that judges output against `blockEnd` (the ratio limit) reaches the same verdict at the same decoded
-// offset for any reads. Output produced by the call that finds a corrupt byte is handed on before the error.
+// block's first byte is given. zlib decodes as far as its input allows, so the decoded bytes handed on by the
+// end of block k depend on the stream alone, not on how it was cut into spans; a consumer that judges output
+// against `blockEnd` (the ratio limit) reaches the same verdict at the same decoded offset for any reads. Output
+// produced by the call that finds a corrupt byte is handed on before the error.
 
 /// One layer of content coding to undo.
 public final class StreamInflater {
@@ -68,10 +68,9 @@ public final class StreamInflater {
     private var ended = false
     /// Compressed input taken but not yet decoded (the consumer blocked).
     private var stash: [UInt8] = []
-    /// zlib may hold decoded output the consumer could not take yet.
+    /// The call that blocked ended on a full piece: zlib may hold decoded output the consumer could not take
+    /// yet, so the next call drains it before it takes input.
     private var needsDrain = false
-    /// The call that blocked ended on a full piece: the next one drains before it takes input.
-    private var resumingFull = false
     /// The stream failed in the call whose output the consumer blocked on: thrown by `resume`.
     private var deferredFailure: Failure?
     /// Compressed bytes decoded so far (not counting kept input), and decoded bytes produced: their ratio is
@@ -149,12 +148,11 @@ public final class StreamInflater {
     private func run(_ input: UnsafeRawBufferPointer,
                      consume: (UnsafeRawBufferPointer) throws -> Bool) throws -> Bool {
         if ended && !input.isEmpty { throw Failure("data after the end of the \(coding.rawValue) stream") }
-        needsDrain = false
         var offset = 0
         // A full piece may mean zlib holds more output for input it already took: drain it (no new input)
-        // before the next block's bytes. Starts true after a consumer blocked on a full piece.
-        var full = resumingFull
-        resumingFull = false
+        // before the next block's bytes.
+        var full = needsDrain
+        needsDrain = false
         return try withUnsafeTemporaryAllocation(byteCount: self.piece, alignment: 16) { piece in
             guard let out = piece.baseAddress else { return true }
             while true {
@@ -179,15 +177,13 @@ public final class StreamInflater {
                     decodedBytes &+= UInt64(produced)
                     // Output decoded before a corrupt byte is judged first, whichever call found the byte; a
                     // consumer that blocked on it judges the rest later, so the failure waits for `resume`.
-                    let goOn = try consume(UnsafeRawBufferPointer(rebasing: piece.prefix(produced)))
-                    if !goOn, let failure {
-                        deferredFailure = failure
-                        return false
-                    }
-                    if !goOn {
+                    if try !consume(UnsafeRawBufferPointer(rebasing: piece.prefix(produced))) {
+                        if let failure {
+                            deferredFailure = failure
+                            return false
+                        }
                         if offset < input.count { stash.append(contentsOf: input[offset...]) }
                         needsDrain = full && !ended
-                        resumingFull = needsDrain
                         return false
                     }
                 }

@@ -1470,6 +1470,14 @@ struct ConnectionMachine {
         case refuse(Violation)
     }
 
+    /// The codings Content-Encoding field values list, in the order they were applied, `identity` (no coding)
+    /// left out. The exchange fuzzer's mutator reads a request's coding with it, as the proxy does.
+    static func contentCodingNames(_ values: [String]) -> [String] {
+        values.flatMap { $0.split(separator: ",") }
+            .map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty && $0.lowercased() != "identity" }
+    }
+
     /// What to do with a form body's Content-Encoding: nothing (none, or `identity`), decode its layers
     /// (outermost first), pass it through uninspected (`unknown-encoding pass`), or refuse it.
     func contentDecoding(_ head: HTTPRequestHead, route routeOfRequest: @autoclosure () -> Route?) -> ContentDecoding {
@@ -1478,9 +1486,7 @@ struct ConnectionMachine {
         // Only a request with Content-Encoding needs the route, and a copy of it costs a retain and a release of
         // every array and string in it.
         let route = routeOfRequest()
-        let names = values.flatMap { $0.split(separator: ",") }
-            .map { $0.trimmingCharacters(in: .whitespaces) }
-            .filter { !$0.isEmpty && $0.lowercased() != "identity" }
+        let names = Self.contentCodingNames(values)
         guard !names.isEmpty else { return .identity }
         let codings = names.map { StreamInflater.Coding(name: Substring($0)) }
         let rule = route?.location

@@ -297,8 +297,9 @@ public struct ProxyConfiguration: Sendable {
 
         /// Compressed bytes of a `Content-Encoding` body decoded per zlib call, and the unit in which
         /// `compression-ratio-max` counts them, rounded up (the first blocks are smaller: they end at 1, 2, 4 and
-        /// 8 KiB, so the first check comes at the ratio times 1 KiB of decoded bytes). Default 16 KiB. The decoded bytes at each block's end are fixed by the stream, so the verdict on a compressed
-        /// body does not depend on how it was cut into reads (StreamInflater).
+        /// 8 KiB, so the first check comes at the ratio times 1 KiB of decoded bytes). Default 16 KiB. The decoded
+        /// bytes at each block's end are fixed by the stream, so the verdict on a compressed body does not depend
+        /// on how it was cut into reads (StreamInflater).
         public var decodeBlock: Int = StreamInflater.defaultBlock
 
         /// The most an output buffer may hold: 4x the high-water mark (1 MiB by default), and at least 256 KiB
@@ -307,9 +308,7 @@ public struct ProxyConfiguration: Sendable {
         /// held from earlier reads (up to 16 KiB, escaped up to 3x). A cap under that answered valid requests
         /// 500 `body_sink_failed` under a high-water mark of 2 KiB (found by the exchange fuzzer's gzip bodies).
         public var outputCap: Int {
-            let (four, overflow) = outputHighWater.multipliedReportingOverflow(by: 4)
-            let (past, overflow2) = outputHighWater.addingReportingOverflow(256 * 1024)
-            return overflow || overflow2 ? Int.max : max(four, past)
+            outputHighWater > Int.max / 4 ? Int.max : max(4 * outputHighWater, outputHighWater + 256 * 1024)
         }
     }
 

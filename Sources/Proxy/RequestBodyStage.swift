@@ -344,8 +344,9 @@ final class RequestBodyStage {
     }
 
     /// `compression-ratio-max`: at most `ratioMax` decoded bytes per compressed byte, compressed input counted
-    /// up to a block end (StreamInflater.blockEnd: 1, 2, 4, 8 KiB, then every 16 KiB by default), so that the limit falls at a decoded offset the stream fixes. Of
-    /// the `count` bytes just decoded (already counted in `decodedBytes`), how many are within it.
+    /// up to a block end (StreamInflater.blockEnd: 1, 2, 4, 8 KiB, then every 16 KiB by default), so that the
+    /// limit falls at a decoded offset the stream fixes. Of the `count` bytes just decoded (already counted in
+    /// `decodedBytes`), how many are within it.
     private func ratioAllows(_ count: Int) -> Int {
         guard let allowance = ratioAllowance, let decoded = decoders.last?.decodedBytes,
               decoded > allowance else { return count }

@@ -158,7 +158,7 @@ public struct Route: Sendable, Hashable {
     /// every encoded form body).
     public var encodingsMax: Int
     /// Largest expansion of a compressed body, decoded over compressed bytes (`compression-ratio-max`, default
-    /// 100); compressed input is counted in whole KiB, rounded up.
+    /// 100); compressed input is counted up to the next block end (1, 2, 4, 8, 16 KiB, then every 16 KiB).
     public var compressionRatioMax: Int
     /// A Content-Encoding that cannot be decoded (`unknown-encoding`, default reject).
     public var unknownEncoding: UnknownEncodingMode

@@ -15,8 +15,9 @@ written to /dev/shm twice: plain, and gzipped. Each round uploads, with curl, in
 
 For each upload: decoded GB/s (the decoded body's size over curl's total time, so that the plain and gzip
 uploads of the same form compare), the proxy's CPU seconds per decoded GiB and its peak RSS. The report gives
-medians and the ratios to formwall-gzip's upload of the same round. Every upload must answer 200 with the
-upstream receiving at least the decoded size. Writes bench/out/compressed.json. Stdlib only.
+medians and the ratios to formwall-gzip's upload of the same round. Every upload (run.py's `large_upload`) must
+answer 200, nginx's upstream receiving the body as sent and formwall's the decoded form. Writes
+bench/out/compressed.json. Stdlib only.
 """
 
 import argparse
@@ -24,7 +25,6 @@ import datetime
 import gzip as gziplib
 import os
 import random
-import subprocess
 import sys
 import types
 
@@ -67,37 +67,18 @@ def write_bodies(files, size):
     return len(body), len(packed)
 
 
-def upload(args, target, path, length, decoded_len, encoded, boundary, workdir):
-    resp = os.path.join(workdir, "response.txt")
-    argv = ["curl", "-sS", "--max-time", "300", "-o", resp, "-X", "POST", "-T", path,
-            "-H", f"Content-Type: multipart/form-data; boundary={boundary}", "-H", "Expect:",
-            "-w", "%{time_total} %{http_code} %{size_upload}", target.url()]
-    if encoded:
-        argv[-1:-1] = ["-H", "Content-Encoding: gzip"]
-    pids = target.proxy_pids_fn()
-    ticks0 = {pid: base.cpu_ticks(pid) for pid in pids}
-    with base.RssSampler(pids, 0.05) as rss:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=330)
-    cpu = sum(base.cpu_ticks(pid) - t for pid, t in ticks0.items()) / base.TICK
-    try:
-        total, code, size = r.stdout.split()
-        total, code, size = float(total), int(code), int(float(size))
-    except ValueError:
-        return {"ok": False, "error": f"curl: {r.stdout.strip()} {r.stderr.strip()}"}
-    try:
-        with open(resp) as f:
-            upstream = int(f.read().strip())
-    except (OSError, ValueError):
-        upstream = None
-    # formwall forwards the decoded form (re-encoded: a little longer); nginx relays the bytes it got.
-    expected = decoded_len if target.name == "formwall" else length
-    res = {"ok": code == 200 and size == length and upstream is not None and upstream >= expected * 0.99,
-           "http_code": code, "upstream_bytes": upstream, "time_s": total,
-           "decoded_gbps": decoded_len / total / 1e9, "proxy_cpu_s_per_decoded_gib": cpu / (decoded_len / GIB),
-           "peak_rss_mib": rss.max_single_kib / 1024}
-    if not res["ok"]:
-        res["error"] = f"HTTP {code}, uploaded {size} of {length}, upstream got {upstream}"
-    return res
+def upload(args, target, path, length, decoded_len, encoded, boundary, sink_pid, workdir):
+    """run.py's large upload of `path` (with Content-Encoding: gzip if `encoded`), its figures per decoded byte."""
+    r = base.large_upload(args, target, path, length, boundary, sink_pid, workdir,
+                          headers=("Content-Encoding: gzip",) if encoded else ())
+    # large_upload checks what nginx relays; formwall forwards the decoded form, re-encoded (a little longer).
+    if r.get("ok") and target.name == "formwall" and (r["upstream_bytes"] or 0) < decoded_len * 0.99:
+        r.update(ok=False, error=f"upstream got {r['upstream_bytes']} bytes of a {decoded_len}-byte form")
+    if "time_total_s" in r:
+        r.update(decoded_gbps=decoded_len / r["time_total_s"] / 1e9,
+                 proxy_cpu_s_per_decoded_gib=r["proxy_cpu_s"] / (decoded_len / GIB),
+                 peak_rss_mib=r["peak_rss_single_mib"])
+    return r
 
 
 def main():
@@ -111,6 +92,7 @@ def main():
     ap.add_argument("--ready-timeout", type=float, default=10.0)
     args = ap.parse_args()
     args.formwall_workers = args.workers
+    args.curl_timeout, args.rss_interval = 300, 0.05   # run.py's large_upload reads them
 
     workdir = base.start_session("formwall-gzip-")
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else workdir
@@ -121,7 +103,7 @@ def main():
     plain_len, gzip_len = write_bodies(files, args.size_mib * MIB)
     print(f"body: {plain_len} bytes plain, {gzip_len} gzipped ({plain_len / gzip_len:.2f}:1)", flush=True)
 
-    uport = base.start_sink(workdir, 2)
+    uport, sink = base.start_sink_process(workdir, 2)
     fw, why = base.start_formwall(args, workdir, uport)
     if fw is None:
         raise SystemExit(f"formwall: {why}")
@@ -147,7 +129,7 @@ def main():
     for i in range(args.rounds):
         for name in base.rotated(names, i):
             target, path, length, encoded = runs[name]
-            r = upload(args, target, path, length, plain_len, encoded, files["boundary"], workdir)
+            r = upload(args, target, path, length, plain_len, encoded, files["boundary"], sink.pid, workdir)
             results[name].append(r)
             if not r["ok"]:
                 failures.append(f"{name} round {i + 1}: {r['error']}")

@@ -528,16 +528,18 @@ def warm_up(target, small_path, boundary):
         raise RuntimeError(f"warm-up request got '{r.stdout.strip()}' {r.stderr.strip()}")
 
 
-def large_upload(args, target, body_path, body_len, boundary, sink_pid, workdir):
-    """One curl upload of the large body. Returns a dict."""
+def large_upload(args, target, body_path, body_len, boundary, sink_pid, workdir, headers=()):
+    """One curl upload of the large body (with `headers`, more request header lines). Returns a dict."""
     resp = os.path.join(workdir, "response.txt")
     # curl 7.88 refuses to load files of 1 GiB or more for --data-binary ("out of memory":
     # its file-to-memory limit is 1 GiB), so the body is streamed from the file with -T and
     # the method forced to POST. Content-Length is still sent (the file size is known).
     argv = ["curl", "-sS", "--max-time", str(args.curl_timeout), "-o", resp, "-X", "POST",
             "-T", body_path, "-H", f"Content-Type: multipart/form-data; boundary={boundary}",
-            "-H", "Expect:", "-w", "%{speed_upload} %{time_total} %{http_code} %{size_upload}",
-            target.url()]
+            "-H", "Expect:", "-w", "%{speed_upload} %{time_total} %{http_code} %{size_upload}"]
+    for line in headers:
+        argv += ["-H", line]
+    argv.append(target.url())
     proxy_pids = target.proxy_pids_fn()
     ticks0 = {pid: cpu_ticks(pid) for pid in proxy_pids}
     sink0 = cpu_ticks(sink_pid)
