@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""User-space instructions and mallocs per 10 KiB upload, counted by callgrind: exact, unlike timings here.
+"""User-space instructions, mallocs and retains per 10 KiB upload, counted by callgrind: exact, unlike timings here.
 
     python3 bench/proxy/instructions.py [--formwall PATH] [--baseline PATH] [--requests 1000,3000]
 
@@ -13,7 +13,8 @@ formwall `serve --workers 1 --single-process` runs under `valgrind --tool=callgr
 bench/proxy/sink.c. One keep-alive connection sends N requests, each a multipart upload of a short text field and
 a 10 KiB file (every answer must be a 200); formwall is stopped and callgrind's total read back. Two runs of
 N1 and N2 requests give instructions per request = (I(N2) - I(N1)) / (N2 - N1): start-up, warm-up and shut-down
-cancel out. The same difference of callgrind's call counts gives mallocs per request.
+cancel out. The same difference of callgrind's call counts gives mallocs and reference-count operations (the
+Swift runtime's retains and releases, atomic or not) per request.
 
 Configurations: `bare` (no rules, no audit log), `policy` (costs.py's typical route: the parts are also
 sniffed and hashed) and `browser` (bare, but each request's head also carries the 17 fields a desktop Chromium
@@ -97,12 +98,22 @@ def send_requests(port, request, n, timeout):
                 raise RuntimeError(f"request {i}: status {status}")
 
 
+# The Swift runtime's reference-count entry points (the atomic ones, and the non-atomic ones a build with
+# `-assume-single-threaded` calls), counted as one figure: retains and releases, each one operation.
+REFCOUNT_FUNCTIONS = frozenset(
+    f"swift_{kind}{op}{n}" for kind in ("", "nonatomic_") for op in ("retain", "release") for n in ("", "_n")
+) | {"swift_bridgeObjectRetain", "swift_bridgeObjectRelease", "swift_nonatomic_bridgeObjectRetain",
+     "swift_nonatomic_bridgeObjectRelease"}
+
+
 def read_callgrind(path):
-    """(total instructions, calls to malloc) from a callgrind output file."""
+    """(total instructions, calls to malloc, reference-count operations) from a callgrind output file. A bridged
+    object's retain or release (`swift_bridgeObjectRelease`) calls `swift_release` for a native object: that
+    inner call is the same operation and is not counted again."""
     total = None
     names = {}
-    callee = None
-    mallocs = 0
+    caller = callee = None
+    mallocs = refcounts = 0
     with open(path, errors="replace") as f:
         for line in f:
             if line.startswith(("summary:", "totals:")):
@@ -114,13 +125,18 @@ def read_callgrind(path):
                         names[m.group(1)] = m.group(2)
                     if line.startswith("cfn="):
                         callee = names.get(m.group(1))
+                    else:
+                        caller = names.get(m.group(1))
             elif line.startswith("calls=") and callee is not None:
+                calls = int(line.split("=")[1].split()[0])
                 if callee == "malloc":
-                    mallocs += int(line.split("=")[1].split()[0])
+                    mallocs += calls
+                elif callee in REFCOUNT_FUNCTIONS and "bridgeObject" not in (caller or ""):
+                    refcounts += calls
                 callee = None
     if total is None:
         raise RuntimeError(f"no total in {path}")
-    return total, mallocs
+    return total, mallocs, refcounts
 
 
 def wait_listening(p, log, timeout):
@@ -136,7 +152,8 @@ def wait_listening(p, log, timeout):
 
 
 def count(args, exe, extra, n, workdir, uport, label, browser=False):
-    """Runs formwall under callgrind for `n` requests; returns (instructions, mallocs) of the whole process."""
+    """Runs formwall under callgrind for `n` requests; returns (instructions, mallocs, reference-count operations)
+    of the whole process."""
     port = base.free_port()
     out = os.path.join(workdir, f"callgrind.{label}.{n}")
     log = os.path.join(workdir, f"formwall.{label}.{n}.log")
@@ -156,10 +173,12 @@ def count(args, exe, extra, n, workdir, uport, label, browser=False):
 
 def measure(args, exe, extra, workdir, uport, label, browser=False):
     n1, n2 = args.requests
-    i1, m1 = count(args, exe, extra, n1, workdir, uport, label, browser)
-    i2, m2 = count(args, exe, extra, n2, workdir, uport, label, browser)
+    i1, m1, r1 = count(args, exe, extra, n1, workdir, uport, label, browser)
+    i2, m2, r2 = count(args, exe, extra, n2, workdir, uport, label, browser)
     return {"instructions_per_request": (i2 - i1) / (n2 - n1), "mallocs_per_request": (m2 - m1) / (n2 - n1),
-            "runs": {str(n1): {"instructions": i1, "mallocs": m1}, str(n2): {"instructions": i2, "mallocs": m2}}}
+            "refcounts_per_request": (r2 - r1) / (n2 - n1),
+            "runs": {str(n1): {"instructions": i1, "mallocs": m1, "refcounts": r1},
+                     str(n2): {"instructions": i2, "mallocs": m2, "refcounts": r2}}}
 
 
 def stripped_copy(path, workdir, name):
@@ -204,13 +223,15 @@ def main():
             results[label] = measure(args, exe, extra, workdir, uport, label, browser)
             r = results[label]
             print(f"{label:20} {r['instructions_per_request']:10.0f} instructions/request "
-                  f"{r['mallocs_per_request']:6.1f} mallocs/request", flush=True)
+                  f"{r['mallocs_per_request']:6.1f} mallocs/request "
+                  f"{r['refcounts_per_request']:6.1f} retains+releases/request", flush=True)
     if args.baseline:
         for config in configs:
             new, old = results[f"formwall-{config}"], results[f"baseline-{config}"]
             print(f"{config:20} formwall / baseline: instructions "
                   f"{new['instructions_per_request'] / old['instructions_per_request']:.3f}, mallocs "
-                  f"{new['mallocs_per_request'] / max(old['mallocs_per_request'], 1e-9):.3f}")
+                  f"{new['mallocs_per_request'] / max(old['mallocs_per_request'], 1e-9):.3f}, retains+releases "
+                  f"{new['refcounts_per_request'] / max(old['refcounts_per_request'], 1e-9):.3f}")
     document = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "requests": args.requests, "file_kib": args.file_kib,
                 "valgrind": base.tool_version(["valgrind", "--version"]), "results": results}
