@@ -12,7 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DIST=dist
-BUILD=(swift build -c release --static-swift-stdlib --product formwall)
+# Link-time optimisation over every module and the static Swift runtime (SwiftPM's --experimental-lto-mode):
+# 13% fewer instructions per request and about 2% more requests/s (docs/performance.md, twenty-eighth session).
+BUILD=(swift build -c release --static-swift-stdlib --experimental-lto-mode=full --product formwall)
 
 "${BUILD[@]}"
 bin_dir=$("${BUILD[@]}" --show-bin-path)

@@ -21,7 +21,8 @@ source "$ROOT/.venv/bin/activate"
 
 section "swift build (debug and release)"
 swift build
-swift build -c release
+# The end-to-end tests run the release binary built as scripts/release.sh builds it: with link-time optimisation.
+swift build -c release --experimental-lto-mode=full
 
 section "swift test"
 swift test 2>&1 | tee /tmp/formwall-swift-test.log

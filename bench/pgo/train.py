@@ -131,7 +131,7 @@ def main():
         subprocess.run([profdata_tool, "merge", "-o", merged] + weighted, check=True)
         out = install(merged)
         summary = subprocess.run([profdata_tool, "show", out], capture_output=True, text=True, check=True).stdout
-        print(f"wrote {os.path.relpath(out, ROOT)} from {len(weighted)} workloads; build with `swift build -c release`")
+        print(f"wrote {os.path.relpath(out, ROOT)} from {len(weighted)} workloads; build with `swift build -c release --experimental-lto-mode=full`")
         print(summary.strip())
     finally:
         if not args.keep:
