@@ -64,10 +64,8 @@ func runStage(_ body: [UInt8], cuts: [Int], policy: Policy?, path: String = "/up
             out.completeReplay()
             try stage.resume(out: out)
         }
-    } catch let error as FormStageError {
-        return (out.bytes, error, stage.records, out.enqueued)
     } catch {
-        Issue.record("unexpected \(error)")
+        return (out.bytes, error, stage.records, out.enqueued)
     }
     return (out.bytes, nil, stage.records, out.enqueued)
 }
@@ -238,10 +236,8 @@ let emptyFiles = b("--B\r\nContent-Disposition: form-data; name=\"photo\"; filen
                 try piece.withUnsafeBytes { p in Result { () throws(FormStageError) in try stage.feed(p, out: out) } }.get()
             }
             try stage.finish(out: out)
-        } catch let error as FormStageError {
-            return (String(decoding: out.bytes, as: UTF8.self), error)
         } catch {
-            Issue.record("unexpected \(error)")
+            return (String(decoding: out.bytes, as: UTF8.self), error)
         }
         return (String(decoding: out.bytes, as: UTF8.self), nil)
     }

@@ -35,8 +35,9 @@ route /cors-strict {
 """
 
 private func rig() throws -> ExchangeRig {
-    let (policy, diagnostics) = RuleChecker.compile(source: conformanceRules, file: "conformance.rules")
-    return ExchangeRig(config: try ExchangeRig.configuration(), policy: try #require(policy, "\(diagnostics)"))
+    let (compiled, diagnostics) = RuleChecker.compile(source: conformanceRules, file: "conformance.rules")
+    let policy: Policy = try #require(compiled, "\(diagnostics)")
+    return ExchangeRig(config: try ExchangeRig.configuration(), policy: policy)
 }
 
 private func post(_ path: String, _ parts: [(String, String?, String)], extra: String = "") -> [UInt8] {

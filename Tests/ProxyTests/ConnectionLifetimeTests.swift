@@ -95,7 +95,7 @@ private func send(_ fd: Int32, _ text: String) throws {
             return received.count > 1000
         })
         #expect(bench.worker.clients.count == 1)
-        weak var client = bench.worker.clients.values.first
+        weak let client = bench.worker.clients.values.first
         #expect(client != nil)
         close(fd)   // the upload ends short: the exchange is aborted and both connections close
         #expect(try bench.run { bench.worker.clients.isEmpty })
@@ -118,7 +118,7 @@ private func send(_ fd: Int32, _ text: String) throws {
         let written = try answer.withUnsafeBytes { try upstream.write($0) }
         guard case .processed(let n) = written else { Issue.record("the upstream socket would block"); return }
         #expect(n == answer.count)
-        weak var client = bench.worker.clients.values.first
+        weak let client = bench.worker.clients.values.first
         #expect(client != nil)
         // The response reaches the client and the upstream connection is pooled, detached from the client.
         #expect(try bench.run { bench.worker.idle.count == 1 })

@@ -167,7 +167,7 @@ import Testing
                       "PATCH / HTTP/1.1\r\n", "CONNECT a:443 HTTP/1.1\r\n", "G"])
     func plainHTTPIsDetected(request: String) throws {
         let (_, server, lowers) = try makePair()
-        _ = Array(request.utf8).withUnsafeBytes { lowers.client.outbox.append($0) }
+        Array(request.utf8).withUnsafeBytes { lowers.client.outbox.append($0) }
         var scratch = [UInt8](repeating: 0, count: 64)
         let error = #expect(throws: TLSError.self) {
             _ = try scratch.withUnsafeMutableBytes { try server.read(into: $0) }
