@@ -7,6 +7,7 @@ explicitly. docs/rules.md, "Compressed request bodies".
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import os
 import random
@@ -34,8 +35,14 @@ def form(fields: dict[str, str], files: dict[str, tuple[str, bytes, str]] = {}) 
     return out + f"--{BOUNDARY}--\r\n".encode()
 
 
+REQUEST_IDS = itertools.count(1)
+
+
 def post(fw, body: bytes, encoding: str | None, path: str = "/upload", headers=HEADERS) -> requests.Response:
+    """POSTs `body`, with an X-Request-Id of its own (Formwall keeps a valid client id and logs it), so that
+    `record_of` can find this request's audit record."""
     h = dict(headers)
+    h["X-Request-Id"] = f"gz-{next(REQUEST_IDS)}"
     if encoding:
         h["Content-Encoding"] = encoding
     return requests.post(fw.url + path, data=body, headers=h, timeout=IO_TIMEOUT)
@@ -45,8 +52,13 @@ def records(path: Path) -> list[dict]:
     return json_lines(path)
 
 
-def last_record(path: Path) -> dict:
-    return wait_until(lambda: (records(path) or [None])[-1], IO_TIMEOUT, what="an audit record")
+def record_of(path: Path, response: requests.Response) -> dict:
+    """The audit record of the request `response` answers. The record is written when the exchange ends, which can
+    be after the client has read its answer, so the newest record may still be an earlier request's: wait for
+    the one with this request's id."""
+    rid = response.request.headers["X-Request-Id"]
+    return wait_until(lambda: next((r for r in records(path) if r.get("request_id") == rid), None), IO_TIMEOUT,
+                      what=f"the audit record of request {rid}")
 
 
 RULES = """
@@ -81,7 +93,7 @@ def test_compressed_forms_are_decoded_inspected_and_forwarded_plain(fw, upstream
     assert seen["fields"] == {"caption": ["hello"]}
     assert seen["files"]["doc"][0]["size"] == len(data)
     assert "content-encoding" not in seen["headers"]
-    rec = last_record(fw.audit)
+    rec = record_of(fw.audit, r)
     assert rec["decision"] == "allow" and rec["parts"][1]["size"] == len(data)
     assert rec["bytes_in"] < len(data)   # counted as received: compressed
 
@@ -106,7 +118,7 @@ def test_the_policy_sees_the_decoded_content(fw):
     php = b"<?php system($_GET['c']); ?>"
     r = post(fw, gzip.compress(form({"caption": "x"}, {"doc": ("a.txt", php, "text/plain")})), "gzip")
     assert r.status_code == 415, r.text
-    assert last_record(fw.audit)["reason"] in {"sniffed_not_allowed", "type_mismatch", "type_not_allowed"}
+    assert record_of(fw.audit, r)["reason"] in {"sniffed_not_allowed", "type_mismatch", "type_not_allowed"}
 
 
 def test_curl_sends_a_gzip_file(fw, tmp_path):
@@ -135,7 +147,7 @@ def test_body_max_counts_decoded_bytes(fw):
     big = b"abcdefgh" * (256 << 10)   # 2 MiB decoded, a few KiB compressed
     r = post(fw, gzip.compress(form({"caption": "x"}, {"doc": ("a.txt", big, "text/plain")})), "gzip")
     assert r.status_code == 413
-    assert last_record(fw.audit)["reason"] in {"body_too_large", "file_too_large", "compression_ratio_exceeded"}
+    assert record_of(fw.audit, r)["reason"] in {"body_too_large", "file_too_large", "compression_ratio_exceeded"}
 
 
 def test_a_gzip_bomb_is_refused_early_with_flat_memory(fw, upstream):
@@ -147,7 +159,7 @@ def test_a_gzip_bomb_is_refused_early_with_flat_memory(fw, upstream):
     r = post(fw, bomb, "gzip", "/upload")
     assert r.status_code == 413 and r.json()["error"] == "compression_ratio_exceeded", r.text
     assert time.monotonic() - t0 < 10
-    rec = last_record(fw.audit)
+    rec = record_of(fw.audit, r)
     assert rec["violations"][0]["kind"] == "compression_ratio_exceeded"
     # The route whose ratio was exceeded (line 2 of RULES): read for a decoded body only (ConnectionMachine).
     assert rec["violations"][0]["rule"].endswith("enc.rules:2"), rec["violations"][0]
@@ -188,7 +200,7 @@ def test_unknown_codings_are_415_unless_passed_explicitly(fw, upstream):
     assert r.status_code == 200
     seen = r.json()
     assert seen["headers"]["content-encoding"] == "br"
-    rec = last_record(fw.audit)
+    rec = record_of(fw.audit, r)
     assert "encoding-uninspected" in rec["anomalies"] and rec["decision"] == "allow"
 
 
