@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from e2e_helpers import IO_TIMEOUT, json_lines, wait_until
+from e2e_helpers import IO_TIMEOUT, wait_audit_record
 
 BOUNDARY = "gzB0undary7"
 HEADERS = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
@@ -48,17 +48,10 @@ def post(fw, body: bytes, encoding: str | None, path: str = "/upload", headers=H
     return requests.post(fw.url + path, data=body, headers=h, timeout=IO_TIMEOUT)
 
 
-def records(path: Path) -> list[dict]:
-    return json_lines(path)
-
-
 def record_of(path: Path, response: requests.Response) -> dict:
-    """The audit record of the request `response` answers. The record is written when the exchange ends, which can
-    be after the client has read its answer, so the newest record may still be an earlier request's: wait for
-    the one with this request's id."""
-    rid = response.request.headers["X-Request-Id"]
-    return wait_until(lambda: next((r for r in records(path) if r.get("request_id") == rid), None), IO_TIMEOUT,
-                      what=f"the audit record of request {rid}")
+    """The audit record of the request `response` answers, found by its id (the newest line may still be an
+    earlier request's: `wait_audit_record`)."""
+    return wait_audit_record(path, response.request.headers["X-Request-Id"], IO_TIMEOUT)
 
 
 RULES = """
