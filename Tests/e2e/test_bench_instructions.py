@@ -52,16 +52,24 @@ calls=1 0
 cfn=(9) swift_isUniquelyReferenced_nonNull_native
 calls=100 0
 0 200
+cfn=(10) swift_bridgeObjectRetain_n
+calls=3 0
+0 6
+fn=(10)
+0 5
+cfn=(8)
+calls=3 0
+0 6
 summary: 12345
 """
 
 
 def test_mallocs_and_refcount_operations_are_counted_from_every_caller_once(tmp_path):
     # Refcount operations: retain 5 + bridged release 2 + non-atomic release 4 (ClientConnection.run), release 13
-    # + retain_n 1 (FormStage.feed) = 25; the bridged release's own swift_release (7 calls) is the same operation;
-    # uniqueness checks are not reference-count writes.
+    # + retain_n 1 + bridged retain_n 3 (FormStage.feed) = 28; the bridged calls' own swift_release (7 calls) and
+    # swift_retain_n (3) are the same operations; uniqueness checks are not reference-count writes.
     path = write(tmp_path, CALLGRIND)
-    assert instructions.read_callgrind(path) == (12345, 3 + 11, 5 + 2 + 4 + 13 + 1)
+    assert instructions.read_callgrind(path) == (12345, 3 + 11, 5 + 2 + 4 + 13 + 1 + 3)
 
 
 def test_a_file_without_a_total_is_an_error(tmp_path):

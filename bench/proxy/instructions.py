@@ -100,10 +100,12 @@ def send_requests(port, request, n, timeout):
 
 # The Swift runtime's reference-count entry points (the atomic ones, and the non-atomic ones a build with
 # `-assume-single-threaded` calls), counted as one figure: retains and releases, each one operation.
+BRIDGE_FUNCTIONS = frozenset(
+    f"swift_{kind}bridgeObject{op}{n}"
+    for kind in ("", "nonatomic_") for op in ("Retain", "Release") for n in ("", "_n"))
 REFCOUNT_FUNCTIONS = frozenset(
     f"swift_{kind}{op}{n}" for kind in ("", "nonatomic_") for op in ("retain", "release") for n in ("", "_n")
-) | {"swift_bridgeObjectRetain", "swift_bridgeObjectRelease", "swift_nonatomic_bridgeObjectRetain",
-     "swift_nonatomic_bridgeObjectRelease"}
+) | BRIDGE_FUNCTIONS
 
 
 def read_callgrind(path):
@@ -131,7 +133,7 @@ def read_callgrind(path):
                 calls = int(line.split("=")[1].split()[0])
                 if callee == "malloc":
                     mallocs += calls
-                elif callee in REFCOUNT_FUNCTIONS and "bridgeObject" not in (caller or ""):
+                elif callee in REFCOUNT_FUNCTIONS and caller not in BRIDGE_FUNCTIONS:
                     refcounts += calls
                 callee = None
     if total is None:
