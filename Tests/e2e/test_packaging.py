@@ -371,6 +371,17 @@ def test_dockerignore_keeps_build_outputs_out_of_the_context():
     assert {".build", ".venv", "dist"} <= entries
 
 
+def test_the_tests_release_build_is_optimised_as_release_sh_builds():
+    """scripts/test.sh builds the binary the end-to-end tests run; it must be optimised as the shipped one is
+    (link-time optimisation is a command-line option, so the two scripts each carry it)."""
+    build, _ = release_settings()
+    optimising = [word for word in build if word.startswith("--experimental-lto-mode")]
+    assert optimising, "release.sh builds with link-time optimisation (docs/operations.md, Deployment)"
+    test_builds = [shlex.split(line) for line in (REPO / "scripts/test.sh").read_text().splitlines()
+                   if line.startswith("swift build -c release")]
+    assert len(test_builds) == 1 and all(word in test_builds[0] for word in optimising), test_builds
+
+
 def test_release_sh_output_is_ignored_by_git():
     result = run(["git", "check-ignore", "-q", "dist/formwall"], cwd=REPO)
     assert result.returncode == 0, "dist/ must be in .gitignore"
