@@ -65,3 +65,24 @@ def test_pairs_match_a_plain_round_by_round_computation():
                 assert summary[name]["paired_range"]["v"] == [min(expected), max(expected)]
             else:
                 assert "v" not in summary[name]["paired_to_first"]
+
+
+def test_named_binaries_are_parsed_in_order_and_bad_ones_are_refused(tmp_path):
+    """ab.py, tail.py and syscalls.py take formwall builds as NAME=PATH through run.named_binaries."""
+    import pytest
+
+    exe = tmp_path / "fw"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    plain = tmp_path / "not-executable"
+    plain.write_text("")
+    plain.chmod(0o644)
+    assert run.named_binaries([f"b={exe}", f"a={exe}"]) == [("b", str(exe)), ("a", str(exe))]
+    assert run.named_binaries([]) == []
+    for bad in ([f"={exe}"], ["a="], [str(exe)], [f"a={plain}"], [f"a={tmp_path / 'missing'}"],
+                [f"a={exe}", f"a={exe}"]):
+        with pytest.raises(SystemExit):
+            run.named_binaries(bad)
+    with pytest.raises(SystemExit, match="NAME not haproxy"):
+        run.named_binaries([f"haproxy={exe}"], reserved=("haproxy",))
+    assert run.named_binaries([f"haproxy2={exe}"], reserved=("haproxy",)) == [("haproxy2", str(exe))]

@@ -38,14 +38,9 @@ def main():
     ap.add_argument("--ready-timeout", type=float, default=10.0)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/ab.json"))
     args = ap.parse_args()
-    binaries = []
-    for item in args.binaries:
-        name, _, path = item.partition("=")
-        if not name or not path or not os.access(path, os.X_OK):
-            raise SystemExit(f"expected NAME=PATH of an executable formwall, got {item!r}")
-        binaries.append((name, path))
-    if len(binaries) < 2 or len({n for n, _ in binaries}) != len(binaries):
-        raise SystemExit("give at least two binaries, with distinct names")
+    binaries = base.named_binaries(args.binaries)
+    if len(binaries) < 2:
+        raise SystemExit("give at least two binaries")
 
     workdir = base.start_session("formwall-ab-")
     files = base.small_upload_files(workdir, "ab")

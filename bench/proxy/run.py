@@ -884,6 +884,22 @@ def tool_version(argv):
         return None
 
 
+def named_binaries(items, reserved=()):
+    """Parses NAME=PATH arguments naming formwall builds (ab.py, tail.py, syscalls.py): a list of (name, path).
+    Exits with a message for an item without both parts, a path that is not executable, a name in `reserved` (the
+    peers the script also runs) or a name given twice."""
+    binaries = []
+    for item in items:
+        name, _, path = item.partition("=")
+        if not name or not path or not os.access(path, os.X_OK) or name in reserved:
+            extra = f" (NAME not {', '.join(reserved)})" if reserved else ""
+            raise SystemExit(f"expected NAME=PATH of an executable formwall{extra}, got {item!r}")
+        binaries.append((name, path))
+    if len({n for n, _ in binaries}) != len(binaries):
+        raise SystemExit("give the binaries distinct names")
+    return binaries
+
+
 def add_binary_args(ap):
     """--formwall, --nginx and --haproxy: the binaries the scripts start (shared with idle.py, soak.py and
     syscalls.py)."""

@@ -2,6 +2,7 @@
 """System calls, CPU time and context switches per small request: formwall against HAProxy and nginx, in one run.
 
     python3 bench/proxy/syscalls.py [--targets formwall,haproxy,nginx-tuned] [--seconds 5] [--reps 3] [--workers 1]
+    python3 bench/proxy/syscalls.py --targets haproxy BEFORE=PATH AFTER=PATH    (two formwall builds and HAProxy)
 
 Each proxy (--workers workers or threads, 1 by default, in front of bench/proxy/sink.c, as in run.py) serves run.py's
 10 KiB multipart uploads from wrk (64 connections, 2 threads) for --seconds, --reps times. During each wrk run the
@@ -18,6 +19,9 @@ proxy's processes are watched:
   - where the rest of the machine's time went, per request: the sink's CPU (/proc/PID/stat), wrk's (getrusage of
     children) and the cores' idle time (`idle` and `iowait` of /proc/stat). A proxy can cost its neighbours
     more than itself: the load generator and the upstream share the cores with it.
+Formwall builds given as NAME=PATH run as further targets under those names (`serve --workers N`, no rules), for
+the before and after of a change; `--targets` then names only the other targets (an empty string for none).
+The ratios at the end are the first formwall target's medians over each other target's.
 The targets run side by side and are measured in interleaved rounds (each round runs each target once, the
 order rotated), as in run.py. The medians over --reps are printed and written to bench/out/syscalls.json.
 Without perf (or without access to the tracepoints) only the CPU times are reported. The figures say where a request's time goes, not how fast
@@ -168,6 +172,7 @@ def median_of(runs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     base.add_binary_args(ap)
+    ap.add_argument("binaries", nargs="*", metavar="NAME=PATH", help="formwall builds to run as further targets")
     ap.add_argument("--targets", default="formwall,haproxy,nginx-tuned",
                     help="comma-separated subset of formwall,haproxy,nginx,nginx-tuned")
     ap.add_argument("--seconds", type=base.positive_int, default=5, help="seconds per wrk run")
@@ -180,6 +185,11 @@ def main():
     args = ap.parse_args()
     args.formwall_workers = args.workers  # run.py's starters read the worker/thread count from here
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    binaries = dict(base.named_binaries(args.binaries, reserved=("formwall", "haproxy", "nginx", "nginx-tuned",
+                                                                  "relay")))
+    targets += list(binaries)
+    if not targets:
+        sys.exit("no targets")
     for tool in ("gcc", "wrk"):
         if shutil.which(tool) is None:
             sys.exit(f"{tool} not found")
@@ -201,7 +211,11 @@ def main():
     started = {}
     for name in targets:
         try:
-            started[name] = base.start_target(args, tempfile.mkdtemp(dir=workdir), name, uport)
+            if name in binaries:
+                build = argparse.Namespace(**dict(vars(args), formwall=binaries[name]))
+                started[name] = base.start_target(build, tempfile.mkdtemp(dir=workdir), "formwall", uport)
+            else:
+                started[name] = base.start_target(args, tempfile.mkdtemp(dir=workdir), name, uport)
         except RuntimeError as e:
             failures.append(f"{name}: {e}")
     runs = {name: [] for name in started}
@@ -244,18 +258,20 @@ def main():
     for name, r in results.items():
         print(f"{name:12} {r['machine_switches']:8.3f} {r['proxy_voluntary']:8.3f} {r['proxy_involuntary']:8.3f} "
               f"{r['sink_voluntary']:8.3f} {r['tcp_segments']:8.2f}")
-    if "formwall" in results:
+    first = next((n for n in results if n == "formwall" or n in binaries), None)
+    if first is not None:
         # Ratios of the medians; the rounds were interleaved, so drift falls on every target alike.
-        for name in (n for n in results if n != "formwall"):
-            f, p = results["formwall"], results[name]
-            line = (f"formwall / {name}: req/s {f['rps'] / p['rps']:.3f}, user+system µs "
+        for name in (n for n in results if n != first):
+            f, p = results[first], results[name]
+            line = (f"{first} / {name}: req/s {f['rps'] / p['rps']:.3f}, user+system µs "
                     f"{(f['user_us'] + f['system_us']) / (p['user_us'] + p['system_us']):.3f}")
             if p["machine_switches"] > 0:
                 line += f", machine switches {f['machine_switches'] / p['machine_switches']:.3f}"
             print(line)
     base.finish_session(args.out, {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "seconds": args.seconds, "reps": args.reps, "workers": args.workers, "perf": use_perf, "results": results},
+        "seconds": args.seconds, "reps": args.reps, "workers": args.workers, "perf": use_perf, "binaries": binaries,
+        "results": results},
         failures)
 
 

@@ -61,14 +61,8 @@ def main():
     ap.add_argument("--ready-timeout", type=float, default=10.0)
     ap.add_argument("--out", default=os.path.join(base.REPO, "bench/out/tail.json"))
     args = ap.parse_args()
-    binaries = []
-    for item in args.binaries or [f"formwall={os.path.join(base.REPO, '.build/release/formwall')}"]:
-        name, _, path = item.partition("=")
-        if not name or not path or not os.access(path, os.X_OK) or name == "haproxy":
-            raise SystemExit(f"expected NAME=PATH of an executable formwall (NAME not haproxy), got {item!r}")
-        binaries.append((name, path))
-    if len({n for n, _ in binaries}) != len(binaries):
-        raise SystemExit("give the binaries distinct names")
+    binaries = base.named_binaries(args.binaries or [f"formwall={os.path.join(base.REPO, '.build/release/formwall')}"],
+                                   reserved=("haproxy",))
     if args.no_haproxy and len(binaries) < 2:
         raise SystemExit("--no-haproxy needs at least two binaries to compare")
 
