@@ -5,6 +5,8 @@ round onto the wrong partner. docs/performance.md quotes these ratios; they are 
 import random
 import statistics
 
+import pytest
+
 from e2e_helpers import load_bench
 
 run = load_bench("run")
@@ -68,9 +70,7 @@ def test_pairs_match_a_plain_round_by_round_computation():
 
 
 def test_named_binaries_are_parsed_in_order_and_bad_ones_are_refused(tmp_path):
-    """ab.py, tail.py and syscalls.py take formwall builds as NAME=PATH through run.named_binaries."""
-    import pytest
-
+    """ab.py, tail.py, syscalls.py and compressed.py take formwall builds as NAME=PATH through run.named_binaries."""
     exe = tmp_path / "fw"
     exe.write_text("#!/bin/sh\n")
     exe.chmod(0o755)

@@ -93,6 +93,7 @@ def main():
     args = ap.parse_args()
     args.formwall_workers = args.workers
     args.curl_timeout, args.rss_interval = 300, 0.05   # run.py's large_upload reads them
+    compare = base.named_binaries(args.compare, reserved=("formwall-gzip", "formwall-plain", "nginx-tuned"))
 
     workdir = base.start_session("formwall-gzip-")
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else workdir
@@ -111,10 +112,7 @@ def main():
     runs = {"formwall-gzip": (fw, files["gzip"], gzip_len, True),
             "formwall-plain": (fw, files["plain"], plain_len, False),
             "nginx-tuned": (nginx, files["gzip"], gzip_len, False)}
-    for spec in args.compare:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or name in runs:
-            raise SystemExit(f"--compare wants NAME=PATH with a new NAME, got {spec!r}")
+    for name, path in compare:
         other = types.SimpleNamespace(**vars(args))
         other.formwall = path
         sub = os.path.join(workdir, name)

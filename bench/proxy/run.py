@@ -885,7 +885,8 @@ def tool_version(argv):
 
 
 def named_binaries(items, reserved=()):
-    """Parses NAME=PATH arguments naming formwall builds (ab.py, tail.py, syscalls.py): a list of (name, path).
+    """Parses NAME=PATH arguments naming formwall builds (ab.py, tail.py, syscalls.py, compressed.py's --compare):
+    a list of (name, path).
     Exits with a message for an item without both parts, a path that is not executable, a name in `reserved` (the
     peers the script also runs) or a name given twice."""
     binaries = []

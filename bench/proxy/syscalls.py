@@ -185,8 +185,7 @@ def main():
     args = ap.parse_args()
     args.formwall_workers = args.workers  # run.py's starters read the worker/thread count from here
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    binaries = dict(base.named_binaries(args.binaries, reserved=("formwall", "haproxy", "nginx", "nginx-tuned",
-                                                                  "relay")))
+    binaries = dict(base.named_binaries(args.binaries, reserved=tuple(base.TARGETS)))
     targets += list(binaries)
     if not targets:
         sys.exit("no targets")
