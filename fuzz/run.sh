@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets — the multipart codec (FUZZ_SECONDS, default 60), the content sniffer
 # (SNIFF_FUZZ_SECONDS, default 30), the request body path (REQUEST_FUZZ_SECONDS, default 30), the whole
 # exchange of one connection (EXCHANGE_FUZZ_SECONDS, default 30), the TLS server session (TLS_FUZZ_SECONDS,
-# default 30) and the metadata disarmers (DISARM_FUZZ_SECONDS, default 30) — and runs them.
+# default 30), the metadata disarmers (DISARM_FUZZ_SECONDS, default 30) and the archive inspector
+# (ARCHIVE_FUZZ_SECONDS, default 30) — and runs them.
 # Usage: fuzz/run.sh              (FUZZ_SECONDS=600 fuzz/run.sh for a longer run; see docs/fuzzing.md)
 # Exits non-zero on any crash, trap, sanitizer report or leak; the reproducer is left in fuzz/build/.
 set -euo pipefail
@@ -279,3 +280,70 @@ cd fuzz/build
 ./disarm-fuzz -max_total_time="$DISARM_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 ../corpus-disarm 2>&1 | tail -6
 echo "fuzz: metadata disarmers ran ${DISARM_SECONDS}s without findings"
+
+# The archive inspector (ZIP, gzip, tar, tar.gz, nested): whole and chunked runs must agree and never trap.
+cd ../..
+ARCHIVE_SECONDS="${ARCHIVE_FUZZ_SECONDS:-30}"
+mkdir -p fuzz/corpus-archive
+python3 - fuzz/corpus-archive <<'PY'
+import gzip, io, struct, sys, tarfile, zipfile
+out = sys.argv[1]
+class Unseekable(io.RawIOBase):   # zipfile writes data descriptors to a stream it cannot seek back in
+    def __init__(self): self.buf = bytearray()
+    def writable(self): return True
+    def write(self, b): self.buf += b; return len(b)
+def zip_of(entries, method=zipfile.ZIP_DEFLATED, stream=False, zip64=False):
+    raw = Unseekable() if stream else io.BytesIO()
+    with zipfile.ZipFile(raw, "w", method) as z:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0))
+            info.compress_type = method            # a ZipInfo's own default is stored
+            with z.open(info, "w", force_zip64=zip64) as f:
+                f.write(data)
+    return bytes(raw.buf if stream else raw.getvalue())
+def tar_of(entries, fmt=tarfile.USTAR_FORMAT):
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=fmt) as t:
+        for name, data, kind, link in entries:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname, info.size, info.mtime = kind, link, len(data), 0
+            t.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
+    return raw.getvalue()
+text = b"hello archive\n" * 20
+inner = zip_of([("inner.txt", text)])
+plain_zip = zip_of([("a.txt", text), ("dir/", b""), ("b.bin", bytes(range(256)))])
+encrypted = bytearray(zip_of([("secret.txt", text)], zipfile.ZIP_STORED))
+encrypted[6] |= 1                                  # the local header's general purpose flag: encrypted
+cd = encrypted.rfind(b"PK\x01\x02")
+encrypted[cd + 8] |= 1                             # and the central directory's
+tars = [("a.txt", text, tarfile.REGTYPE, ""), ("link", b"", tarfile.SYMTYPE, "../../etc/passwd"),
+        ("d/", b"", tarfile.DIRTYPE, "")]
+seeds = {
+    "zip": (0, plain_zip),
+    "zip-stored": (0, zip_of([("a.txt", text)], zipfile.ZIP_STORED)),
+    "zip-descriptor": (0, zip_of([("a.txt", text), ("b.txt", b"x" * 300)], stream=True)),
+    "zip64": (0, zip_of([("a.txt", text)], zip64=True)),
+    "zip-nested": (0, zip_of([("inner.zip", inner), ("run.sh", b"#!/bin/sh\necho\n")])),
+    "zip-encrypted": (0, bytes(encrypted)),
+    "zip-bomb": (0, zip_of([("zeros", b"\0" * 40000)])),
+    "zip-empty": (0, zip_of([])),
+    "gzip": (1, gzip.compress(text, mtime=0)),
+    "gzip-tar": (1, gzip.compress(tar_of(tars), mtime=0)),
+    "tar": (2, tar_of(tars)),
+    "tar-pax": (2, tar_of([("p" * 120 + ".txt", text, tarfile.REGTYPE, "")], tarfile.PAX_FORMAT)),
+    "tar-gnu": (2, tar_of([("g" * 120 + ".txt", text, tarfile.REGTYPE, "")], tarfile.GNU_FORMAT)),
+    "tar-zip": (2, tar_of([("in.zip", inner, tarfile.REGTYPE, "")])),
+    "tgz": (3, gzip.compress(tar_of(tars + [("x.zip", inner, tarfile.REGTYPE, "")]), mtime=0)),
+}
+for name, (fmt, data) in seeds.items():
+    assert len(data) <= 16000, name
+    for limits in (0x00, 0x04 | 0x08 | 0x40):      # the defaults; small limits (2 entries at most, depth 4)
+        for chunk in (1, 9, 255):
+            with open(f"{out}/seed-{name}-{limits:02x}-{chunk}", "wb") as f:
+                f.write(bytes([fmt | limits, chunk]) + data)
+PY
+build_inspect_fuzzer archive-fuzz ArchiveFuzz
+cd fuzz/build
+./archive-fuzz -max_total_time="$ARCHIVE_SECONDS" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 ../corpus-archive 2>&1 | tail -6
+echo "fuzz: archive inspector ran ${ARCHIVE_SECONDS}s without findings"
