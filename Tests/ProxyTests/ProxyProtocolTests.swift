@@ -1,4 +1,5 @@
 import Testing
+import TestRandom
 @testable import Proxy
 
 // The PROXY protocol parser byte by byte: every proper prefix of a valid header asks for more, the whole
@@ -72,6 +73,58 @@ private let v2TCP6 = v2(family: 0x21, address: [0x20, 0x01, 0x0d, 0xb8] + [UInt8
                 continue
             }
         }
+    }
+
+    /// Mutated headers (bytes flipped, replaced, inserted, dropped; cut short; random bytes after them): the parser
+    /// never traps, and its verdict is that of a stream: a header found in some bytes is found, with the same
+    /// length and source, whatever follows them; bytes refused stay refused whatever follows; and every prefix of
+    /// bytes that give a header asks for more or gives that same header, never a refusal. The proxy parses the
+    /// connection's first bytes again after every read, so a verdict that changed as bytes arrive would depend on
+    /// how the client's packets were split.
+    @Test func mutatedHeadersGiveTheVerdictOfAStream() {
+        var rng = SplitMix64(seed: 0x5052_4F58_5900)
+        let seeds: [[UInt8]] = [
+            Array("PROXY TCP4 192.0.2.1 198.51.100.2 56324 443\r\n".utf8),
+            Array("PROXY TCP6 2001:db8::1 2001:db8::2 12345 80\r\n".utf8),
+            Array("PROXY UNKNOWN\r\n".utf8), v2TCP4, v2TCP6, v2(command: 0x20, family: 0x00, address: []),
+        ]
+        let alphabet = Array("PROXY TCP46UNKOW0123456789.:abcdef\r\n\u{0}\u{7f}".utf8) + ProxyProtocol.signature + [0xff, 0x80]
+        var complete = 0, invalid = 0
+        for _ in 0..<4000 {
+            var bytes = seeds[rng.below(seeds.count)]
+            for _ in 0..<(1 + rng.below(3)) {
+                let at = rng.below(bytes.count + 1)
+                let byte = rng.below(3) == 0 ? UInt8(truncatingIfNeeded: rng.next()) : alphabet[rng.below(alphabet.count)]
+                switch rng.below(5) {
+                case 0 where at < bytes.count: bytes[at] = byte
+                case 1 where at < bytes.count: bytes[at] ^= UInt8(1 << rng.below(8))
+                case 2: bytes.insert(byte, at: at)
+                case 3 where at < bytes.count: bytes.remove(at: at)
+                default: bytes = Array(bytes.prefix(at))
+                }
+            }
+            let verdict = ProxyProtocol.parse(bytes)
+            let tail = (0..<rng.below(40)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            switch verdict {
+            case .complete(let consumed, _):
+                complete += 1
+                #expect(consumed <= bytes.count, "\(bytes)")
+                #expect(ProxyProtocol.parse(bytes + tail) == verdict, "\(bytes) + \(tail)")
+                for n in 0..<consumed {
+                    let early = ProxyProtocol.parse(Array(bytes[0..<n]))
+                    #expect(early == .needMore || early == verdict, "prefix \(n) of \(bytes): \(early)")
+                }
+            case .invalid:
+                invalid += 1
+                if case .invalid = ProxyProtocol.parse(bytes + tail) {} else {
+                    Issue.record("\(bytes) refused, \(bytes + tail) not")
+                }
+            case .needMore:
+                break
+            }
+        }
+        // The mutations reach both verdicts often (a property over only one of them would prove little).
+        #expect(complete > 400 && invalid > 400, "complete \(complete), invalid \(invalid)")
     }
 
     private func rig(_ bytes: [UInt8]) throws -> ExchangeRig {
