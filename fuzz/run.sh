@@ -2,8 +2,8 @@
 # Builds the libFuzzer targets — the multipart codec (FUZZ_SECONDS, default 60), the content sniffer
 # (SNIFF_FUZZ_SECONDS, default 30), the request body path (REQUEST_FUZZ_SECONDS, default 30), the whole
 # exchange of one connection (EXCHANGE_FUZZ_SECONDS, default 30), the TLS server session (TLS_FUZZ_SECONDS,
-# default 30), the metadata disarmers (DISARM_FUZZ_SECONDS, default 30) and the archive inspector
-# (ARCHIVE_FUZZ_SECONDS, default 30) — and runs them.
+# default 30), the metadata disarmers (DISARM_FUZZ_SECONDS, default 30), the archive inspector
+# (ARCHIVE_FUZZ_SECONDS, default 30) and the upstream's response (RESPONSE_FUZZ_SECONDS, default 30) — and runs them.
 # Usage: fuzz/run.sh              (FUZZ_SECONDS=600 fuzz/run.sh for a longer run; see docs/fuzzing.md)
 # Exits non-zero on any crash, trap, sanitizer report or leak; the reproducer is left in fuzz/build/.
 set -euo pipefail
@@ -347,3 +347,54 @@ cd fuzz/build
 ./archive-fuzz -max_total_time="$ARCHIVE_SECONDS" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 ../corpus-archive 2>&1 | tail -6
 echo "fuzz: archive inspector ran ${ARCHIVE_SECONDS}s without findings"
+
+# The response half of an exchange: the upstream's bytes, in pieces of any size, against a fixed set of requests.
+# Built like the exchange target (the static libraries above and the machine's files, PURE_PROXY).
+cd ../..
+RESPONSE_SECONDS="${RESPONSE_FUZZ_SECONDS:-30}"
+B=fuzz/build/request
+rm -f fuzz/build/response-fuzz
+swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name ResponseFuzz fuzz/ResponseFuzz.swift "${PURE_PROXY[@]}" \
+    -L "$B" -lAudit -lRules -lQuarantine -lInspect -lMultipart -lHTTP1 -lReactor "$B/shim.o" -lcrypto -lz \
+    -o fuzz/build/response-fuzz 2>&1 | grep -v "warning:" || true
+test -x fuzz/build/response-fuzz
+mkdir -p fuzz/corpus-response
+# Seeds: well-formed responses of every framing, interim responses, and the malformed shapes an upstream can
+# send (bad chunk sizes, conflicting lengths, folded or bare-LF headers, a body after a 204, bytes after the end).
+python3 - fuzz/corpus-response <<'PY'
+import sys
+out = sys.argv[1]
+responses = [
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;ext=1\r\nok\r\n0\r\nTrailer: x\r\n\r\n",
+    b"HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 1\r\n\r\nn",
+    b"HTTP/1.0 200 OK\r\n\r\nclose-delimited",
+    b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+    b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\nok\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nokX\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nX: a\r\n folded\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok",
+    b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello",
+    b"HTTP/1.1 200 OK\r\nSet-Cookie: a=b\r\nSet-Cookie: c=d\r\nContent-Length: 18446744073709551615\r\n\r\nx",
+    b"HTTP/1.1 999 Odd\r\nContent-Length: 0\r\n\r\n",
+    b"HTTP/2 200\r\n\r\n",
+    b"not http at all\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\n" + b"X-Long: " + b"a" * 3000 + b"\r\nContent-Length: 0\r\n\r\n",
+]
+n = 0
+for response in responses:
+    for selector in (0x00, 0x01, 0x02, 0x04, 0x08, 0x13, 0x43, 0x86):
+        for piece in (0, 1, 7):
+            with open(f"{out}/seed-{n:03d}", "wb") as f:
+                f.write(bytes([selector, piece]) + response)
+            n += 1
+PY
+cd fuzz/build
+./response-fuzz -max_total_time="$RESPONSE_SECONDS" -max_len=4096 -timeout=20 -rss_limit_mb=2048 \
+    -print_final_stats=1 ../corpus-response 2>&1 | tail -6
+echo "fuzz: upstream response path ran ${RESPONSE_SECONDS}s without findings"

@@ -30,6 +30,9 @@ final class ExchangeRig {
         /// Accepts at most this many request bytes per step (a short write, as from a full socket buffer), so
         /// part data lent from the client's buffer waits and is settled; nil: everything queued.
         var window: Int?
+        /// Delivers at most this many response bytes per step (the upstream's reads as the kernel splits them);
+        /// nil: as much as `upstreamIn` has room for.
+        var responsePiece: Int?
         /// The first connection comes from the pool (and may be replayed).
         var firstIsPooled = false
         /// The first connection, if pooled, was already closed by the upstream: it fails before any answer.
@@ -347,7 +350,7 @@ final class ExchangeRig {
         if conn.answered && conn.responseOffset < script.response.count && machine.wantsUpstreamRead {
             let input = machine.upstreamIn
             let room = input.maxCapacity - input.readableBytes
-            let n = min(room, script.response.count - conn.responseOffset)
+            let n = min(room, script.response.count - conn.responseOffset, max(1, script.responsePiece ?? .max))
             if n > 0 {
                 _ = try? input.writeBytes(script.response[conn.responseOffset..<(conn.responseOffset + n)])
                 conn.responseOffset += n
@@ -439,7 +442,9 @@ final class ExchangeRig {
             count += 1
             switch head.framing {
             case .none: break
-            case .contentLength(let n): at += Int(clamping: n)
+            case .contentLength(let n):
+                // At most to the end of the stream: a declared length may be anything up to UInt64.max.
+                at += Int(min(n, UInt64(bytes.count - at)))
             case .closeDelimited: return count
             case .chunked:
                 var decoder = ChunkedDecoder()
