@@ -21,6 +21,14 @@ build_inspect_fuzzer() {
         -o "fuzz/build/$1" 2>&1 | grep -v "warning:" || true
     test -x "fuzz/build/$1"
 }
+# Runs fuzzer fuzz/build/$1 for $2 seconds on inputs of at most $3 bytes (a $4 s timeout per input) over corpus
+# fuzz/$5, printing the last $7 lines of its report (default 6), then "$6 ran ...". From fuzz/build; environment
+# variables set on the call reach the fuzzer. With pipefail a finding (the fuzzer's non-zero exit) stops the script.
+run_fuzzer() {
+    "./$1" -max_total_time="$2" -max_len="$3" -timeout="$4" -rss_limit_mb=2048 -print_final_stats=1 "../$5" 2>&1 \
+        | tail -"${7:-6}"
+    echo "fuzz: $6 ran ${2}s without findings"
+}
 SECONDS_TO_RUN="${FUZZ_SECONDS:-60}"
 mkdir -p fuzz/build fuzz/corpus-run
 # Seed the corpus with the in-repository python-multipart vectors (selector byte 1 = chunk size 1) and small
@@ -50,9 +58,7 @@ swiftc -sanitize=fuzzer,address -parse-as-library -O -g -package-name formwall \
 test -x fuzz/build/multipart-fuzz
 cd fuzz/build
 export SWIFT_BACKTRACE=enable=no
-./multipart-fuzz -max_total_time="$SECONDS_TO_RUN" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 ../corpus-run 2>&1 | tail -15
-echo "fuzz: multipart codec ran ${SECONDS_TO_RUN}s without findings"
+run_fuzzer multipart-fuzz "$SECONDS_TO_RUN" 4096 10 corpus-run "multipart codec" 15
 
 cd ..
 SNIFF_SECONDS="${SNIFF_FUZZ_SECONDS:-30}"
@@ -63,9 +69,7 @@ printf '\x07PK\x03\x04' > corpus-sniff/seed-zip
 cd ..
 build_inspect_fuzzer sniff-fuzz SniffFuzz
 cd fuzz/build
-./sniff-fuzz -max_total_time="$SNIFF_SECONDS" -max_len=8192 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 ../corpus-sniff 2>&1 | tail -6
-echo "fuzz: content sniffer ran ${SNIFF_SECONDS}s without findings"
+run_fuzzer sniff-fuzz "$SNIFF_SECONDS" 8192 10 corpus-sniff "content sniffer"
 
 # The request body path without sockets: head parser → framing → form / urlencoded stage → policy → encoder.
 # The library modules are compiled as static libraries (the stages import them), the stages with the harness.
@@ -122,9 +126,7 @@ for n, seed in enumerate(seeds):
         f.write(seed)
 PY
 cd fuzz/build
-./request-fuzz -max_total_time="$REQUEST_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 ../corpus-request 2>&1 | tail -6
-echo "fuzz: request body path ran ${REQUEST_SECONDS}s without findings"
+run_fuzzer request-fuzz "$REQUEST_SECONDS" 4096 10 corpus-request "request body path"
 
 # The whole request path of one connection: ConnectionMachine driven by ExchangeRig (a scripted upstream, a fake
 # clock), over every library module plus the machine's files. Policies: rules/*.rules and generated ones.
@@ -182,9 +184,7 @@ for name, body in bodies.items():
                     f.write(bytes([0x23, 0x00, read]) + head + stream)
 PY
 cd fuzz/build
-FORMWALL_RULES_DIR=../../rules ./exchange-fuzz -max_total_time="$EXCHANGE_SECONDS" -max_len=4096 -timeout=20 \
-    -rss_limit_mb=2048 -print_final_stats=1 ../corpus-exchange 2>&1 | tail -6
-echo "fuzz: whole exchange path ran ${EXCHANGE_SECONDS}s without findings"
+FORMWALL_RULES_DIR=../../rules run_fuzzer exchange-fuzz "$EXCHANGE_SECONDS" 4096 20 corpus-exchange "whole exchange path"
 
 # The TLS transport: arbitrary client flights (and a real client's bytes corrupted in transit) to a server
 # session over an in-memory socket. The TLS sources are compiled with the harness; Reactor is the static library.
@@ -248,9 +248,7 @@ with open(f"{out}/seed-plain-http", "wb") as f:
     f.write(b"\x00GET / HTTP/1.1\r\nHost: a\r\n\r\n")
 PY
 cd fuzz/build
-TLS_FUZZ_CERTS=tls-certs ./tls-fuzz -max_total_time="$TLS_SECONDS" -max_len=8192 -timeout=20 -rss_limit_mb=2048 \
-    -print_final_stats=1 ../corpus-tls 2>&1 | tail -6
-echo "fuzz: TLS server session ran ${TLS_SECONDS}s without findings"
+TLS_FUZZ_CERTS=tls-certs run_fuzzer tls-fuzz "$TLS_SECONDS" 8192 20 corpus-tls "TLS server session"
 
 # The metadata disarmers (JPEG, PNG, SVG strip and reject): whole and chunked runs must agree and never trap.
 cd ../..
@@ -277,9 +275,7 @@ for name, kind, data in [("jpeg", 0, jpeg), ("png", 1, png), ("svg", 2, svg), ("
 PY
 build_inspect_fuzzer disarm-fuzz DisarmFuzz
 cd fuzz/build
-./disarm-fuzz -max_total_time="$DISARM_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 ../corpus-disarm 2>&1 | tail -6
-echo "fuzz: metadata disarmers ran ${DISARM_SECONDS}s without findings"
+run_fuzzer disarm-fuzz "$DISARM_SECONDS" 4096 10 corpus-disarm "metadata disarmers"
 
 # The archive inspector (ZIP, gzip, tar, tar.gz, nested): whole and chunked runs must agree and never trap.
 cd ../..
@@ -344,9 +340,7 @@ for name, (fmt, data) in seeds.items():
 PY
 build_inspect_fuzzer archive-fuzz ArchiveFuzz
 cd fuzz/build
-./archive-fuzz -max_total_time="$ARCHIVE_SECONDS" -max_len=16384 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 ../corpus-archive 2>&1 | tail -6
-echo "fuzz: archive inspector ran ${ARCHIVE_SECONDS}s without findings"
+run_fuzzer archive-fuzz "$ARCHIVE_SECONDS" 16384 10 corpus-archive "archive inspector"
 
 # The response half of an exchange: the upstream's bytes, in pieces of any size, against a fixed set of requests.
 # Built like the exchange target (the static libraries above and the machine's files, PURE_PROXY).
@@ -395,6 +389,4 @@ for response in responses:
             n += 1
 PY
 cd fuzz/build
-./response-fuzz -max_total_time="$RESPONSE_SECONDS" -max_len=4096 -timeout=20 -rss_limit_mb=2048 \
-    -print_final_stats=1 ../corpus-response 2>&1 | tail -6
-echo "fuzz: upstream response path ran ${RESPONSE_SECONDS}s without findings"
+run_fuzzer response-fuzz "$RESPONSE_SECONDS" 4096 20 corpus-response "upstream response path"
