@@ -24,11 +24,7 @@ private func limits(_ selector: UInt8) -> ArchiveLimits {
 /// What one run reports: the finding, then the summary. Compared as a whole between two chunkings.
 private struct Outcome: Equatable {
     var finding: ArchiveFinding?
-    var entries: Int
-    var totalUncompressed: UInt64
-    var largestRatio: Double
-    var depthReached: Int
-    var names: [String]
+    var summary: ArchiveSummary
 }
 
 private func run(_ format: ArchiveInspector.Format, _ limits: ArchiveLimits, _ input: UnsafeRawBufferPointer,
@@ -49,8 +45,7 @@ private func run(_ format: ArchiveInspector.Format, _ limits: ArchiveLimits, _ i
     precondition(summary.names.count <= ArchiveInspector.summaryNamesMax, "the summary kept too many names")
     precondition(summary.depthReached >= 1 && summary.depthReached <= ArchiveInspector.depthCeiling + 1,
                  "depth outside its bounds")
-    return Outcome(finding: finished, entries: summary.entries, totalUncompressed: summary.totalUncompressed,
-                   largestRatio: summary.largestRatio, depthReached: summary.depthReached, names: summary.names)
+    return Outcome(finding: finished, summary: summary)
 }
 
 @_cdecl("LLVMFuzzerTestOneInput")

@@ -77,10 +77,6 @@ func script(_ byte: UInt8) -> ExchangeRig.UpstreamScript {
     return s
 }
 
-func summary(_ r: ExchangeRig) -> [String] {
-    r.records.map { "\($0?.decision.rawValue ?? "-") \($0?.status ?? 0) \($0?.reason ?? "-")" }
-}
-
 /// The parts of a complete chunked request body re-parsed with the rig's boundary; nil if it was not re-encoded.
 /// Re-encoded means the forwarded head names the re-encode boundary: a head that merely contains
 /// "multipart/form-data" may be a passthrough (e.g. a first `Content-Type: text/plain` and a second multipart one,
@@ -132,13 +128,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     }
     let client = Array(UnsafeBufferPointer(start: data + 3, count: size - 3))
 
-    guard var config = try? ExchangeRig.configuration(spoolDirectory: "/tmp") else {
+    guard var config = try? ExchangeRig.fuzzConfiguration() else {
         fatalError("the harness cannot resolve 127.0.0.1")   // the harness's environment, not a finding
     }
-    config.buffers.clientRead = 4096
-    config.buffers.outputHighWater = 2048
     config.buffers.decodeBlock = 1024   // block ends (where compression-ratio-max is judged) within 4 KiB inputs
-    config.linger.bytes = 8192
     if servers > 1, let first = config.upstreams.first?.servers.first {
         config.upstreams[0].servers = Array(repeating: first, count: servers)
     }
@@ -157,8 +150,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         // the end.
         if case .atEnd = upstream.answer, case .accept = upstream.connect, upstream.readLimit == nil,
            !upstream.firstIsStale, upstream.refuseServers.isEmpty, upstream.ignoreServers.isEmpty,
-           summary(split) != summary(whole) {
-            fatalError("outcome depends on reads: \(summary(whole)) vs \(summary(split)) (reads of \(piece))")
+           split.recordSummary != whole.recordSummary {
+            fatalError("outcome depends on reads: \(whole.recordSummary) vs \(split.recordSummary) (reads of \(piece))")
         }
     }
 

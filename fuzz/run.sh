@@ -346,7 +346,6 @@ run_fuzzer archive-fuzz "$ARCHIVE_SECONDS" 16384 10 corpus-archive "archive insp
 # Built like the exchange target (the static libraries above and the machine's files, PURE_PROXY).
 cd ../..
 RESPONSE_SECONDS="${RESPONSE_FUZZ_SECONDS:-30}"
-B=fuzz/build/request
 rm -f fuzz/build/response-fuzz
 swiftc "${FLAGS[@]}" "${INCLUDES[@]}" -module-name ResponseFuzz fuzz/ResponseFuzz.swift "${PURE_PROXY[@]}" \
     -L "$B" -lAudit -lRules -lQuarantine -lInspect -lMultipart -lHTTP1 -lReactor "$B/shim.o" -lcrypto -lz \

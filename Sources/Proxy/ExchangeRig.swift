@@ -133,6 +133,17 @@ final class ExchangeRig {
         return config
     }
 
+    /// `configuration` with the small buffers the fuzz harnesses (fuzz/ExchangeFuzz.swift, fuzz/ResponseFuzz.swift)
+    /// and the tests keeping their findings use, so that 4 KiB inputs reach the buffer limits: 4 KiB client reads,
+    /// a 2 KiB output high-water mark, 8 KiB of lingering.
+    static func fuzzConfiguration(spoolDirectory: String = "/tmp") throws -> ProxyConfiguration {
+        var config = try configuration(spoolDirectory: spoolDirectory)
+        config.buffers.clientRead = 4096
+        config.buffers.outputHighWater = 2048
+        config.linger.bytes = 8192
+        return config
+    }
+
     // MARK: Driving
 
     /// Sends `bytes` in pieces of the given sizes (cycled; 0 means the rest), then EOF if asked, then lets the
@@ -392,8 +403,17 @@ final class ExchangeRig {
 
     // MARK: Invariants
 
+    /// Each request's record as "decision status reason": what split-invariance checks compare.
+    var recordSummary: [String] {
+        records.map { "\($0?.decision.rawValue ?? "-") \($0?.status ?? 0) \($0?.reason ?? "-")" }
+    }
+
     /// A description of every invariant the run broke; empty when all held.
-    func violations() -> [String] {
+    ///
+    /// `judgingPooling: false` leaves out the pooling check, which reads the script's response as text (whether it
+    /// says `Connection: close`, names a length …): right for scripted responses, wrong for arbitrary bytes (a body
+    /// that contains "Connection: close"). The machine's own rule is `UpstreamReuse`, tested on its own.
+    func violations(judgingPooling: Bool = true) -> [String] {
         var problems: [String] = []
         if actionAfterClose { problems.append("an action after .closeClient") }
         if !closed {
@@ -414,7 +434,7 @@ final class ExchangeRig {
             && (Self.contains(Array("Content-Length".utf8), in: script.response)
                 || Self.contains(Array("chunked".utf8), in: script.response)
                 || Self.contains(Array(" 204 ".utf8), in: script.response))
-        if released.contains(true) && !keepAliveScript {
+        if judgingPooling && released.contains(true) && !keepAliveScript {
             problems.append("a connection was pooled after a response that ends it")
         }
         // A rejected request never reaches the upstream complete (chunked bodies: no last chunk).

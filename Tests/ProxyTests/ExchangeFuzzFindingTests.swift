@@ -6,13 +6,7 @@ import Rules
 // (2 KiB output high-water mark, 4 KiB client reads). docs/fuzzing.md lists them.
 
 @Suite struct ExchangeFuzzFindingTests {
-    static func config() throws -> ProxyConfiguration {
-        var config = try ExchangeRig.configuration()
-        config.buffers.clientRead = 4096
-        config.buffers.outputHighWater = 2048
-        config.linger.bytes = 8192
-        return config
-    }
+    static func config() throws -> ProxyConfiguration { try ExchangeRig.fuzzConfiguration() }
 
     /// The generated policy of byte 0x54 (`unknown strip`, file `max 1KiB`, `data-after reject`): a `note=12`
     /// field then a `photo` file whose content is a PDF was `reject 415 type_not_allowed` read whole and

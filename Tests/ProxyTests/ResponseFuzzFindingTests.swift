@@ -11,9 +11,7 @@ import Testing
     /// upstream goes silent, and the outcome does not depend on how the response's bytes arrive.
     @Test(arguments: [0, 1, 7, 64])
     func aResponseDeclaringUInt64MaxBytesEndsTheExchange(pieces: Int) throws {
-        var config = try ExchangeRig.configuration()
-        config.buffers.clientRead = 4096
-        config.buffers.outputHighWater = 2048
+        let config = try ExchangeRig.fuzzConfiguration()
         var script = ExchangeRig.UpstreamScript()
         script.response = Array("HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\nx".utf8)
         script.responsePiece = pieces == 0 ? nil : pieces
