@@ -1,5 +1,5 @@
 /*
- * zerocopy: does MSG_ZEROCOPY help a relay on this machine's loopback?
+ * zerocopy: do MSG_ZEROCOPY sends or TCP_ZEROCOPY_RECEIVE help a relay on this machine's loopback?
  *
  * The proxy issue asks to try MSG_ZEROCOPY for the upstream writes of a large upload and to keep it only if it
  * helps. Formwall's upstream writes lend the client's input buffer to a gathering sendmsg; with MSG_ZEROCOPY the
@@ -11,12 +11,21 @@
  * all three on 127.0.0.1, each its own process. The relay reads up to 512 KiB at a time into a ring of eight
  * 512 KiB buffers and sends each read on before the next; with MSG_ZEROCOPY it reuses a buffer only after the
  * notifications (recvmsg MSG_ERRQUEUE) have covered every send made from it (TCP completes in order, so one
- * watermark suffices). Rounds alternate the two modes; each round moves MIB MiB. Per round it prints the relay's
- * throughput, the CPU seconds of the three processes (getrusage / wait4) and, with MSG_ZEROCOPY, how many
- * notifications came and how many said SO_EE_CODE_ZEROCOPY_COPIED (the kernel copied after all); at the end,
- * the medians.
+ * watermark suffices).
  *
- * Usage: gcc -O2 -Wall -o /tmp/zerocopy bench/proxy/zerocopy.c && /tmp/zerocopy [ROUNDS (6)] [MIB (2048)]
+ * The second experiment ("receive") is the other side of the relay: TCP_ZEROCOPY_RECEIVE maps the pages the
+ * kernel received into the relay's address space (getsockopt on a region mmap'ed from the socket) instead of
+ * copying them out, and says how many bytes at the head of the queue it could not map (recv_skip_hint); those are
+ * read with recv. In this experiment the relay scans every byte it forwards (memchr for a byte that never occurs),
+ * as formwall must, and sends plainly. Its modes: the plain relay; the mapping relay behind the same plain client
+ * (curl's way of sending); the mapping relay behind a client that sends page-aligned buffers with MSG_ZEROCOPY.
+ *
+ * Rounds rotate which mode goes first; each round moves MIB MiB. Per round it prints the relay's throughput, the
+ * CPU seconds of the three processes (getrusage / wait4), with MSG_ZEROCOPY sends how many notifications came and
+ * how many said SO_EE_CODE_ZEROCOPY_COPIED (the kernel copied after all), and with TCP_ZEROCOPY_RECEIVE the share
+ * of the bytes that were mapped; at the end, the medians.
+ *
+ * Usage: gcc -O2 -Wall -o /tmp/zerocopy bench/proxy/zerocopy.c && /tmp/zerocopy [ROUNDS (6)] [MIB (2048)] [send|receive]
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,9 +34,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/tcp.h>  /* TCP_ZEROCOPY_RECEIVE and its struct; not in glibc's netinet/tcp.h */
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -45,7 +57,26 @@
 #define CLIENT_WRITE (256 * 1024)
 #define MAX_ROUNDS 64
 
-struct result { double gbps, relay_cpu, client_cpu, sink_cpu; long notes, copied; };
+/* One way of running the three processes. */
+struct mode {
+    const char *name;
+    int client_zerocopy;  /* the client sends page-aligned buffers with MSG_ZEROCOPY */
+    int relay_map;        /* the relay receives with TCP_ZEROCOPY_RECEIVE */
+    int relay_zerocopy;   /* the relay sends with MSG_ZEROCOPY */
+    int relay_scans;      /* the relay reads every byte it forwards */
+};
+
+static const struct mode send_modes[] = {
+    {"plain", 0, 0, 0, 0},
+    {"zerocopy", 0, 0, 1, 0},
+};
+static const struct mode receive_modes[] = {
+    {"plain", 0, 0, 0, 1},
+    {"mapped", 0, 1, 0, 1},
+    {"mapped, client MSG_ZEROCOPY", 1, 1, 0, 1},
+};
+
+struct result { double gbps, relay_cpu, client_cpu, sink_cpu, mapped_share; long notes, copied; };
 
 static double now(void) {
     struct timespec t;
@@ -76,7 +107,7 @@ static int listen_any(struct sockaddr_in *addr) {
     return fd;
 }
 
-/* Completion bookkeeping for the relay's zerocopy sends: sends [0, done) have completed. */
+/* Completion bookkeeping for zerocopy sends: sends [0, done) have completed. */
 struct completions { unsigned issued, done; long notes, copied; };
 
 static void reap(int fd, struct completions *c);
@@ -105,7 +136,30 @@ static void reap(int fd, struct completions *c) {
     }
 }
 
-static struct result one_round(int zerocopy, long long total) {
+/* Sends bytes[0..<n] on fd, with MSG_ZEROCOPY if c is not NULL (waiting for completions when option memory runs
+ * out). Returns 0, or -1 if the socket refused. */
+static int send_all(int fd, const char *bytes, size_t n, struct completions *c) {
+    for (size_t off = 0; off < n;) {
+        ssize_t w = send(fd, bytes + off, n - off, c ? MSG_ZEROCOPY : 0);
+        if (w < 0) {
+            if (c && errno == ENOBUFS) {  /* out of optmem: wait for a completion rather than spin */
+                if (c->done < c->issued) wait_and_reap(fd, c);
+                continue;
+            }
+            return -1;
+        }
+        if (c) c->issued++;
+        off += w;
+    }
+    return 0;
+}
+
+/* What the relay does with each byte it forwards when it scans: looks for one that never occurs. */
+static void scan(const char *bytes, size_t n) {
+    if (memchr(bytes, '\r', n)) die("scan found a byte the client never sends");
+}
+
+static struct result one_round(const struct mode *m, long long total) {
     struct sockaddr_in sink_addr, relay_addr;
     int sink_listener = listen_any(&sink_addr), relay_listener = listen_any(&relay_addr);
     pid_t sink = fork();
@@ -119,13 +173,18 @@ static struct result one_round(int zerocopy, long long total) {
     if (client == 0) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (connect(fd, (struct sockaddr *)&relay_addr, sizeof relay_addr)) die("connect relay");
-        char *buf = malloc(CLIENT_WRITE);
+        int one = 1;
+        if (m->client_zerocopy && setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one)) die("SO_ZEROCOPY");
+        /* Never changed, so a send may reuse it while an earlier zerocopy send of it is still in flight. */
+        char *buf = aligned_alloc(4096, CLIENT_WRITE);
         memset(buf, 'x', CLIENT_WRITE);
+        struct completions c = {0};
         for (long long sent = 0; sent < total;) {
             long long left = total - sent;
-            ssize_t n = send(fd, buf, left < CLIENT_WRITE ? (size_t)left : CLIENT_WRITE, 0);
-            if (n <= 0) die("client send");
+            size_t n = left < CLIENT_WRITE ? (size_t)left : CLIENT_WRITE;
+            if (send_all(fd, buf, n, m->client_zerocopy ? &c : NULL)) die("client send");
             sent += n;
+            if (m->client_zerocopy) reap(fd, &c);
         }
         _exit(0);
     }
@@ -135,37 +194,58 @@ static struct result one_round(int zerocopy, long long total) {
     int out = socket(AF_INET, SOCK_STREAM, 0);
     if (connect(out, (struct sockaddr *)&sink_addr, sizeof sink_addr)) die("connect sink");
     int one = 1;
-    if (zerocopy && setsockopt(out, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one)) die("SO_ZEROCOPY");
+    if (m->relay_zerocopy && setsockopt(out, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one)) die("SO_ZEROCOPY");
+    char *map = NULL;
+    if (m->relay_map) {
+        map = mmap(NULL, SLOT, PROT_READ, MAP_SHARED, in, 0);
+        if (map == MAP_FAILED) die("mmap of the socket");
+    }
 
     struct rusage before, after;
     getrusage(RUSAGE_SELF, &before);
     char *ring = aligned_alloc(4096, (size_t)RING * SLOT);
     unsigned last_send[RING] = {0};
     struct completions c = {0};
-    long long moved = 0;
+    struct completions *sends = m->relay_zerocopy ? &c : NULL;
+    long long moved = 0, mapped = 0;
     double start = now();
     for (int k = 0;; k = (k + 1) % RING) {
         char *slot = ring + (size_t)k * SLOT;
-        if (zerocopy) {
+        if (m->relay_zerocopy) {
             reap(out, &c);
             while (c.done < last_send[k]) wait_and_reap(out, &c);  /* the slot's pages may still be in flight */
         }
-        ssize_t r = recv(in, slot, SLOT, 0);
+        size_t want = SLOT;
+        if (m->relay_map) {
+            /* Maps what it can (replacing the previous mapping); recv_skip_hint says how many bytes at the head
+             * of the queue must be read instead. Both zero: nothing queued, so recv below waits. */
+            struct tcp_zerocopy_receive zc;
+            memset(&zc, 0, sizeof zc);
+            zc.address = (uint64_t)(uintptr_t)map;
+            zc.length = SLOT;
+            socklen_t zc_len = sizeof zc;
+            /* At the end of the stream this kernel fails with EIO (and leaves zc as it was) instead of mapping
+             * nothing; recv then sees the end (or the error). */
+            if (getsockopt(in, IPPROTO_TCP, TCP_ZEROCOPY_RECEIVE, &zc, &zc_len)) {
+                if (errno != EIO) die("TCP_ZEROCOPY_RECEIVE");
+                zc.length = 0;
+                zc.recv_skip_hint = 0;
+            }
+            if (zc.length) {
+                scan(map, zc.length);
+                if (send_all(out, map, zc.length, sends)) die("relay send");
+                moved += zc.length;
+                mapped += zc.length;
+                continue;
+            }
+            if (zc.recv_skip_hint) want = zc.recv_skip_hint < SLOT ? zc.recv_skip_hint : SLOT;
+        }
+        ssize_t r = recv(in, slot, want, 0);
         if (r < 0) die("relay recv");
         if (r == 0) break;
         moved += r;
-        for (ssize_t off = 0; off < r;) {
-            ssize_t w = send(out, slot + off, r - off, zerocopy ? MSG_ZEROCOPY : 0);
-            if (w < 0) {
-                if (errno == ENOBUFS) {  /* out of optmem: wait for a completion rather than spin */
-                    if (c.done < c.issued) wait_and_reap(out, &c);
-                    continue;
-                }
-                die("relay send");
-            }
-            if (zerocopy) c.issued++;
-            off += w;
-        }
+        if (m->relay_scans) scan(slot, r);
+        if (send_all(out, slot, r, sends)) die("relay send");
         last_send[k] = c.issued;
     }
     shutdown(out, SHUT_WR);
@@ -181,9 +261,11 @@ static struct result one_round(int zerocopy, long long total) {
     getrusage(RUSAGE_SELF, &after);
     res.gbps = moved / (end - start) / 1e9;
     res.relay_cpu = seconds(&after) - seconds(&before);
+    res.mapped_share = moved ? (double)mapped / moved : 0;
     res.notes = c.notes;
     res.copied = c.copied;
     if (moved != total) fprintf(stderr, "moved %lld of %lld bytes\n", moved, total);
+    if (map) munmap(map, SLOT);
     close(in);
     close(out);
     free(ring);
@@ -202,30 +284,51 @@ static double median(struct result *r, int n, size_t field) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+#define MAX_MODES 3
+
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 6;
     long long mib = argc > 2 ? atoll(argv[2]) : 2048;
-    if (rounds < 1 || rounds > MAX_ROUNDS || mib < 1) {
-        fprintf(stderr, "usage: zerocopy [ROUNDS 1-%d] [MIB]\n", MAX_ROUNDS);
+    const char *experiment = argc > 3 ? argv[3] : "send";
+    const struct mode *modes;
+    int count;
+    if (!strcmp(experiment, "send")) {
+        modes = send_modes;
+        count = sizeof send_modes / sizeof send_modes[0];
+    } else if (!strcmp(experiment, "receive")) {
+        modes = receive_modes;
+        count = sizeof receive_modes / sizeof receive_modes[0];
+    } else {
+        count = 0;
+    }
+    if (rounds < 1 || rounds > MAX_ROUNDS || mib < 1 || count == 0) {
+        fprintf(stderr, "usage: zerocopy [ROUNDS 1-%d] [MIB] [send|receive]\n", MAX_ROUNDS);
         return 2;
     }
-    struct result results[2][MAX_ROUNDS];
-    const char *names[2] = {"plain", "zerocopy"};
+    static struct result results[MAX_MODES][MAX_ROUNDS];
     for (int r = 0; r < rounds; r++) {
-        for (int i = 0; i < 2; i++) {
-            int mode = r % 2 ? 1 - i : i;  /* alternate which mode goes first */
-            struct result x = one_round(mode, mib << 20);
-            results[mode][r] = x;
-            printf("round %d %-8s %5.2f GB/s  CPU s relay %.3f client %.3f sink %.3f  notifications %ld copied %ld\n",
-                   r + 1, names[mode], x.gbps, x.relay_cpu, x.client_cpu, x.sink_cpu, x.notes, x.copied);
+        for (int i = 0; i < count; i++) {
+            int index = (i + r) % count;  /* rotate which mode goes first */
+            const struct mode *m = &modes[index];
+            struct result x = one_round(m, mib << 20);
+            results[index][r] = x;
+            printf("round %d %-28s %5.2f GB/s  CPU s relay %.3f client %.3f sink %.3f", r + 1, m->name, x.gbps,
+                   x.relay_cpu, x.client_cpu, x.sink_cpu);
+            if (m->relay_zerocopy) printf("  notifications %ld copied %ld", x.notes, x.copied);
+            if (m->relay_map) printf("  mapped %.1f%%", 100 * x.mapped_share);
+            printf("\n");
             fflush(stdout);
         }
     }
-    for (int mode = 0; mode < 2; mode++)
-        printf("median %-8s %5.2f GB/s  CPU s per GiB: relay %.3f client %.3f sink %.3f\n", names[mode],
-               median(results[mode], rounds, offsetof(struct result, gbps)),
-               median(results[mode], rounds, offsetof(struct result, relay_cpu)) * 1024 / mib,
-               median(results[mode], rounds, offsetof(struct result, client_cpu)) * 1024 / mib,
-               median(results[mode], rounds, offsetof(struct result, sink_cpu)) * 1024 / mib);
+    for (int i = 0; i < count; i++) {
+        printf("median %-28s %5.2f GB/s  CPU s per GiB: relay %.3f client %.3f sink %.3f", modes[i].name,
+               median(results[i], rounds, offsetof(struct result, gbps)),
+               median(results[i], rounds, offsetof(struct result, relay_cpu)) * 1024 / mib,
+               median(results[i], rounds, offsetof(struct result, client_cpu)) * 1024 / mib,
+               median(results[i], rounds, offsetof(struct result, sink_cpu)) * 1024 / mib);
+        if (modes[i].relay_map)
+            printf("  mapped %.1f%%", 100 * median(results[i], rounds, offsetof(struct result, mapped_share)));
+        printf("\n");
+    }
     return 0;
 }
