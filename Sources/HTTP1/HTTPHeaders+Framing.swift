@@ -81,7 +81,12 @@ extension HTTPHeaders {
         }
     }
 
-    /// A Content-Length value's number: one or more digits fitting in UInt64, no list.
+    /// The largest Content-Length accepted: 2^63 − 1, what a signed 64-bit length holds. nginx (`ngx_atoof`) and
+    /// Go's net/http refuse larger values with 400; curl, among others, ignores a value it cannot hold and reads the
+    /// body to the connection's end. Passed on, a larger length would be read differently by the next parser.
+    public static let maxContentLength = UInt64(Int64.max)
+
+    /// A Content-Length value's number: one or more digits, at most `maxContentLength`, no list.
     private static func parseContentLength(_ value: UnsafeBufferPointer<UInt8>) -> Result<UInt64, HTTPParseError> {
         for index in value.indices where value[index] == UInt8(ascii: ",") {
             return .failure(.contentLengthList)
@@ -101,6 +106,9 @@ extension HTTPHeaders {
                 return .failure(.invalidContentLength)
             }
             result = sum
+        }
+        guard result <= Self.maxContentLength else {
+            return .failure(.invalidContentLength)
         }
         return .success(result)
     }

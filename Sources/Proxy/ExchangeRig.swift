@@ -463,7 +463,8 @@ final class ExchangeRig {
             switch head.framing {
             case .none: break
             case .contentLength(let n):
-                // At most to the end of the stream: a declared length may be anything up to UInt64.max.
+                // At most to the end of the stream: a declared length may be anything up to
+                // `HTTPHeaders.maxContentLength` (2^63 − 1), past Int's room once added to an offset.
                 at += Int(min(n, UInt64(bytes.count - at)))
             case .closeDelimited: return count
             case .chunked:

@@ -55,6 +55,12 @@ import Testing
             framing: .contentLength(12),
             keepAlive: true
         ),
+        FramingCase(
+            method: "GET",
+            head: "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n",
+            framing: .contentLength(HTTPHeaders.maxContentLength),
+            keepAlive: true
+        ),
         FramingCase(method: "GET", head: "HTTP/1.1 200 OK\r\n\r\n", framing: .closeDelimited, keepAlive: false),
         FramingCase(
             method: "GET",
@@ -158,6 +164,8 @@ import Testing
         ("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", .duplicateContentLength),
         ("HTTP/1.1 200 OK\r\nContent-Length: 1,1\r\n\r\n", .contentLengthList),
         ("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", .invalidContentLength),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n", .invalidContentLength),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n", .invalidContentLength),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", .unsupportedTransferEncoding),
         ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", .invalidTransferEncoding),
         ("HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", .obsFold),

@@ -5,27 +5,56 @@ import Testing
 // docs/fuzzing.md lists them.
 
 @Suite struct ResponseFuzzFindingTests {
-    /// A response declaring `Content-Length: 18446744073709551615` (UInt64.max) and sending one byte: the rig's
-    /// count of final responses in the client's stream added the declared length to an offset and trapped (test
-    /// support, not the proxy: its first input, 2026-12-05). The proxy relays the head, the exchange ends when the
-    /// upstream goes silent, and the outcome does not depend on how the response's bytes arrive.
+    /// The rig's count of final responses in the client's stream added a declared Content-Length to an offset
+    /// and trapped on `Content-Length: 18446744073709551615` (UInt64.max): test support, not the proxy, the
+    /// fuzzer's first input (2026-12-05). The parser now refuses that length, so the count sees no response
+    /// there; the largest length it accepts, 2^63 − 1, still overflows an offset it is added to.
+    @Test func theRigCountsAResponseDeclaringTheLargestLength() {
+        let declaring = { (length: String) in Array("HTTP/1.1 200 OK\r\nContent-Length: \(length)\r\n\r\nx".utf8) }
+        #expect(ExchangeRig.finalStatusLines(in: declaring("9223372036854775807")) == 1)
+        #expect(ExchangeRig.finalStatusLines(in: declaring("18446744073709551615")) == 0)
+    }
+
+    /// The largest length the proxy accepts (2^63 − 1) with one byte behind it: the proxy relays the head, the
+    /// exchange ends when the upstream goes silent, and the outcome does not depend on how the response's bytes
+    /// arrive.
     @Test(arguments: [0, 1, 7, 64])
-    func aResponseDeclaringUInt64MaxBytesEndsTheExchange(pieces: Int) throws {
-        let config = try ExchangeRig.fuzzConfiguration()
-        var script = ExchangeRig.UpstreamScript()
-        script.response = Array("HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\nx".utf8)
-        script.responsePiece = pieces == 0 ? nil : pieces
-        let rig = ExchangeRig(config: config, policy: nil, script: script)
-        rig.run(client: Array("GET /a HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+    func aResponseDeclaringTheLargestLengthEndsTheExchange(pieces: Int) throws {
+        let rig = try Self.play("9223372036854775807", pieces: pieces)
         #expect(rig.violations() == [])
         #expect(ExchangeRig.finalStatusLines(in: rig.clientReceived) == 1)
         let answer = String(decoding: rig.clientReceived, as: UTF8.self)
         #expect(answer.hasPrefix("HTTP/1.1 200 OK\r\n"))
-        #expect(answer.contains("\r\nContent-Length: 18446744073709551615\r\n"))
+        #expect(answer.contains("\r\nContent-Length: 9223372036854775807\r\n"))
         #expect(answer.hasSuffix("\r\n\r\nx"), "\(answer)")
         #expect(rig.records.count == 1)
         #expect(rig.records.first??.status == 200)
         #expect(rig.records.first??.reason != nil, "a response cut short is recorded with its reason")
         #expect(rig.closed)
+    }
+
+    /// One more, or UInt64.max (the fuzzer's input): a length that a signed 64-bit parser cannot hold is a
+    /// malformed response (502 `bad_upstream_response`), never relayed.
+    @Test(arguments: ["9223372036854775808", "18446744073709551615"], [0, 1, 7, 64])
+    func aResponseDeclaringMoreIsABadGateway(length: String, pieces: Int) throws {
+        let rig = try Self.play(length, pieces: pieces)
+        #expect(rig.violations() == [])
+        #expect(ExchangeRig.finalStatusLines(in: rig.clientReceived) == 1)
+        let answer = String(decoding: rig.clientReceived, as: UTF8.self)
+        #expect(answer.hasPrefix("HTTP/1.1 502 "), "\(answer)")
+        #expect(answer.contains("bad_upstream_response"))
+        #expect(!answer.contains(length))
+        #expect(rig.records.count == 1)
+        #expect(rig.records.first??.status == 502)
+    }
+
+    private static func play(_ length: String, pieces: Int) throws -> ExchangeRig {
+        let config = try ExchangeRig.fuzzConfiguration()
+        var script = ExchangeRig.UpstreamScript()
+        script.response = Array("HTTP/1.1 200 OK\r\nContent-Length: \(length)\r\n\r\nx".utf8)
+        script.responsePiece = pieces == 0 ? nil : pieces
+        let rig = ExchangeRig(config: config, policy: nil, script: script)
+        rig.run(client: Array("GET /a HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+        return rig
     }
 }

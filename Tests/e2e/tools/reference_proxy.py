@@ -172,7 +172,7 @@ class Client:
                 raise HTTPError(400, "duplicate_content_length")
             if "," in cls[0]:
                 raise HTTPError(400, "content_length_list")
-            if not cls[0].isdigit() or not cls[0].isascii():
+            if not cls[0].isdigit() or not cls[0].isascii() or int(cls[0]) > 2**63 - 1:
                 raise HTTPError(400, "invalid_content_length")
             framing, length = "length", int(cls[0])
         if tes:
