@@ -172,6 +172,10 @@ public struct ChunkedDecoder: Sendable {
                     throw .chunkSizeOverflow
                 }
                 self.size = self.size << 4 | UInt64(digit)
+                // The Content-Length ceiling: a size no signed 64-bit parser holds.
+                guard self.size <= HTTPHeaders.maxContentLength else {
+                    throw .chunkSizeOverflow
+                }
             } else if byte == UInt8(ascii: ";") {
                 self.extensionBytes = 0
                 try self.countExtension()

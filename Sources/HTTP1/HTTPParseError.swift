@@ -160,7 +160,7 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
     public static let unsupportedExpectation = HTTPParseError(.unsupportedExpectation)
     /// A chunk-size line that does not start with a hex digit or has a stray byte (400).
     public static let invalidChunkSize = HTTPParseError(.invalidChunkSize)
-    /// A chunk size with more than 16 hex digits, which could overflow UInt64 (400).
+    /// A chunk size with more than 16 hex digits, or past 2^63 − 1 (`HTTPHeaders.maxContentLength`) (400).
     public static let chunkSizeOverflow = HTTPParseError(.chunkSizeOverflow)
     /// A chunk extension that is not `;token[=token|quoted-string]` (400).
     public static let invalidChunkExtension = HTTPParseError(.invalidChunkExtension)
