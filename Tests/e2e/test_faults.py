@@ -368,16 +368,23 @@ def answers_declaring(length: bytes):
     return behave
 
 
+def answer_through_formwall(raw_upstream, formwall_factory, length: bytes) -> bytes:
+    """What a client gets through Formwall, up to the close, for a GET that such an upstream answers."""
+    up = raw_upstream(answers_declaring(length))
+    fw = formwall_factory(up.url, "--workers", "1")
+    s = connect(fw.port)
+    try:
+        s.sendall(b"GET /length HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        return read_response(s)
+    finally:
+        s.close()
+
+
 @pytest.mark.parametrize("length", [b"9223372036854775808", b"18446744073709551615"])
 def test_response_length_past_int64_is_502(raw_upstream, formwall_factory, length):
     """A response length no signed 64-bit parser holds (curl ignores it and reads to the close) is a malformed
     response: the client gets Formwall's 502, never the upstream's head."""
-    up = raw_upstream(answers_declaring(length))
-    fw = formwall_factory(up.url, "--workers", "1")
-    s = connect(fw.port)
-    s.sendall(b"GET /huge HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    answer = read_response(s)
-    s.close()
+    answer = answer_through_formwall(raw_upstream, formwall_factory, length)
     assert answer.startswith(b"HTTP/1.1 502 "), answer[:200]
     assert b'"bad_upstream_response"' in answer
     assert length not in answer
@@ -386,12 +393,7 @@ def test_response_length_past_int64_is_502(raw_upstream, formwall_factory, lengt
 def test_response_length_of_int64_max_is_relayed(raw_upstream, formwall_factory):
     """The largest length accepted, 2^63 - 1: relayed as the upstream sent it, and the cut-short body ends with
     the upstream's close."""
-    up = raw_upstream(answers_declaring(b"9223372036854775807"))
-    fw = formwall_factory(up.url, "--workers", "1")
-    s = connect(fw.port)
-    s.sendall(b"GET /largest HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    answer = read_response(s)
-    s.close()
+    answer = answer_through_formwall(raw_upstream, formwall_factory, b"9223372036854775807")
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
     assert b"\r\nContent-Length: 9223372036854775807\r\n" in answer
     assert answer.endswith(b"\r\n\r\nx")
