@@ -11,6 +11,8 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
         case headTooLarge
         case tooManyHeaders
         case invalidRequestLine
+        case invalidRequestTarget
+        case hostMismatch
         case invalidStatusLine
         case unsupportedVersion
         case bareLF
@@ -52,6 +54,8 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
         case .headTooLarge: return "head_too_large"
         case .tooManyHeaders: return "too_many_headers"
         case .invalidRequestLine: return "invalid_request_line"
+        case .invalidRequestTarget: return "invalid_request_target"
+        case .hostMismatch: return "host_mismatch"
         case .invalidStatusLine: return "invalid_status_line"
         case .unsupportedVersion: return "unsupported_version"
         case .bareLF: return "bare_lf"
@@ -93,7 +97,7 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
             return 501
         case .unsupportedExpectation:
             return 417
-        case .invalidRequestLine, .invalidStatusLine, .bareLF, .bareCR, .obsFold, .invalidHeaderName,
+        case .invalidRequestLine, .invalidRequestTarget, .hostMismatch, .invalidStatusLine, .bareLF, .bareCR, .obsFold, .invalidHeaderName,
             .whitespaceBeforeColon, .invalidHeaderValue, .missingHost, .duplicateHost,
             .duplicateContentType,
             .contentLengthWithTransferEncoding, .duplicateContentLength, .contentLengthList,
@@ -115,6 +119,14 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
     public static let tooManyHeaders = HTTPParseError(.tooManyHeaders)
     /// The request line is not `token SP target SP HTTP/d.d` (400).
     public static let invalidRequestLine = HTTPParseError(.invalidRequestLine)
+    /// A request-target that is none of the forms its method allows (RFC 9112 §3.2): origin-form (`/path`),
+    /// absolute-form with an `http` or `https` scheme and no userinfo, `*` for OPTIONS, authority-form for
+    /// CONNECT (400).
+    public static let invalidRequestTarget = HTTPParseError(.invalidRequestTarget)
+    /// An absolute-form target whose authority is not the Host field's value (RFC 9112 §3.2: a client must send
+    /// them identical), or that comes without a Host field. A server reads the authority and ignores Host
+    /// (§3.2.2), so a proxy that routed by Host would judge the request by another host's rules (400).
+    public static let hostMismatch = HTTPParseError(.hostMismatch)
     /// The status line is not `HTTP/d.d SP 3DIGIT [SP reason]` (400; a proxy answers 502).
     public static let invalidStatusLine = HTTPParseError(.invalidStatusLine)
     /// A well-formed HTTP version other than 1.0 or 1.1 (505).

@@ -148,16 +148,62 @@ public struct HTTPRequestHeadParser: Sendable {
         self.version = version
     }
 
+    /// A request-target that is not origin-form, checked against the forms its method allows (RFC 9112 §3.2).
+    ///
+    /// - `*` (asterisk-form) only with OPTIONS, and any target with CONNECT (which a proxy refuses) stay as they are.
+    /// - absolute-form, `http://authority/path?query` or `https://…`: the authority must be the Host field's value
+    ///   (case-insensitively, port included) and carry no userinfo; the result is the origin-form `/path?query`
+    ///   (`/` for an empty path), so that what goes upstream names the host that was checked and nothing else.
+    ///   A server reads an absolute-form target's authority and ignores Host (§3.2.2): werkzeug, Go and nginx
+    ///   do, so forwarding `GET http://a.example/x` with `Host: b.example` would let b.example's rules judge a
+    ///   request that a.example serves.
+    /// - anything else is `invalidRequestTarget`.
+    static func originForm(of target: String, method: String, host: String?) throws(HTTPParseError) -> String {
+        if method == "CONNECT" { return target }
+        if target == "*" {
+            guard method == "OPTIONS" else { throw .invalidRequestTarget }
+            return target
+        }
+        let bytes = Array(target.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
+              bytes[colon...].starts(with: "://".utf8)
+        else {
+            throw .invalidRequestTarget
+        }
+        let scheme = String(decoding: bytes[..<colon], as: UTF8.self)
+        guard HTTPSyntax.equalsIgnoringCase(scheme, lowercase: "http")
+                || HTTPSyntax.equalsIgnoringCase(scheme, lowercase: "https")
+        else {
+            throw .invalidRequestTarget
+        }
+        let authorityStart = colon + 3
+        let authorityEnd = bytes[authorityStart...].firstIndex {
+            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?")
+        } ?? bytes.endIndex
+        let authority = bytes[authorityStart..<authorityEnd]
+        guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")) else {
+            throw .invalidRequestTarget
+        }
+        guard let host, HTTPSyntax.equalsIgnoringCase(host, String(decoding: authority, as: UTF8.self)) else {
+            throw .hostMismatch
+        }
+        let rest = String(decoding: bytes[authorityEnd...], as: UTF8.self)
+        return rest.utf8.first == UInt8(ascii: "/") ? rest : "/" + rest
+    }
+
     /// Applies the whole-head rules once the empty line arrived.
     private mutating func finish() throws(HTTPParseError) -> HTTPRequestHead {
         let headers = HTTPHeaders(taking: &self.headers)
         var hostCount = 0
+        var hostIndex: Int?
         var contentTypeCount = 0
         var expectIndex: Int?
         // One index loop (fields read in place, not copied) for the fields the head rules count.
         for index in headers.indices {
             switch headers.known(at: index) {
-            case .host: hostCount += 1
+            case .host:
+                hostCount += 1
+                hostIndex = index
             case .contentType: contentTypeCount += 1
             case .expect where expectIndex == nil: expectIndex = index
             default: break
@@ -172,6 +218,13 @@ public struct HTTPRequestHeadParser: Sendable {
             throw .duplicateHost
         }
         guard contentTypeCount <= 1 else { throw .duplicateContentType }
+        // Origin-form, nearly every request, is kept as it came; the other forms are checked and an
+        // absolute-form target becomes origin-form.
+        var target = self.target
+        if target.utf8.first != UInt8(ascii: "/") {
+            target = try Self.originForm(of: target, method: self.method,
+                                         host: hostIndex.map { headers.value(at: $0) })
+        }
         let framing: BodyFraming
         switch try headers.declaredFraming(version: self.version) {
         case .none: framing = .none
@@ -190,7 +243,7 @@ public struct HTTPRequestHeadParser: Sendable {
         }
         return HTTPRequestHead(
             method: self.method,
-            target: self.target,
+            target: target,
             version: self.version,
             headers: headers,
             framing: framing,

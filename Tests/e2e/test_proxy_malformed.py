@@ -28,6 +28,22 @@ CASES = [
     # differently (or not at all), so it is refused here too.
     ("cl-past-int64", H + "Content-Length: 9223372036854775808\r\n\r\nhello", 400, "invalid_content_length"),
     ("cl-uint64-max", H + "Content-Length: 18446744073709551615\r\n\r\nhello", 400, "invalid_content_length"),
+    # Request-target forms (RFC 9112 section 3.2). A server reads an absolute-form target's authority and ignores
+    # Host (werkzeug sets HTTP_HOST from it), so one naming another host than Host is refused: routed by Host,
+    # it would be judged by another host's rules.
+    ("absolute-form-other-host", "GET http://admin.test/upload HTTP/1.1\r\nHost: app.test\r\n\r\n", 400,
+     "host_mismatch"),
+    ("absolute-form-other-port", "GET http://app.test:8080/ HTTP/1.1\r\nHost: app.test\r\n\r\n", 400,
+     "host_mismatch"),
+    ("absolute-form-http10-no-host", "GET http://app.test/ HTTP/1.0\r\n\r\n", 400, "host_mismatch"),
+    ("absolute-form-userinfo", "GET http://u@app.test/ HTTP/1.1\r\nHost: app.test\r\n\r\n", 400,
+     "invalid_request_target"),
+    ("absolute-form-ftp", "GET ftp://app.test/f HTTP/1.1\r\nHost: app.test\r\n\r\n", 400,
+     "invalid_request_target"),
+    ("asterisk-form-get", "GET * HTTP/1.1\r\nHost: app.test\r\n\r\n", 400, "invalid_request_target"),
+    ("authority-form-get", "GET app.test:80 HTTP/1.1\r\nHost: app.test:80\r\n\r\n", 400,
+     "invalid_request_target"),
+    ("relative-target", "GET upload HTTP/1.1\r\nHost: app.test\r\n\r\n", 400, "invalid_request_target"),
     ("obs-fold", H + "X-Long: first\r\n  continued\r\nContent-Length: 0\r\n\r\n", 400, "obs_fold"),
     ("bare-lf-in-headers", "GET / HTTP/1.1\r\nHost: app.test\nX-A: b\r\n\r\n", 400, "bare_lf"),
     ("bare-lf-everywhere", "GET / HTTP/1.1\nHost: app.test\n\n", 400, "bare_lf"),
@@ -112,3 +128,21 @@ def test_invalid_chunk_size_in_body(proxy, upstream):
     if any(r.get("request_id") == request_id for r in upstream.records("request_start")):
         rec = upstream.wait_for_request_id(request_id)
         assert rec["body_complete"] is False, "upstream received a complete body for a broken request"
+
+
+@pytest.mark.parametrize("target,forwarded", [
+    ("http://app.test/abs/x?q=1", "/abs/x?q=1"),
+    ("HTTP://APP.TEST?only=query", "/?only=query"),
+])
+def test_absolute_form_for_the_host_goes_upstream_in_origin_form(proxy, upstream, target, forwarded):
+    """An absolute-form target naming the Host's own authority is served, and the upstream gets the origin-form
+    that Formwall routed by, with the same Host: nothing upstream can read another host from it."""
+    rid = "absform-" + uuid.uuid4().hex[:12]
+    resp = raw_request(proxy.port, f"GET {target} HTTP/1.1\r\nHost: app.test\r\nX-Request-Id: {rid}\r\n"
+                                   "Connection: close\r\n\r\n".encode())
+    assert resp.status == 200, resp.body[:300]
+    upstream.wait_for_request_id(rid)
+    start = [r for r in upstream.records("request_start") if r.get("request_id") == rid]
+    assert len(start) == 1
+    assert start[0]["path"] == forwarded
+    assert start[0]["headers"]["host"] == "app.test"

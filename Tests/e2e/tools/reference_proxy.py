@@ -34,6 +34,24 @@ REASONS = {400: "Bad Request", 408: "Request Timeout", 417: "Expectation Failed"
            504: "Gateway Timeout", 505: "HTTP Version Not Supported"}
 
 
+def origin_form(target: str, method: str, host: str | None) -> str:
+    """RFC 9112 section 3.2: `*` for OPTIONS, any target for CONNECT, absolute-form (http/https, no userinfo)
+    whose authority is the Host value, returned as origin-form; anything else is refused."""
+    if method == "CONNECT":
+        return target
+    if target == "*":
+        if method != "OPTIONS":
+            raise HTTPError(400, "invalid_request_target")
+        return target
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*)://([^/?]*)(.*)$", target)
+    if not m or m.group(1).lower() not in ("http", "https") or not m.group(2) or "@" in m.group(2):
+        raise HTTPError(400, "invalid_request_target")
+    if host is None or host.lower() != m.group(2).lower():
+        raise HTTPError(400, "host_mismatch")
+    rest = m.group(3)
+    return rest if rest.startswith("/") else "/" + rest
+
+
 class HTTPError(Exception):
     def __init__(self, status, kind):
         super().__init__(kind)
@@ -163,6 +181,8 @@ class Client:
             raise HTTPError(400, "missing_host")
         if len(hosts) > 1:
             raise HTTPError(400, "duplicate_host")
+        if not target.startswith("/"):
+            target = origin_form(target, method, hosts[0] if hosts else None)
         cls, tes = get("content-length"), get("transfer-encoding")
         if cls and tes:
             raise HTTPError(400, "content_length_with_transfer_encoding")
