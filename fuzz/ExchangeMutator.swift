@@ -182,7 +182,10 @@ struct ClientRequest {
     }
 
     init(template rng: inout MutatorRandom) {
-        let path = rng.pickString(["/", "/up", "/upload", "/api/avatar", "/api/documents"])
+        // Origin-form paths, and the other target forms (the Host is "a"): absolute-form for that host (routed and
+        // forwarded as origin-form), for another host (host_mismatch), `*` and authority-form (refused).
+        let path = rng.pickString(["/", "/up", "/upload", "/api/avatar", "/api/documents", "http://a/upload",
+                                   "HTTP://A/api/avatar?x=1", "http://b/upload", "*", "a:80"])
         let boundary = rng.pickString(["B", "fuzzB", "----WebKitFormBoundary7MA4YWxkTrZu0gW", "x y", "a=b"])
         let quoted = boundary.contains(32) || boundary.contains(61) || rng.chance(4)
         lines = [Array("POST ".utf8) + path + Array(" HTTP/1.1".utf8), Array("Host: a".utf8),
