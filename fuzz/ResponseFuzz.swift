@@ -66,7 +66,8 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     guard case .atEnd = script.answer else { return 0 }
     let wholeSummary = whole.recordSummary, splitSummary = split.recordSummary
     if splitSummary != wholeSummary {
-        fatalError("the record depends on the response's pieces: \(wholeSummary) vs \(splitSummary) (pieces of \(piece))")
+        fatalError("the record depends on the response's pieces: \(wholeSummary) vs \(splitSummary) "
+                   + "(pieces of \(piece))")
     }
     let refused = wholeSummary.contains { $0.contains("bad_upstream_response") }
     if !refused && split.clientReceived != whole.clientReceived {

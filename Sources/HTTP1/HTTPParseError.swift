@@ -97,8 +97,8 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
             return 501
         case .unsupportedExpectation:
             return 417
-        case .invalidRequestLine, .invalidRequestTarget, .hostMismatch, .invalidStatusLine, .bareLF, .bareCR, .obsFold, .invalidHeaderName,
-            .whitespaceBeforeColon, .invalidHeaderValue, .missingHost, .duplicateHost,
+        case .invalidRequestLine, .invalidRequestTarget, .hostMismatch, .invalidStatusLine, .bareLF, .bareCR,
+            .obsFold, .invalidHeaderName, .whitespaceBeforeColon, .invalidHeaderValue, .missingHost, .duplicateHost,
             .duplicateContentType,
             .contentLengthWithTransferEncoding, .duplicateContentLength, .contentLengthList,
             .invalidContentLength, .invalidTransferEncoding, .chunkedNotFinal, .transferEncodingInHTTP10,
@@ -157,7 +157,8 @@ public struct HTTPParseError: Error, Hashable, Sendable, CustomStringConvertible
     public static let duplicateContentLength = HTTPParseError(.duplicateContentLength)
     /// A Content-Length value that is a comma-separated list, even of equal values (400).
     public static let contentLengthList = HTTPParseError(.contentLengthList)
-    /// A Content-Length that is empty, not all digits, or larger than 2^63 − 1 (`HTTPHeaders.maxContentLength`) (400).
+    /// A Content-Length that is empty, not all digits, or larger than 2^63 − 1 (`HTTPHeaders.maxContentLength`)
+    /// (400).
     public static let invalidContentLength = HTTPParseError(.invalidContentLength)
     /// A transfer coding this implementation does not decode, such as gzip (501).
     public static let unsupportedTransferEncoding = HTTPParseError(.unsupportedTransferEncoding)

@@ -164,31 +164,24 @@ public struct HTTPRequestHeadParser: Sendable {
             guard method == "OPTIONS" else { throw .invalidRequestTarget }
             return target
         }
-        let bytes = Array(target.utf8)
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
-              bytes[colon...].starts(with: "://".utf8)
+        guard let colon = target.firstIndex(of: ":"),
+              target[colon...].hasPrefix("://"),
+              HTTPSyntax.equalsIgnoringCase(target[..<colon], "http")
+                || HTTPSyntax.equalsIgnoringCase(target[..<colon], "https")
         else {
             throw .invalidRequestTarget
         }
-        let scheme = String(decoding: bytes[..<colon], as: UTF8.self)
-        guard HTTPSyntax.equalsIgnoringCase(scheme, lowercase: "http")
-                || HTTPSyntax.equalsIgnoringCase(scheme, lowercase: "https")
-        else {
+        let afterScheme = target[colon...].dropFirst(3)
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" } ?? afterScheme.endIndex
+        let authority = afterScheme[..<authorityEnd]
+        guard !authority.isEmpty, !authority.contains("@") else {
             throw .invalidRequestTarget
         }
-        let authorityStart = colon + 3
-        let authorityEnd = bytes[authorityStart...].firstIndex {
-            $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?")
-        } ?? bytes.endIndex
-        let authority = bytes[authorityStart..<authorityEnd]
-        guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")) else {
-            throw .invalidRequestTarget
-        }
-        guard let host, HTTPSyntax.equalsIgnoringCase(host, String(decoding: authority, as: UTF8.self)) else {
+        guard let host, HTTPSyntax.equalsIgnoringCase(host, authority) else {
             throw .hostMismatch
         }
-        let rest = String(decoding: bytes[authorityEnd...], as: UTF8.self)
-        return rest.utf8.first == UInt8(ascii: "/") ? rest : "/" + rest
+        let rest = afterScheme[authorityEnd...]
+        return rest.first == "/" ? String(rest) : "/" + rest
     }
 
     /// Applies the whole-head rules once the empty line arrived.
