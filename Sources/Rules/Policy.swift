@@ -18,6 +18,9 @@ public struct Policy: Sendable, Hashable {
     /// The rule files this policy was compiled from, in the order they were read (an `include`d file where it
     /// was included), with the bytes that were read: what `/rules` on the admin listener lists and hashes.
     public var sources: [PolicySource] = []
+    /// `ambiguous-paths`: refuse a request whose path backends read as another route's (the default), or route it
+    /// by formwall's own reading alone.
+    public var ambiguousPaths: AmbiguousPaths = .reject
 
     /// A policy with no routes: enforce mode, default anomaly actions, the implicit fallback.
     public init() {
@@ -56,7 +59,12 @@ public struct Policy: Sendable, Hashable {
     /// The index in `routes` of `route(for:host:)`'s route; nil when none matches. Reads the routes in place
     /// (iterating them would copy each: a retain and a release of every array and string in it).
     public func routeIndex(for path: String, host: String? = nil) -> Int? {
-        let normalised = Self.normalize(path: path)
+        routeIndex(normalised: Self.normalize(path: path), host: host, caseless: false)
+    }
+
+    /// `routeIndex(for:host:)` for a path already read (`normalize(path:)` or a `PathReading`); `caseless` compares
+    /// the route paths lowercase, against a lowercase path.
+    func routeIndex(normalised: String, host: String?, caseless: Bool) -> Int? {
         // Read only when a route names hosts.
         var requestHost: String??
         var segments: [Substring]?
@@ -71,14 +79,24 @@ public struct Policy: Sendable, Hashable {
             let specificity: Int
             switch routes[index].match {
             case .exact:
-                guard routes[index].prefix == normalised else { continue }
+                if caseless {
+                    guard routes[index].prefix.lowercased() == normalised else { continue }
+                } else {
+                    guard routes[index].prefix == normalised else { continue }
+                }
                 specificity = 0
             case .prefix:
-                guard Self.prefix(routes[index].prefix, matches: normalised) else { continue }
+                if caseless {
+                    guard Self.prefix(routes[index].prefix.lowercased(), matches: normalised) else { continue }
+                } else {
+                    guard Self.prefix(routes[index].prefix, matches: normalised) else { continue }
+                }
                 specificity = routes[index].prefix == "/" ? 0 : routes[index].prefix.utf8.count
             case .pattern:
                 if segments == nil { segments = normalised.split(separator: "/") }
-                guard let literals = Self.pattern(routes[index].prefix, matches: segments ?? []) else { continue }
+                let found = caseless ? Self.pattern(routes[index].prefix.lowercased(), matches: segments ?? [])
+                    : Self.pattern(routes[index].prefix, matches: segments ?? [])
+                guard let literals = found else { continue }
                 specificity = literals
             }
             let kindRank = routes[index].match == .exact ? 2 : routes[index].match == .pattern ? 1 : 0

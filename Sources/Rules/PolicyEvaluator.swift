@@ -204,6 +204,12 @@ public struct PolicyEvaluator {
         queryNames = Self.queryNames(of: path)
         let body = Body()
         state = .receiving(body)
+        if plan.policy.ambiguousPaths == .reject,
+           let ambiguity = plan.policy.ambiguity(for: path, host: host, route: matchedRoute) {
+            let violation = Violation(kind: .ambiguousPath, rule: route.value.location,
+                                      detail: Self.detail(of: ambiguity, routed: matchedRoute, in: plan.policy))
+            if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
+        }
         let exempt = preflight && route.value.preflight == .pass && contentLength == 0
         if let methods = route.value.methods, !methods.contains(method), !exempt {
             let violation = Violation(kind: .methodNotAllowed, rule: route.value.location,
@@ -250,6 +256,15 @@ public struct PolicyEvaluator {
             || (!hasBody && ["POST", "PUT", "PATCH"].contains(method))
         state = .receiving(body)
         return .proceed(kind)
+    }
+
+    /// An `ambiguous_path` detail: the two routes and who reads the path the other way. The client's path is
+    /// quoted as that reading sees it, cut at 200 bytes.
+    static func detail(of ambiguity: PathAmbiguity, routed: Int?, in policy: Policy) -> String {
+        var read = ambiguity.path
+        if read.utf8.count > 200 { read = String(decoding: read.utf8.prefix(200), as: UTF8.self) + "…" }
+        return "the path falls under \(policy.describeRoute(routed)) here, but \(ambiguity.reading.readers) read it as '"
+            + read + "', under \(policy.describeRoute(ambiguity.route))"
     }
 
     /// The decoded names of the query parameters in a request target (`/p?a=1&b` → a, b); `+` is a space,

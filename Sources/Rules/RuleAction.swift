@@ -55,6 +55,14 @@ public enum PreflightMode: String, Sendable, Hashable, CaseIterable {
     case reject
 }
 
+/// `ambiguous-paths reject|pass;` (docs/rules.md, *Ambiguous paths*).
+public enum AmbiguousPaths: String, Sendable, Hashable, CaseIterable {
+    /// A path that some backend reads as another route's path is refused: 400 `ambiguous_path`.
+    case reject
+    /// Routed by formwall's own reading alone (`Policy.normalize(path:)`).
+    case pass
+}
+
 /// How filename problems are handled (`filename …;`). The default is `reject`.
 public enum FilenameHandling: String, Sendable, Hashable, CaseIterable {
     /// A problematic filename is a violation, handled with the rule's action.

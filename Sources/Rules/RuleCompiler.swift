@@ -23,6 +23,10 @@ struct RuleCompiler {
                 if let mode: PolicyMode = keyword(statement.arguments[0], what: "mode") { policy.mode = mode }
             case "anomaly":
                 if let (flag, action) = anomaly(statement, seen: &anomalySeen) { policy.anomalies[flag] = action }
+            case "ambiguous-paths":
+                if let value: AmbiguousPaths = keyword(statement.arguments[0], what: "ambiguous-paths setting") {
+                    policy.ambiguousPaths = value
+                }
             default:
                 routeSetting(statement, directive, into: &defaults)
             }

@@ -53,6 +53,7 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("mode", [.main, .route], arguments: 1...1),
         RuleDirective("anomaly", [.main, .route], arguments: 2...2, unique: false),
         RuleDirective("route", [.main], arguments: 1...2, block: .required, unique: false),
+        RuleDirective("ambiguous-paths", [.main], arguments: 1...1),
         RuleDirective("host", [.route], arguments: 1...many),
         RuleDirective("require-header", [.route], arguments: 1...2, unique: false),
         RuleDirective("methods", [.route], arguments: 1...many),

@@ -8,6 +8,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case contentTypeNotAllowed
     /// 400: a field named by the route's `require-header` is missing or a value does not match its regex.
     case headerRequired
+    /// 400: backends read the request path as another route's path than formwall does (`ambiguous-paths`).
+    case ambiguousPath
     /// 413: the body (Content-Length or bytes received) exceeds `body-max`.
     case bodyTooLarge
     /// 413: a field's value exceeds its `max`.
@@ -73,7 +75,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
 
     /// Every kind, anomalies and filename problems expanded.
     public static var allCases: [ViolationKind] {
-        [.methodNotAllowed, .contentTypeNotAllowed, .headerRequired, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .fieldTooSmall,
+        [.methodNotAllowed, .contentTypeNotAllowed, .headerRequired, .ambiguousPath, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .fieldTooSmall,
          .fileTooSmall, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
          .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .encodingNotSupported, .tooManyEncodings,
@@ -90,6 +92,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
         case .methodNotAllowed: return "method_not_allowed"
         case .contentTypeNotAllowed: return "content_type_not_allowed"
         case .headerRequired: return "header_required"
+        case .ambiguousPath: return "ambiguous_path"
         case .bodyTooLarge: return "body_too_large"
         case .fieldTooLarge: return "field_too_large"
         case .fileTooLarge: return "file_too_large"
@@ -143,7 +146,7 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
             return 415
         case .unknownPart, .filename(.restrictedName): return 403
         case .missingRequired, .patternMismatch, .fieldTooSmall, .fileTooSmall: return 422
-        case .malformedBody, .anomaly, .filename, .headerRequired, .badContentEncoding, .nameCharacter,
+        case .malformedBody, .anomaly, .filename, .headerRequired, .ambiguousPath, .badContentEncoding, .nameCharacter,
              .filenameCharacter:
             return 400
         case .archive(let problem): return problem.status

@@ -795,6 +795,7 @@ extension PolicyEvaluator {
             (.methodNotAllowed, "method_not_allowed", 405),
             (.contentTypeNotAllowed, "content_type_not_allowed", 415),
             (.headerRequired, "header_required", 400),
+            (.ambiguousPath, "ambiguous_path", 400),
             (.bodyTooLarge, "body_too_large", 413),
             (.fieldTooLarge, "field_too_large", 413),
             (.fileTooLarge, "file_too_large", 413),
@@ -832,7 +833,7 @@ extension PolicyEvaluator {
         }
         let names = ViolationKind.allCases.map(\.name)
         #expect(Set(names).count == names.count)
-        #expect(names.count == 30 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count
+        #expect(names.count == 31 + MultipartAnomaly.allCases.count + FilenameProblem.allCases.count
             + ArchiveProblemKind.allCases.count)
     }
 
