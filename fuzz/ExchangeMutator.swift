@@ -183,9 +183,12 @@ struct ClientRequest {
 
     init(template rng: inout MutatorRandom) {
         // Origin-form paths, and the other target forms (the Host is "a"): absolute-form for that host (routed and
-        // forwarded as origin-form), for another host (host_mismatch), `*` and authority-form (refused).
+        // forwarded as origin-form), for another host (host_mismatch), `*` and authority-form (refused); paths that
+        // backends read as another route's (ambiguous_path) and a fragment (refused).
         let path = rng.pickString(["/", "/up", "/upload", "/api/avatar", "/api/documents", "http://a/upload",
-                                   "HTTP://A/api/avatar?x=1", "http://b/upload", "*", "a:80"])
+                                   "HTTP://A/api/avatar?x=1", "http://b/upload", "*", "a:80", "/api%2Favatar",
+                                   "/x/..;/upload", "//h/api/documents", "/API/Avatar", "/api\\avatar",
+                                   "/up#/../upload"])
         let boundary = rng.pickString(["B", "fuzzB", "----WebKitFormBoundary7MA4YWxkTrZu0gW", "x y", "a=b"])
         let quoted = boundary.contains(32) || boundary.contains(61) || rng.chance(4)
         lines = [Array("POST ".utf8) + path + Array(" HTTP/1.1".utf8), Array("Host: a".utf8),

@@ -125,6 +125,7 @@ public struct HTTPRequestHeadParser: Sendable {
     }
 
     /// `method SP request-target SP HTTP-version`, single spaces, nothing else.
+    @inline(never)
     private mutating func parseRequestLine(_ line: UnsafeRawBufferPointer) throws(HTTPParseError) {
         guard let firstSpace = HTTPSyntax.firstIndex(of: HTTPSyntax.sp, in: line[...]), firstSpace > 0,
             HTTPSyntax.allBytes(line[..<firstSpace], are: HTTPSyntax.isTokenChar)
@@ -132,9 +133,15 @@ public struct HTTPRequestHeadParser: Sendable {
             throw .invalidRequestLine
         }
         let rest = line[(firstSpace + 1)...]
-        guard let secondSpace = HTTPSyntax.firstIndex(of: HTTPSyntax.sp, in: rest), secondSpace > rest.startIndex,
-            HTTPSyntax.allBytes(rest[..<secondSpace], are: HTTPSyntax.isTargetByte)
+        guard let secondSpace = HTTPSyntax.firstIndex(of: HTTPSyntax.sp, in: rest), secondSpace > rest.startIndex
         else {
+            throw .invalidRequestLine
+        }
+        // No form of request-target carries a fragment (RFC 9112 §3.2), and servers disagree on a `#`: werkzeug and
+        // Formwall's route matching cut the path there, Go keeps it (`/api#x` is the path `/api#x` to net/http).
+        // `isTargetByte` leaves `#` out, so the usual target is scanned once.
+        let plainTarget = HTTPSyntax.allBytes(rest[..<secondSpace], are: HTTPSyntax.isTargetByte)
+        guard plainTarget || HTTPSyntax.allBytes(rest[..<secondSpace], are: HTTPSyntax.isVisible) else {
             throw .invalidRequestLine
         }
         guard let version = HTTPVersion.parse(line[(secondSpace + 1)...]) else {
@@ -146,6 +153,7 @@ public struct HTTPRequestHeadParser: Sendable {
         self.method = HTTPSyntax.string(line[..<firstSpace])
         self.target = HTTPSyntax.string(rest[..<secondSpace])
         self.version = version
+        guard plainTarget else { throw .invalidRequestTarget }
     }
 
     /// A request-target that is not origin-form, checked against the forms its method allows (RFC 9112 §3.2).

@@ -160,8 +160,13 @@ enum HTTPSyntax {
     /// The high bit of each of a word's eight bytes.
     static let highBits: UInt64 = 0x8080_8080_8080_8080
 
-    /// A byte allowed in a request-target: visible ASCII only.
+    /// A byte allowed in a request-target: visible ASCII but `#` (no target form carries a fragment).
     @inline(__always) static func isTargetByte(_ byte: UInt8) -> Bool {
+        byte > 0x20 && byte < 0x7F && byte != UInt8(ascii: "#")
+    }
+
+    /// Visible ASCII (`VCHAR`, RFC 5234).
+    @inline(__always) static func isVisible(_ byte: UInt8) -> Bool {
         byte > 0x20 && byte < 0x7F
     }
 

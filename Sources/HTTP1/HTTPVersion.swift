@@ -22,7 +22,7 @@ public struct HTTPVersion: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// Parses exactly `HTTP/DIGIT.DIGIT` from 8 bytes; nil if the bytes have another shape.
-    static func parse(_ bytes: Slice<UnsafeRawBufferPointer>) -> HTTPVersion? {
+    @inline(__always) static func parse(_ bytes: Slice<UnsafeRawBufferPointer>) -> HTTPVersion? {
         let start = bytes.startIndex
         let base = bytes.base
         guard bytes.count == 8, base[start] == UInt8(ascii: "H"), base[start + 1] == UInt8(ascii: "T"),

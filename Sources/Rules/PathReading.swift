@@ -66,13 +66,15 @@ public struct PathReading: Sendable, Hashable, CustomStringConvertible {
     /// Whether any reading can differ from formwall's own: the path (before `?` or `#`) holds a `%`, `;`, `\` or
     /// capital letter, starts with `//`, or has a `.` or `..` segment. Most paths hold none, and are read once.
     public static func mayDiffer(_ target: String) -> Bool {
-        var target = target
-        return target.withUTF8 { bytes in
+        // A native string's bytes are contiguous: the closure runs, and the slow path is never taken.
+        target.utf8.withContiguousStorageIfAvailable { bytes in
             guard bytes.count >= 2 else { return false }
             if bytes[0] == UInt8(ascii: "/") && bytes[1] == UInt8(ascii: "/") { return true }
             var segmentStart = 0
             for index in 0...bytes.count {
                 let byte = index < bytes.count ? bytes[index] : UInt8(ascii: "?")
+                // Lowercase letters, the bulk of most paths, and `_` `{` `|` `}` `~`: nothing to look at.
+                if byte >= UInt8(ascii: "_") { continue }
                 switch byte {
                 case UInt8(ascii: "%"), UInt8(ascii: ";"), UInt8(ascii: "\\"), UInt8(ascii: "A")...UInt8(ascii: "Z"):
                     return true
@@ -89,7 +91,7 @@ public struct PathReading: Sendable, Hashable, CustomStringConvertible {
                 }
             }
             return false
-        }
+        } ?? true
     }
 
     /// The path as this reading sees it: `/` and the segments joined by `/`, empty segments dropped, lowercase

@@ -64,6 +64,7 @@ public struct Policy: Sendable, Hashable {
 
     /// `routeIndex(for:host:)` for a path already read (`normalize(path:)` or a `PathReading`); `caseless` compares
     /// the route paths lowercase, against a lowercase path.
+    @inline(__always)
     func routeIndex(normalised: String, host: String?, caseless: Bool) -> Int? {
         // Read only when a route names hosts.
         var requestHost: String??

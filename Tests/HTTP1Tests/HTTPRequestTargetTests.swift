@@ -38,6 +38,12 @@ import Testing
         ("GET http:/x.example/ HTTP/1.1", "x.example", .invalidRequestTarget),
         ("GET a/b HTTP/1.1", "x.example", .invalidRequestTarget),
         ("GET ?q HTTP/1.1", "x.example", .invalidRequestTarget),
+        // A fragment, in any form: Go keeps `#x` in the path, werkzeug cuts it.
+        ("GET /api#x HTTP/1.1", "x.example", .invalidRequestTarget),
+        ("GET /x#/../api HTTP/1.1", "x.example", .invalidRequestTarget),
+        ("GET /?q=a#b HTTP/1.1", "x.example", .invalidRequestTarget),
+        ("GET http://x.example/a#b HTTP/1.1", "x.example", .invalidRequestTarget),
+        ("GET # HTTP/1.1", "x.example", .invalidRequestTarget),
     ] as [(String, String?, HTTPParseError)])
     func refusedTargets(line: String, host: String?, expected: HTTPParseError) {
         let error = parseRequest(Self.request(line, host: host)).error

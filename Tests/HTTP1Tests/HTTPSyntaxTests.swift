@@ -44,12 +44,13 @@ import TestRandom
         }
     }
 
-    /// Field values: HT, SP, VCHAR and obs-text; request targets: visible ASCII.
+    /// Field values: HT, SP, VCHAR and obs-text; request targets: visible ASCII but `#`.
     @Test func valueAndTargetBytes() {
         for value in 0...255 {
             let byte = UInt8(value)
             #expect(HTTPSyntax.isFieldValueByte(byte) == (value == 0x09 || (value >= 0x20 && value != 0x7F)))
-            #expect(HTTPSyntax.isTargetByte(byte) == (value > 0x20 && value < 0x7F))
+            #expect(HTTPSyntax.isTargetByte(byte) == (value > 0x20 && value < 0x7F && value != 0x23))
+            #expect(HTTPSyntax.isVisible(byte) == (value > 0x20 && value < 0x7F))
         }
     }
 

@@ -181,6 +181,8 @@ class Client:
             raise HTTPError(400, "missing_host")
         if len(hosts) > 1:
             raise HTTPError(400, "duplicate_host")
+        if "#" in target:  # no target form carries a fragment
+            raise HTTPError(400, "invalid_request_target")
         if not target.startswith("/"):
             target = origin_form(target, method, hosts[0] if hosts else None)
         cls, tes = get("content-length"), get("transfer-encoding")
