@@ -10,8 +10,10 @@ need=()
 # docker/logrotate in Tests/e2e/test_packaging.py; clamav-daemon is the real clamd of Tests/e2e/test_antivirus.py
 # (started there with a signature database of its own: no download). golang-go, nodejs and node-busboy are
 # backends of Tests/e2e/test_differential_frameworks.py (Go's net/http, busboy, undici's Request.formData()).
+# php-symfony-http-foundation is Symfony's Request, which reads the method as Symfony and Laravel apps do
+# (Tests/e2e/test_method_override.py).
 for pkg in libssl-dev zlib1g-dev pkg-config curl nginx-light wrk python3-venv php-cli chromium chromium-driver \
-    systemd logrotate clamav-daemon golang-go nodejs node-busboy; do
+    systemd logrotate clamav-daemon golang-go nodejs node-busboy php-symfony-http-foundation; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ "${#need[@]}" -gt 0 ]; then

@@ -52,10 +52,11 @@ public enum HTTPHeadSerializer {
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
     ]
 
-    /// Fields the request serializer replaces with its own.
+    /// Fields the request serializer replaces with its own, or drops: `X-Original-URL` and `X-Rewrite-URL`, which
+    /// older Symfony and Zend releases read as the request's path in place of the target Formwall judged.
     static let replacedInRequests: Set<String> = [
         "content-length", "expect", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-request-id",
-        "via",
+        "via", "x-original-url", "x-rewrite-url",
     ]
 
     /// Appends `method SP target SP HTTP/1.1`, the forwarded fields, the new framing and the proxy fields.
@@ -425,11 +426,13 @@ struct FieldName: OptionSet {
         case .te, .trailer, .upgrade, .connection, .keepAlive, .proxyConnection: self = .hopByHop
         case .via: self = [.replacedInRequests, .via]
         case .host: self = .host
-        case .expect, .xRequestID, .contentLength, .xForwardedFor, .xForwardedHost, .xForwardedProto:
+        case .expect, .xRequestID, .contentLength, .xForwardedFor, .xForwardedHost, .xForwardedProto, .xOriginalURL,
+             .xRewriteURL:
             self = .replacedInRequests
         case .contentType: self = .contentType
         case .transferEncoding: self = [.hopByHop, .transferEncoding]
-        case .other, .nonASCII, .accept, .contentEncoding: self = []
+        case .other, .nonASCII, .accept, .contentEncoding, .xHTTPMethodOverride, .xHTTPMethod, .xMethodOverride:
+            self = []
         }
     }
 

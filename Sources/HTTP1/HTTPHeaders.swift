@@ -34,6 +34,9 @@ package enum KnownField: UInt8, Sendable {
     case accept, connection, contentEncoding, contentLength, contentType, expect, host, keepAlive
     case proxyConnection, te, trailer, transferEncoding, upgrade, via, xForwardedFor, xForwardedHost
     case xForwardedProto, xRequestID
+    /// Fields that make some backends read another method (`X-HTTP-Method-Override`: Symfony, Rack, Express's
+    /// method-override) or another path (`X-Original-URL`, `X-Rewrite-URL`: older Symfony and Zend releases).
+    case xHTTPMethodOverride, xHTTPMethod, xMethodOverride, xOriginalURL, xRewriteURL
 
     /// The kind of a name held as a String.
     init(_ name: String) {
@@ -49,7 +52,9 @@ package enum KnownField: UInt8, Sendable {
         self.init(name, isToken: false)
     }
 
-    /// The kind of a name a head parser found to be a token (tchars only, so ASCII: never `nonASCII`).
+    /// The kind of a name a head parser found to be a token (tchars only, so ASCII: never `nonASCII`). Out of line:
+    /// inlined, it grew the parser's field loop past what the optimiser inlines into the head parsers.
+    @inline(never)
     init(tokenBytes name: UnsafeBufferPointer<UInt8>) {
         self.init(name, isToken: true)
     }
@@ -73,6 +78,9 @@ package enum KnownField: UInt8, Sendable {
         case 10 where named("keep-alive"): self = .keepAlive
         case 12 where named("content-type"): self = .contentType
         case 12 where named("x-request-id"): self = .xRequestID
+        case 13 where named("x-http-method"): self = .xHTTPMethod
+        case 13 where named("x-rewrite-url"): self = .xRewriteURL
+        case 14 where named("x-original-url"): self = .xOriginalURL
         case 14 where named("content-length"): self = .contentLength
         case 15 where named("x-forwarded-for"): self = .xForwardedFor
         case 16 where named("content-encoding"): self = .contentEncoding
@@ -80,6 +88,8 @@ package enum KnownField: UInt8, Sendable {
         case 16 where named("x-forwarded-host"): self = .xForwardedHost
         case 17 where named("transfer-encoding"): self = .transferEncoding
         case 17 where named("x-forwarded-proto"): self = .xForwardedProto
+        case 17 where named("x-method-override"): self = .xMethodOverride
+        case 22 where named("x-http-method-override"): self = .xHTTPMethodOverride
         default: self = isToken || HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) ? .other : .nonASCII
         }
     }
@@ -112,6 +122,11 @@ package enum KnownField: UInt8, Sendable {
         case .xForwardedHost: canonical = "X-Forwarded-Host"
         case .xForwardedProto: canonical = "X-Forwarded-Proto"
         case .xRequestID: canonical = "X-Request-Id"
+        case .xHTTPMethodOverride: canonical = "X-HTTP-Method-Override"
+        case .xHTTPMethod: canonical = "X-HTTP-Method"
+        case .xMethodOverride: canonical = "X-Method-Override"
+        case .xOriginalURL: canonical = "X-Original-URL"
+        case .xRewriteURL: canonical = "X-Rewrite-URL"
         }
         let spelled = UnsafeBufferPointer(start: canonical.utf8Start, count: canonical.utf8CodeUnitCount)
         if HTTPSyntax.equalBytes(spelled, bytes) { return literal(lowercase: false) }
@@ -142,6 +157,11 @@ package enum KnownField: UInt8, Sendable {
         case .xForwardedHost: lowercase ? "x-forwarded-host" : "X-Forwarded-Host"
         case .xForwardedProto: lowercase ? "x-forwarded-proto" : "X-Forwarded-Proto"
         case .xRequestID: lowercase ? "x-request-id" : "X-Request-Id"
+        case .xHTTPMethodOverride: lowercase ? "x-http-method-override" : "X-HTTP-Method-Override"
+        case .xHTTPMethod: lowercase ? "x-http-method" : "X-HTTP-Method"
+        case .xMethodOverride: lowercase ? "x-method-override" : "X-Method-Override"
+        case .xOriginalURL: lowercase ? "x-original-url" : "X-Original-URL"
+        case .xRewriteURL: lowercase ? "x-rewrite-url" : "X-Rewrite-URL"
         }
     }
 
@@ -353,6 +373,19 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     }
 
     /// Whether a field of a known kind is present.
+    /// Every method-override field (`X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`) as its name
+    /// and value, in order; empty, and nothing allocated, for a request without one.
+    public var methodOverrides: [(name: String, value: String)] {
+        var found: [(name: String, value: String)] = []
+        for index in entries.indices {
+            switch entries[index].known {
+            case .xHTTPMethodOverride, .xHTTPMethod, .xMethodOverride: found.append((self[index].name, value(at: index)))
+            default: break
+            }
+        }
+        return found
+    }
+
     package func contains(kind: KnownField) -> Bool {
         for index in entries.indices where entries[index].known == kind { return true }
         return false

@@ -574,7 +574,9 @@ struct ConnectionMachine {
             }()
             let decision = ev.begin(method: head.method, path: head.target, host: head.header(.host),
                                     contentType: contentType, contentLength: length,
-                                    preflight: Self.isPreflight(head), headerValues: { head.headers.values(named: $0) })
+                                    preflight: Self.isPreflight(head),
+                                    methodOverrides: head.headers.methodOverrides,
+                                    headerValues: { head.headers.values(named: $0) })
             modifiedHeader = ev.routeModifiedHeader
             ratioMax = ev.routeCompressionRatioMax ?? 100
             routeUpstreamBody = ev.routeUpstreamBody

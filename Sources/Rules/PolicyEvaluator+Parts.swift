@@ -179,6 +179,10 @@ extension PolicyEvaluator {
         withPart("fieldValue") { evaluator, part in
             part.valueChecked = true
             guard !evaluator.isStripped(part) else { return .forward }
+            if part.name == PolicyEvaluator.methodParameter, let route = evaluator.routeBox,
+               let violation = evaluator.methodFieldViolation(value, part: part, route: route) {
+                return evaluator.violate(violation, .reject)
+            }
             guard let rule = part.rule, let pattern = rule.value.pattern else { return .forward }
             return evaluator.checkPattern(pattern, value: Array(value), part: part, rule: rule)
         }
@@ -541,6 +545,9 @@ extension PolicyEvaluator {
 
     private func pendingChecks(for part: Part, route: RouteBox) -> PendingChecks {
         var pending: PendingChecks = []
+        if !part.isFile, route.value.methods != nil, part.name == PolicyEvaluator.methodParameter {
+            pending.insert(.value)
+        }
         guard let rule = part.rule else {
             if part.isFile, !route.value.allowTypeMismatch, part.declaredType.map(MediaTypeCompatibility.isGeneric) == false {
                 pending.insert(.type)
@@ -554,6 +561,19 @@ extension PolicyEvaluator {
         }
         if !part.isFile, rule.value.pattern != nil { pending.insert(.value) }
         return pending
+    }
+
+    /// A `_method` form field names the method Symfony (with `enableHttpMethodParameterOverride`, which Laravel
+    /// turns on) and Rack's MethodOverride (Rails, Sinatra) then route a POST by: its value, uppercased, must be
+    /// one of the route's `methods`, like the method-override fields (`overriddenMethodNotAllowed`).
+    func methodFieldViolation(_ value: some Collection<UInt8>, part: Part, route: RouteBox) -> Violation? {
+        guard let methods = route.value.methods else { return nil }
+        var wanted = String(decoding: value, as: UTF8.self).uppercased()
+        guard !methods.contains(wanted) else { return nil }
+        if wanted.utf8.count > 32 { wanted = String(decoding: wanted.utf8.prefix(32), as: UTF8.self) + "…" }
+        return partViolation(.methodNotAllowed, part, rule: route.value.location,
+                             detail: "\(wanted) (the \(PolicyEvaluator.methodParameter) field) not in "
+                                 + methods.joined(separator: " "))
     }
 
     // MARK: - Helpers

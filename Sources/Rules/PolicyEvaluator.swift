@@ -193,6 +193,7 @@ public struct PolicyEvaluator {
     /// of a request field by name, case-insensitive, in order (for `require-header`).
     public mutating func begin(method: String, path: String, host: String? = nil, contentType: String?,
                                contentLength: UInt64?, preflight: Bool = false,
+                               methodOverrides: [(name: String, value: String)] = [],
                                headerValues: (String) -> [String] = { _ in [] }) -> BeginDecision {
         guard case .idle = state else {
             if case .rejected(let violation) = state { return .reject(violation) }
@@ -211,6 +212,11 @@ public struct PolicyEvaluator {
         if let methods = route.value.methods, !methods.contains(method), !exempt {
             let violation = Violation(kind: .methodNotAllowed, rule: route.value.location,
                                       detail: "\(method) not in \(methods.joined(separator: " "))")
+            if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
+        }
+        if let methods = route.value.methods, !exempt,
+           !methodOverrides.isEmpty || queryNames.contains(Self.methodParameter),
+           let violation = Self.overriddenMethodNotAllowed(methods, methodOverrides, path, route.value.location) {
             if case .reject(let violation) = violate(violation, .reject) { return .reject(violation) }
         }
         for condition in route.value.requiredHeaders {
@@ -262,6 +268,41 @@ public struct PolicyEvaluator {
         if read.utf8.count > 200 { read = String(decoding: read.utf8.prefix(200), as: UTF8.self) + "…" }
         return "the path falls under \(policy.describeRoute(routed)) here, but \(ambiguity.reading.readers) read it as '"
             + read + "', under \(policy.describeRoute(ambiguity.route))"
+    }
+
+    /// The query parameter Symfony (with `enableHttpMethodParameterOverride`) and Laravel read as the method.
+    static let methodParameter = "_method"
+
+    /// The `method_not_allowed` violation of a request whose method-override fields or `_method` query parameter
+    /// name a method `methods` does not list: Symfony and Rack read `X-HTTP-Method-Override` on a POST as the
+    /// method, Express's method-override the three fields, so `methods POST;` would let a DELETE through. Each
+    /// value is judged as those frameworks read it, uppercased. Nil when every one is allowed.
+    static func overriddenMethodNotAllowed(_ methods: [String], _ overrides: [(name: String, value: String)],
+                                           _ target: String, _ location: SourceLocation?) -> Violation? {
+        let named = overrides.map { ($0.value, $0.name) } + queryValues(of: target, named: methodParameter)
+            .map { ($0, "the \(methodParameter) query parameter") }
+        for (value, source) in named {
+            let wanted = value.uppercased()
+            guard !methods.contains(wanted) else { continue }
+            var shown = wanted
+            if shown.utf8.count > 32 { shown = String(decoding: shown.utf8.prefix(32), as: UTF8.self) + "…" }
+            return Violation(kind: .methodNotAllowed, rule: location,
+                             detail: "\(shown) (\(source)) not in \(methods.joined(separator: " "))")
+        }
+        return nil
+    }
+
+    /// The decoded values of the query parameter `name` in a request target, in order (`+` is a space).
+    static func queryValues(of target: String, named name: String) -> [String] {
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return [] }
+        var values: [String] = []
+        for pair in target.utf8[target.utf8.index(after: mark)...].split(separator: UInt8(ascii: "&")) {
+            let raw = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            guard let first = raw.first,
+                  String(decoding: Percent.decode(first, plusIsSpace: true), as: UTF8.self) == name else { continue }
+            values.append(raw.count > 1 ? String(decoding: Percent.decode(raw[1], plusIsSpace: true), as: UTF8.self) : "")
+        }
+        return values
     }
 
     /// The decoded names of the query parameters in a request target (`/p?a=1&b` → a, b); `+` is a space,

@@ -142,8 +142,10 @@ enum InspectCommand: Command {
             let values: (String) -> [String] = { name in
                 headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
             }
+            let overrideNames = ["x-http-method-override", "x-http-method", "x-method-override"]
+            let overrides = headers.filter { overrideNames.contains($0.name.lowercased()) }
             switch evaluator!.begin(method: method, path: path, host: host, contentType: ct,
-                                    contentLength: contentLength, headerValues: values) {
+                                    contentLength: contentLength, methodOverrides: overrides, headerValues: values) {
             case .reject(let v):
                 json["error"] = v.kind.name
                 decide(v.status, "reject")

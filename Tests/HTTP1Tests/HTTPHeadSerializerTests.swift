@@ -55,6 +55,33 @@ import Testing
         #expect(serialize(head, framing: .contentLength(1234)) == expected)
     }
 
+    /// Path overrides (older Symfony and Zend read them as the path) are dropped in any spelling; method overrides
+    /// are forwarded (the policy judges them) and listed by `methodOverrides`.
+    @Test func pathOverridesAreDroppedMethodOverridesListed() throws {
+        let request = """
+            POST /upload HTTP/1.1\r
+            Host: app.example\r
+            X-Original-URL: /admin\r
+            x-rewrite-url: /admin\r
+            X-ORIGINAL-URL: /admin\r
+            X-HTTP-Method-Override: DELETE\r
+            x-http-method: PUT\r
+            X-Method-Override: patch\r
+            X-Original-URLs: kept\r
+            \r
+
+            """
+        let head = try #require(parseRequest(request).head)
+        let text = serialize(head, framing: .none)
+        #expect(!text.lowercased().contains("x-original-url:") && !text.lowercased().contains("x-rewrite-url"))
+        #expect(text.contains("X-Original-URLs: kept\r\n"))
+        #expect(text.contains("X-HTTP-Method-Override: DELETE\r\n") && text.contains("X-Method-Override: patch\r\n"))
+        #expect(head.headers.methodOverrides.map { "\($0.name)=\($0.value)" }
+            == ["X-HTTP-Method-Override=DELETE", "x-http-method=PUT", "X-Method-Override=patch"])
+        let plain = try #require(parseRequest("GET / HTTP/1.1\r\nHost: a\r\nX-HTTP-Method-Overrid: x\r\n\r\n").head)
+        #expect(plain.headers.methodOverrides.isEmpty)
+    }
+
     @Test func requestFramingChoices() {
         let head = HTTPRequestHead(method: "PUT", target: "/x", headers: ["Host": "h", "Content-Length": "9"])
         let chunked = serialize(head, framing: .chunked)

@@ -10,7 +10,8 @@ import TestRandom
     static let knownNames = [
         "accept", "connection", "content-encoding", "content-length", "content-type", "expect", "host", "keep-alive",
         "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "via", "x-forwarded-for",
-        "x-forwarded-host", "x-forwarded-proto", "x-request-id",
+        "x-forwarded-host", "x-forwarded-proto", "x-request-id", "x-http-method-override", "x-http-method",
+        "x-method-override", "x-original-url", "x-rewrite-url",
     ]
 
     /// A name: a known one in random case, one a byte away from a known one (same length), a random token, or a
