@@ -142,7 +142,8 @@ extension HTTPHeaders.Storage {
             throw .obsFold
         }
         // The name: a table lookup per byte in the shim (the shift-and-test here took about nine instructions).
-        let colon = cl_tchar_span(line.baseAddress, line.count)
+        var underscore: Int32 = 0
+        let colon = cl_field_name_span(line.baseAddress, line.count, &underscore)
         guard colon < line.count, colon > 0 else {
             throw .invalidHeaderName
         }
@@ -166,6 +167,7 @@ extension HTTPHeaders.Storage {
         }
         let name = UnsafeRawBufferPointer(rebasing: line[..<colon])
         appendParsed(line: line, nameCount: colon, value: start..<end,
-                     known: KnownField(tokenBytes: name.assumingMemoryBound(to: UInt8.self)))
+                     known: underscore != 0 ? .underscored
+                        : KnownField(tokenBytes: name.assumingMemoryBound(to: UInt8.self)))
     }
 }

@@ -29,6 +29,10 @@ public struct HTTPForwardingContext: Hashable, Sendable {
     /// Whether the client's X-Forwarded-For values are kept before `clientAddress` (a trusted proxy sent
     /// them); false: X-Forwarded-For is `clientAddress` alone.
     public var keepForwardedFor = true
+    /// Whether fields whose names hold a `_` are left out (`--underscore-headers drop`, the default, as nginx
+    /// does): PHP, CGI and WSGI servers read `X_Forwarded_For` as `X-Forwarded-For`. When they are kept, those
+    /// that read so as a field Formwall sets or drops are still left out.
+    public var dropsUnderscoredFields = true
 
     /// Creates a forwarding context.
     public init(clientAddress: String, scheme: String, requestID: String, defaultHost: String? = nil) {
@@ -118,12 +122,14 @@ public enum HTTPHeadSerializer {
         // The fields' bytes are copied out in place; no String is made.
         let checked = !headers.parsed
         let replacesContentType = context.contentType != nil
+        let dropsUnderscored = context.dropsUnderscoredFields
         headers.forEachField { index, name, value, known in
             let kind = FieldName(known: known, name: name)
             if host == nil && kind.contains(.host) {
                 host = index
             }
             if replacesContentType && kind.contains(.contentType) { return }
+            if known == .underscored && (dropsUnderscored || FieldName(hyphenating: name).dropsFromRequests) { return }
             if !dropsFromRequest(kind, name, headers, hasConnection: scan.connectionMayName(name, known)) {
                 appendField(UnsafeRawBufferPointer(name), UnsafeRawBufferPointer(value), into: &out, checked: checked)
             }
@@ -413,6 +419,16 @@ struct FieldName: OptionSet {
         }
     }
 
+    /// The classes of an underscored name read as a CGI-style server reads it, with `-` for each `_`.
+    init(hyphenating name: UnsafeBufferPointer<UInt8>) {
+        self.init(kind: Array(name.map { $0 == UInt8(ascii: "_") ? UInt8(ascii: "-") : $0 }).withUnsafeBufferPointer {
+            KnownField(bytes: $0)
+        })
+    }
+
+    /// A field the request serializer never forwards: hop-by-hop (Host aside) or replaced.
+    var dropsFromRequests: Bool { contains(.replacedInRequests) || (contains(.hopByHop) && !contains(.host)) }
+
     /// Classifies a name: ASCII names by their kind, others through `lowercased()` and the sets.
     init(_ name: String) {
         let kind = KnownField(name)
@@ -431,7 +447,8 @@ struct FieldName: OptionSet {
             self = .replacedInRequests
         case .contentType: self = .contentType
         case .transferEncoding: self = [.hopByHop, .transferEncoding]
-        case .other, .nonASCII, .accept, .contentEncoding, .xHTTPMethodOverride, .xHTTPMethod, .xMethodOverride:
+        case .other, .nonASCII, .underscored, .accept, .contentEncoding, .xHTTPMethodOverride, .xHTTPMethod,
+             .xMethodOverride:
             self = []
         }
     }

@@ -31,12 +31,24 @@ public struct HTTPHeaderField: Hashable, Sendable {
 /// `HTTPHeaders` compare kinds instead of names.
 package enum KnownField: UInt8, Sendable {
     case other, nonASCII
+    /// An ASCII name holding a `_`: never a known name, but PHP, CGI and WSGI servers read `X_Original_URL` as
+    /// `X-Original-URL` (both become `HTTP_X_ORIGINAL_URL`), so the serializer drops such fields by default.
+    case underscored
     case accept, connection, contentEncoding, contentLength, contentType, expect, host, keepAlive
     case proxyConnection, te, trailer, transferEncoding, upgrade, via, xForwardedFor, xForwardedHost
     case xForwardedProto, xRequestID
     /// Fields that make some backends read another method (`X-HTTP-Method-Override`: Symfony, Rack, Express's
     /// method-override) or another path (`X-Original-URL`, `X-Rewrite-URL`: older Symfony and Zend releases).
     case xHTTPMethodOverride, xHTTPMethod, xMethodOverride, xOriginalURL, xRewriteURL
+
+    /// Whether the kind stands for one name (every kind but `other`, `nonASCII` and `underscored`, whose names
+    /// are compared in full).
+    var isOneName: Bool {
+        switch self {
+        case .other, .nonASCII, .underscored: false
+        default: true
+        }
+    }
 
     /// The kind of a name held as a String.
     init(_ name: String) {
@@ -90,7 +102,13 @@ package enum KnownField: UInt8, Sendable {
         case 17 where named("x-forwarded-proto"): self = .xForwardedProto
         case 17 where named("x-method-override"): self = .xMethodOverride
         case 22 where named("x-http-method-override"): self = .xHTTPMethodOverride
-        default: self = isToken || HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) ? .other : .nonASCII
+        default:
+            if !isToken && !HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) {
+                self = .nonASCII
+            } else {
+                // A head parser's names come here without a `_` (`cl_field_name_span` found those first).
+                self = !isToken && name.contains(UInt8(ascii: "_")) ? .underscored : .other
+            }
         }
     }
 
@@ -103,7 +121,7 @@ package enum KnownField: UInt8, Sendable {
         // bytes in place) or no uppercase letter decides which literal they are.
         let canonical: StaticString
         switch self {
-        case .other, .nonASCII: return nil
+        case .other, .nonASCII, .underscored: return nil
         case .accept: canonical = "Accept"
         case .connection: canonical = "Connection"
         case .contentEncoding: canonical = "Content-Encoding"
@@ -138,7 +156,7 @@ package enum KnownField: UInt8, Sendable {
     /// released on the way out); nil for `other` and `nonASCII`.
     private func literal(lowercase: Bool) -> String? {
         switch self {
-        case .other, .nonASCII: nil
+        case .other, .nonASCII, .underscored: nil
         case .accept: lowercase ? "accept" : "Accept"
         case .connection: lowercase ? "connection" : "Connection"
         case .contentEncoding: lowercase ? "content-encoding" : "Content-Encoding"
@@ -173,7 +191,7 @@ package enum KnownField: UInt8, Sendable {
     func matches(known: KnownField, nameBytes: UnsafeBufferPointer<UInt8>, named name: String) -> Bool {
         guard known == self else { return false }
         switch self {
-        case .other, .nonASCII:
+        case .other, .nonASCII, .underscored:
             var name = name
             return name.withUTF8 { HTTPSyntax.equalsIgnoringCase(nameBytes, $0) }
         default:
@@ -373,13 +391,20 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     }
 
     /// Whether a field of a known kind is present.
-    /// Every method-override field (`X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`) as its name
-    /// and value, in order; empty, and nothing allocated, for a request without one.
+    /// Every method-override field (`X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`, or one of them
+    /// spelled with `_`) as its name and value, in order; empty, and nothing allocated, for a request without one.
     public var methodOverrides: [(name: String, value: String)] {
         var found: [(name: String, value: String)] = []
         for index in entries.indices {
             switch entries[index].known {
             case .xHTTPMethodOverride, .xHTTPMethod, .xMethodOverride: found.append((self[index].name, value(at: index)))
+            case .underscored:
+                // `X_HTTP_Method_Override` is the same field to PHP and CGI servers.
+                let name = self[index].name
+                switch KnownField(String(name.map { $0 == "_" ? "-" : $0 })) {
+                case .xHTTPMethodOverride, .xHTTPMethod, .xMethodOverride: found.append((name, value(at: index)))
+                default: break
+                }
             default: break
             }
         }
@@ -432,7 +457,7 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// The index of the first field called `name` (of kind `kind`): a known kind by its kind alone
     /// (`firstIndex(_:)`), any other name compared in one borrow of the bytes.
     private func firstIndex(_ kind: KnownField, named name: String) -> Int? {
-        guard kind == .other || kind == .nonASCII else { return firstIndex(kind) }
+        guard !kind.isOneName else { return firstIndex(kind) }
         var name = name
         return name.withUTF8 { wanted in
             bytes.withUnsafeBytes { raw in
@@ -466,7 +491,7 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// its value's bytes (`withValue(at:)`) without making a String.
     package func firstIndex(_ kind: KnownField) -> Int? {
         switch kind {
-        case .other, .nonASCII: return nil
+        case .other, .nonASCII, .underscored: return nil
         // A known kind is the name: the bytes need not be read.
         default: return entries.indices.first { entries[$0].known == kind }
         }
@@ -481,7 +506,7 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
     /// The values of every field of a known name, in order (`values(named:)` by kind, as `first(_:)`).
     package func values(_ kind: KnownField) -> [String] {
         switch kind {
-        case .other, .nonASCII: return []
+        case .other, .nonASCII, .underscored: return []
         default: return values(kind, named: "")
         }
     }

@@ -716,6 +716,7 @@ struct ConnectionMachine {
         var forwarding = HTTPForwardingContext(clientAddress: peerIP, scheme: secureFacts == nil ? "http" : "https",
                                                requestID: requestID)
         forwarding.keepForwardedFor = resolution.keepChain
+        forwarding.dropsUnderscoredFields = config.underscoreHeaders == .drop
         forwarding.contentType = upstreamContentType
         // The client-certificate field is Formwall's alone: a client's copy never passes, on any listener.
         if let name = config.tls?.clientSubjectHeader {

@@ -137,6 +137,18 @@ public struct ProxyConfiguration: Sendable {
     public var trustedProxies = TrustedProxies()
     /// Every connection starts with a PROXY protocol header (v1 or v2) naming the client (`--proxy-protocol`).
     public var proxyProtocol = false
+    /// Request fields whose names hold a `_` (`--underscore-headers`): dropped (the default, as nginx's
+    /// `underscores_in_headers off`), or forwarded except those a CGI-style server reads as a field Formwall sets
+    /// or drops (`X_Forwarded_For`, `X_Original_URL`). Method overrides spelled so are judged either way.
+    public var underscoreHeaders: UnderscoreHeaders = .drop
+
+    /// What `--underscore-headers` does with request fields whose names hold a `_`.
+    public enum UnderscoreHeaders: String, Sendable, Hashable {
+        /// Left out of what goes upstream.
+        case drop
+        /// Forwarded, except those read as a field Formwall sets or drops.
+        case forward
+    }
     /// The admin listener (`--admin HOST:PORT`): /metrics, /healthz, /readyz, /rules over plain HTTP/1.1 GET.
     /// Default nil: off.
     public var admin: SocketAddress?

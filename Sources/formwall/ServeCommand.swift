@@ -55,6 +55,10 @@ enum ServeCommand: Command {
                                       incoming X-Forwarded-For is replaced by the peer's address
       --proxy-protocol                every connection starts with a PROXY protocol header (v1 or v2)
                                       naming the client; without one: 400 invalid_proxy_header
+      --underscore-headers drop|forward
+                                      request fields whose names hold a `_` (default drop, as nginx: PHP
+                                      and CGI servers read X_Original_URL as X-Original-URL); forward keeps
+                                      them except those read as a field Formwall sets or drops
       --max-head-bytes N              request head limit (default 16384; 431 beyond)
       --max-headers N                 request header count limit (default 100; 431 beyond)
       --client-header-timeout SEC     whole request head must arrive within (default 10; 408 after)

@@ -17,6 +17,7 @@ extension ServeCommand {
         "tls-certificate", "tls-key", "tls-min-version", "tls-ciphers", "tls-ciphersuites", "tls-client-ca",
         "tls-client-certificate", "tls-client-subject-header", "upstream-ca", "upstream-tls-verify",
         "upstream-tls-certificate", "upstream-tls-key", "antivirus", "antivirus-failure", "antivirus-timeout",
+        "underscore-headers",
     ]
     /// `serve`'s flags; `NAME on;` in the file.
     static let flagOptions: Set<String> = ["single-process", "proxy-protocol", "tls-strict-sni"]
@@ -114,6 +115,12 @@ extension ServeCommand {
             }
         }
         config.proxyProtocol = source.flag("proxy-protocol")
+        if let v = source.value("underscore-headers") {
+            guard let mode = ProxyConfiguration.UnderscoreHeaders(rawValue: v) else {
+                throw ConfigurationError("\(source.label("underscore-headers")) must be drop or forward, got '\(v)'")
+            }
+            config.underscoreHeaders = mode
+        }
         if let v = source.value("trusted-proxies") {
             switch TrustedProxies.parse(v) {
             case .success(let trusted): config.trustedProxies = trusted

@@ -82,6 +82,37 @@ import Testing
         #expect(plain.headers.methodOverrides.isEmpty)
     }
 
+    /// Fields whose names hold a `_` (PHP and CGI servers read `X_Original_URL` as `X-Original-URL`): dropped by
+    /// default; when kept, those read as a field the serializer sets or drops are still left out.
+    @Test func underscoredFields() throws {
+        let request = """
+            POST /upload HTTP/1.1\r
+            Host: app.example\r
+            X_Original_URL: /admin\r
+            X_Forwarded_For: 1.2.3.4\r
+            x_request_id: mine\r
+            Transfer_Encoding: chunked\r
+            Host_Name: kept\r
+            X_HTTP_Method_Override: DELETE\r
+            X_Custom: 1\r
+            \r
+
+            """
+        let head = try #require(parseRequest(request).head)
+        #expect(head.headers.known(at: 1) == .underscored)
+        #expect(head.headers.methodOverrides.map(\.name) == ["X_HTTP_Method_Override"])
+        // Parsed and queried names classify alike, so lookups by name still find underscored fields.
+        #expect(head.headers.values(named: "x_custom") == ["1"] && head.headers.first(named: "X_ORIGINAL_URL") == "/admin")
+        #expect(head.headers.values(named: "x-custom").isEmpty)
+        let dropped = serialize(head, framing: .none)
+        #expect(!dropped.contains("_"), "\(dropped)")
+        var forwarding = context
+        forwarding.dropsUnderscoredFields = false
+        let kept = serialize(head, framing: .none, context: forwarding)
+        let names = kept.split(separator: "\r\n").compactMap { $0.split(separator: ":").first }.filter { $0.contains("_") }
+        #expect(names == ["Host_Name", "X_HTTP_Method_Override", "X_Custom"], "\(kept)")
+    }
+
     @Test func requestFramingChoices() {
         let head = HTTPRequestHead(method: "PUT", target: "/x", headers: ["Host": "h", "Content-Length": "9"])
         let chunked = serialize(head, framing: .chunked)

@@ -39,6 +39,11 @@ import TestRandom
                     let lower = run.withUnsafeBytes { cl_lower_tchar_span($0.baseAddress, $0.count) }
                     let lowerToken = HTTPSyntax.isTokenChar(byte) && !(0x41...0x5A).contains(value)
                     #expect(lower == (lowerToken ? length : position), "byte \(value) at \(position) of \(length)")
+                    // The field-name span is the token span, and says whether its run held a `_`.
+                    var underscore: Int32 = -1
+                    let name = run.withUnsafeBytes { cl_field_name_span($0.baseAddress, $0.count, &underscore) }
+                    #expect(name == span)
+                    #expect((underscore != 0) == run[..<span].contains(UInt8(ascii: "_")), "byte \(value)")
                 }
             }
         }

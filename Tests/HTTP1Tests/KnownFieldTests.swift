@@ -82,6 +82,8 @@ import TestRandom
             #expect(KnownField(name.uppercased()) == kind)
         }
         #expect(KnownField("x-forwarded-fox") == .other)
+        #expect(KnownField("X_Original_URL") == .underscored && KnownField("_") == .underscored)
+        #expect(KnownField("x-original_url") == .underscored)
         #expect(KnownField("\u{212A}eep-alive") == .nonASCII)
     }
 

@@ -121,6 +121,34 @@ def test_listed_methods_pass(stack, headers, path, body, method):
     assert r.status_code == 200 and r.json()["method"] == method, r.text
 
 
+def test_underscore_spellings(stack, tmp_path):
+    """PHP reads `X_HTTP_Method_Override` as `X-HTTP-Method-Override` (both are HTTP_X_HTTP_METHOD_OVERRIDE), and
+    `X_Original_URL` as `X-Original-URL`: the override is judged in any spelling, and fields holding a `_` are
+    dropped by default (`--underscore-headers drop`) or, with `forward`, kept unless read as one Formwall drops."""
+    app, fw = stack
+    direct = post(app.url, "/form", {"X_HTTP_Method_Override": "DELETE", "X_Original_URL": "/admin"}, None, "u")
+    assert direct.json()["method"] == "DELETE" and direct.json()["original_url"] == "/admin", direct.text
+    r = post(fw.url, "/form", {"X_HTTP_Method_Override": "DELETE"}, None, uuid.uuid4().hex)
+    assert r.status_code == 405 and "X_HTTP_Method_Override" in r.json()["detail"], r.text
+    r = post(fw.url, "/form", {"X_HTTP_Method_Override": "put", "X_Original_URL": "/admin", "X_Custom": "1"}, None,
+             uuid.uuid4().hex)
+    assert r.status_code == 200 and r.json()["method"] == "POST" and r.json()["underscored"] == [], r.text
+    rules = tmp_path / "override.rules"
+    rules.write_text(RULES)
+    forwarding = Formwall(tmp_path, app.url, ["--rules", str(rules), "--upstream-body", "spool", "--workers", "1",
+                                              "--underscore-headers", "forward"], name="formwall-forward")
+    try:
+        r = post(forwarding.url, "/form", {"X_HTTP_Method_Override": "put", "X_Original_URL": "/admin",
+                                           "X_Forwarded_Host": "evil", "X_Custom": "1"}, None, uuid.uuid4().hex)
+        assert r.status_code == 200, r.text
+        assert r.json()["method"] == "PUT" and r.json()["original_url"] is None, r.text
+        assert sorted(r.json()["underscored"]) == ["X_Custom", "X_HTTP_Method_Override"], r.text
+        r = post(forwarding.url, "/form", {"X_HTTP_Method_Override": "DELETE"}, None, uuid.uuid4().hex)
+        assert r.status_code == 405, r.text
+    finally:
+        forwarding.kill()
+
+
 def test_path_override_fields_are_dropped(stack):
     app, fw = stack
     direct = post(app.url, "/form", {"X-Original-URL": "/admin", "X-Rewrite-URL": "/admin"}, None, "d")
