@@ -241,8 +241,7 @@ int cl_all_bchars(const void *p, size_t n) {
     return (int)all;
 }
 
-/* RFC 9110 tchar: ALPHA, DIGIT and !#$%&'*+-.^_`|~ (HTTPSyntaxTests checks cl_tchar_span against the grammar);
-   `_` is 2, so that cl_field_name_span can tell a name holding one. */
+/* RFC 9110 tchar: ALPHA, DIGIT and !#$%&'*+-.^_`|~ (HTTPSyntaxTests checks cl_tchar_span against the grammar). */
 static const unsigned char tchar_table[256] = {
     ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
     ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1,
@@ -252,22 +251,8 @@ static const unsigned char tchar_table[256] = {
     ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1,
     ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
     ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1,
-    ['^'] = 1, ['_'] = 2, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
 };
-
-size_t cl_field_name_span(const void *p, size_t n, int *underscore) {
-    const unsigned char *s = (const unsigned char *)p;
-    size_t i = 0;
-    unsigned char seen = 0;
-    while (i < n) {
-        unsigned char t = tchar_table[s[i]];
-        if (!t) break;
-        seen |= t;
-        i++;
-    }
-    *underscore = (seen & 2) != 0;
-    return i;
-}
 
 size_t cl_tchar_span(const void *p, size_t n) {
     const unsigned char *s = (const unsigned char *)p;

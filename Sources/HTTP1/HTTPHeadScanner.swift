@@ -142,8 +142,7 @@ extension HTTPHeaders.Storage {
             throw .obsFold
         }
         // The name: a table lookup per byte in the shim (the shift-and-test here took about nine instructions).
-        var underscore: Int32 = 0
-        let colon = cl_field_name_span(line.baseAddress, line.count, &underscore)
+        let colon = cl_tchar_span(line.baseAddress, line.count)
         guard colon < line.count, colon > 0 else {
             throw .invalidHeaderName
         }
@@ -167,7 +166,6 @@ extension HTTPHeaders.Storage {
         }
         let name = UnsafeRawBufferPointer(rebasing: line[..<colon])
         appendParsed(line: line, nameCount: colon, value: start..<end,
-                     known: underscore != 0 ? .underscored
-                        : KnownField(tokenBytes: name.assumingMemoryBound(to: UInt8.self)))
+                     known: KnownField(tokenBytes: name.assumingMemoryBound(to: UInt8.self)))
     }
 }

@@ -106,8 +106,7 @@ package enum KnownField: UInt8, Sendable {
             if !isToken && !HTTPSyntax.isASCII(UnsafeRawBufferPointer(name)) {
                 self = .nonASCII
             } else {
-                // A head parser's names come here without a `_` (`cl_field_name_span` found those first).
-                self = !isToken && name.contains(UInt8(ascii: "_")) ? .underscored : .other
+                self = HTTPSyntax.containsUnderscore(UnsafeRawBufferPointer(name)) ? .underscored : .other
             }
         }
     }

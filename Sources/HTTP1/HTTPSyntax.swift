@@ -95,6 +95,27 @@ enum HTTPSyntax {
         return (true, high & highBits == 0)
     }
 
+    /// Whether any byte is `_`: eight bytes at a time (`zeroByteMarks` of the word with the underscores cleared),
+    /// the last word overlapping the one before it; under eight bytes, padded with zeros.
+    static func containsUnderscore(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let count = bytes.count
+        guard count > 0, let base = bytes.baseAddress else { return false }
+        let underscores: UInt64 = 0x5F5F_5F5F_5F5F_5F5F
+        guard count >= 8 else {
+            var word: UInt64 = 0
+            withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: bytes) }
+            // The padding's zero bytes are not underscores: only the first `count` bytes' marks count.
+            return zeroByteMarks(word ^ underscores) & ((1 << (UInt64(count) &* 8)) &- 1) != 0
+        }
+        var index = 0
+        while index &+ 8 <= count {
+            if zeroByteMarks((base + index).loadUnaligned(as: UInt64.self) ^ underscores) != 0 { return true }
+            index &+= 8
+        }
+        return index < count
+            && zeroByteMarks((base + (count &- 8)).loadUnaligned(as: UInt64.self) ^ underscores) != 0
+    }
+
     /// Whether every byte is a token character (`isTokenChar`), as a forwarded field name must be.
     static func allTokenBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress else { return true }

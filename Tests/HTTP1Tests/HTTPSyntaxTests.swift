@@ -39,11 +39,23 @@ import TestRandom
                     let lower = run.withUnsafeBytes { cl_lower_tchar_span($0.baseAddress, $0.count) }
                     let lowerToken = HTTPSyntax.isTokenChar(byte) && !(0x41...0x5A).contains(value)
                     #expect(lower == (lowerToken ? length : position), "byte \(value) at \(position) of \(length)")
-                    // The field-name span is the token span, and says whether its run held a `_`.
-                    var underscore: Int32 = -1
-                    let name = run.withUnsafeBytes { cl_field_name_span($0.baseAddress, $0.count, &underscore) }
-                    #expect(name == span)
-                    #expect((underscore != 0) == run[..<span].contains(UInt8(ascii: "_")), "byte \(value)")
+                }
+            }
+        }
+    }
+
+    /// `containsUnderscore` (eight bytes at a time) against a byte search: every byte value at every position of
+    /// names of 1 to 20 bytes, and names holding none.
+    @Test func underscoreSearchAgreesWithTheByteSearch() {
+        for length in 0...20 {
+            let plain = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+            #expect(!plain.withUnsafeBytes(HTTPSyntax.containsUnderscore))
+            for position in 0..<length {
+                for value in [0x5E, 0x5F, 0x60, 0x00, 0xDF, 0x7F, 0x2D] as [UInt8] {
+                    var name = plain
+                    name[position] = value
+                    #expect(name.withUnsafeBytes(HTTPSyntax.containsUnderscore) == (value == 0x5F),
+                            "byte \(value) at \(position) of \(length)")
                 }
             }
         }

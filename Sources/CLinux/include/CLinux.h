@@ -91,10 +91,6 @@ int cl_all_bchars(const void *p, size_t n);
 /// The length of the run of RFC 9110 tchar bytes at the start of `p` (at most `n`).
 size_t cl_tchar_span(const void *p, size_t n);
 
-/// `cl_tchar_span`, setting `*underscore` to whether the run holds a `_` (a field name a CGI-style backend reads
-/// as the same name with `-`).
-size_t cl_field_name_span(const void *p, size_t n, int *underscore);
-
 /// `cl_tchar_span` without the uppercase letters.
 size_t cl_lower_tchar_span(const void *p, size_t n);
 
