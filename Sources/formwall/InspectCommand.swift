@@ -41,7 +41,7 @@ enum InspectCommand: Command {
       --method METHOD        the request method (default POST)
       --host HOST            the request's Host field, for routes with `host` (default none: only routes
                              without `host` match)
-      --header 'NAME: VALUE' a request field, for routes with `require-header` (repeatable)
+      --header 'NAME: VALUE' a request field, for `require-header` and method overrides (repeatable)
       --batch FILE           differential-testing mode: FILE holds records "<content-type>\\n<length>\\n<body>";
                              prints one JSON line per record, feeding each body in pseudo-random chunks
       --seed N               chunking seed for --batch (default 1)

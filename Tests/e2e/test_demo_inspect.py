@@ -160,6 +160,31 @@ def test_inspect_applies_a_policy(tmp_path):
     assert v["part"] == "image" and v["rule"].endswith("demo.rules:14") or v["rule"].startswith(str(ROOT))
 
 
+@pytest.mark.parametrize("extra,kind,status", [
+    (["--path", "/upload/My%20File"], None, None),
+    (["--path", "/upload%2Fx"], "ambiguous_path", 400),
+    (["--path", "/x/..%2Fupload"], "ambiguous_path", 400),
+    (["--path", "/UPLOAD"], "ambiguous_path", 400),
+    (["--path", "/upload", "--header", "X-HTTP-Method-Override: DELETE"], "method_not_allowed", 405),
+    (["--path", "/upload?_method=put"], "method_not_allowed", 405),
+])
+def test_inspect_judges_paths_and_method_overrides_as_backends_read_them(tmp_path, extra, kind, status):
+    """`formwall inspect` runs the head checks the proxy runs: a path a backend reads as another route's
+    (demo.rules has `/upload` and the implicit fallback), and method overrides against `methods POST`."""
+    body = multipart("AaB03x", [("caption", None, b"hi")])
+    src = tmp_path / "body"
+    src.write_bytes(body)
+    r = subprocess.run([BIN, "inspect", "--rules", str(ROOT / "rules" / "demo.rules"), *extra,
+                        "--content-type", "multipart/form-data; boundary=AaB03x", str(src)],
+                       capture_output=True, timeout=30)
+    doc = json.loads(r.stdout)
+    if kind is None:
+        # Every reading puts `/upload/My%20File` under `/upload`: judged there, whatever the body's verdict.
+        assert doc["route"] == "/upload" and doc.get("error") not in ("ambiguous_path", "method_not_allowed"), doc
+        return
+    assert r.returncode == 1 and doc["error"] == kind and doc["status"] == status, doc
+
+
 GIB_FEEDER = r"""
 import json, os, resource, subprocess, sys
 binary, boundary = sys.argv[1], "gib0123456789"
