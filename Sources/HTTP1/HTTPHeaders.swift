@@ -396,7 +396,8 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         var found: [(name: String, value: String)] = []
         for index in entries.indices {
             switch entries[index].known {
-            case .xHTTPMethodOverride, .xHTTPMethod, .xMethodOverride: found.append((self[index].name, value(at: index)))
+            case .xHTTPMethodOverride, .xHTTPMethod, .xMethodOverride:
+                found.append((self[index].name, value(at: index)))
             case .underscored:
                 // `X_HTTP_Method_Override` is the same field to PHP and CGI servers.
                 let name = self[index].name

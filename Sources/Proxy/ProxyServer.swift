@@ -72,7 +72,7 @@ public final class ProxyServer {
         let perWorker = configuration.listeners.count
         if inheritedListeners.isEmpty {
             for address in configuration.listeners {
-                let probe = try TCPListener(bindingTo: address, options: .init(reuseAddress: true, reusePort: false))
+                let probe = try TCPListener(bindingTo: address, options: .addressProbe)
                 try? probe.close()
             }
         } else if inheritedListeners.count != max(1, configuration.workers) * perWorker {

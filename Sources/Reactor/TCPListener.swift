@@ -18,6 +18,16 @@ public final class TCPListener {
         /// (`init(adopting:)` listens) once it is ready to serve, so connections are not accepted before. Default true.
         public var listens = true
 
+        /// A bind that only checks the address is free: SO_REUSEADDR, no SO_REUSEPORT, and no listen(2). A bind
+        /// fails on a port another socket listens on (with or without SO_REUSEPORT) exactly as bind and listen
+        /// do; a probe that listened queued the connections that reached it in that instant, and reset them when
+        /// it closed (a first request reset at start-up, seen once under load in CI).
+        public static var addressProbe: Options {
+            var options = Options(reuseAddress: true, reusePort: false)
+            options.listens = false
+            return options
+        }
+
         /// Default options: SO_REUSEADDR on, SO_REUSEPORT off, backlog 511.
         public init(reuseAddress: Bool = true, reusePort: Bool = false, backlog: Int32 = 511, ipv6Only: Bool = true) {
             self.reuseAddress = reuseAddress

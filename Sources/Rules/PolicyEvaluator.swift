@@ -266,7 +266,8 @@ public struct PolicyEvaluator {
     static func detail(of ambiguity: PathAmbiguity, routed: Int?, in policy: Policy) -> String {
         var read = ambiguity.path
         if read.utf8.count > 200 { read = String(decoding: read.utf8.prefix(200), as: UTF8.self) + "…" }
-        return "the path falls under \(policy.describeRoute(routed)) here, but \(ambiguity.reading.readers) read it as '"
+        return "the path falls under \(policy.describeRoute(routed)) here, but \(ambiguity.reading.readers) "
+            + "read it as '"
             + read + "', under \(policy.describeRoute(ambiguity.route))"
     }
 
@@ -300,7 +301,8 @@ public struct PolicyEvaluator {
             let raw = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
             guard let first = raw.first,
                   String(decoding: Percent.decode(first, plusIsSpace: true), as: UTF8.self) == name else { continue }
-            values.append(raw.count > 1 ? String(decoding: Percent.decode(raw[1], plusIsSpace: true), as: UTF8.self) : "")
+            let value = raw.count > 1 ? Percent.decode(raw[1], plusIsSpace: true) : []
+            values.append(String(decoding: value, as: UTF8.self))
         }
         return values
     }

@@ -75,7 +75,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
 
     /// Every kind, anomalies and filename problems expanded.
     public static var allCases: [ViolationKind] {
-        [.methodNotAllowed, .contentTypeNotAllowed, .headerRequired, .ambiguousPath, .bodyTooLarge, .fieldTooLarge, .fileTooLarge, .fieldTooSmall,
+        [.methodNotAllowed, .contentTypeNotAllowed, .headerRequired, .ambiguousPath, .bodyTooLarge, .fieldTooLarge,
+         .fileTooLarge, .fieldTooSmall,
          .fileTooSmall, .tooManyParts,
          .tooManyFiles, .tooManyFields, .tooManyRepeats, .typeNotAllowed, .sniffedNotAllowed, .embeddedMarkup, .typeMismatch, .extensionNotAllowed,
          .unknownPart, .missingRequired, .patternMismatch, .malformedBody, .encodingNotSupported, .tooManyEncodings,

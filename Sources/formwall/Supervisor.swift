@@ -149,7 +149,7 @@ final class Supervisor {
     func bind() throws {
         // A plain bind first: SO_REUSEPORT would silently share a port another formwall already serves.
         for address in configuration.listeners {
-            let probe = try TCPListener(bindingTo: address, options: .init(reuseAddress: true, reusePort: false))
+            let probe = try TCPListener(bindingTo: address, options: .addressProbe)
             try? probe.close()
         }
         // Bound, not listening: the proxy process listens once it is ready, so the first connections do not

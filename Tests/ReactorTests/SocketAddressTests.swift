@@ -32,6 +32,23 @@ import Testing
         }
     }
 
+    /// The start-up probe (`Options.addressProbe`) finds a port that another socket listens on, SO_REUSEPORT or
+    /// not, and while it is open it completes no handshake: a client that connects in that instant is refused and
+    /// retries, where a listening probe queued it and reset it on closing.
+    @Test func theAddressProbeFindsListenersAndAcceptsNothing() throws {
+        let serving = [TCPListener.Options(reuseAddress: false),
+                       TCPListener.Options(reuseAddress: true, reusePort: true)]
+        for options in serving {
+            let serving = try TCPListener(bindingTo: SocketAddress.parse("127.0.0.1:0"), options: options)
+            #expect(throws: SocketError.addressInUse(serving.localAddress.description)) {
+                _ = try TCPListener(bindingTo: serving.localAddress, options: .addressProbe)
+            }
+        }
+        let probe = try TCPListener(bindingTo: SocketAddress.parse("127.0.0.1:0"), options: .addressProbe)
+        #expect(blockingConnect(port: probe.localPort) == ECONNREFUSED)
+        try probe.close()
+    }
+
     @Test func acceptOnEmptyListenerIsWouldBlockAndPeerAddressIsFormatted() throws {
         let loop = try EventLoop()
         let listener = try TCPListener(bindingTo: SocketAddress.parse("127.0.0.1:0"))
