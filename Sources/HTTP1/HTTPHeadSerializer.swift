@@ -421,9 +421,7 @@ struct FieldName: OptionSet {
 
     /// The classes of an underscored name read as a CGI-style server reads it, with `-` for each `_`.
     init(hyphenating name: UnsafeBufferPointer<UInt8>) {
-        self.init(kind: Array(name.map { $0 == UInt8(ascii: "_") ? UInt8(ascii: "-") : $0 }).withUnsafeBufferPointer {
-            KnownField(bytes: $0)
-        })
+        self.init(kind: KnownField(hyphenating: name))
     }
 
     /// A field the request serializer never forwards: hop-by-hop (Host aside) or replaced.

@@ -50,6 +50,13 @@ package enum KnownField: UInt8, Sendable {
         }
     }
 
+    /// The kind of a name as a CGI-style server reads it, each `_` a `-` (`X_Original_URL` is `X-Original-URL`).
+    init(hyphenating name: some Collection<UInt8>) {
+        self = Array(name.map { $0 == UInt8(ascii: "_") ? UInt8(ascii: "-") : $0 }).withUnsafeBufferPointer {
+            KnownField(bytes: $0)
+        }
+    }
+
     /// The kind of a name held as a String.
     init(_ name: String) {
         if let kind = name.utf8.withContiguousStorageIfAvailable({ KnownField(bytes: $0) }) {
@@ -389,7 +396,6 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         return total
     }
 
-    /// Whether a field of a known kind is present.
     /// Every method-override field (`X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`, or one of them
     /// spelled with `_`) as its name and value, in order; empty, and nothing allocated, for a request without one.
     public var methodOverrides: [(name: String, value: String)] {
@@ -401,7 +407,7 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
             case .underscored:
                 // `X_HTTP_Method_Override` is the same field to PHP and CGI servers.
                 let name = self[index].name
-                switch KnownField(String(name.map { $0 == "_" ? "-" : $0 })) {
+                switch KnownField(hyphenating: name.utf8) {
                 case .xHTTPMethodOverride, .xHTTPMethod, .xMethodOverride: found.append((name, value(at: index)))
                 default: break
                 }
@@ -411,6 +417,7 @@ public struct HTTPHeaders: Hashable, Sendable, RandomAccessCollection, Expressib
         return found
     }
 
+    /// Whether a field of a known kind is present.
     package func contains(kind: KnownField) -> Bool {
         for index in entries.indices where entries[index].known == kind { return true }
         return false

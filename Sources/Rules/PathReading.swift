@@ -112,7 +112,7 @@ public struct PathReading: Sendable, Hashable, CustomStringConvertible {
         }
         if dropsParameters { bytes = Self.droppingParameters(bytes) }
         if decoding == .all {
-            bytes = Self.decoded(bytes)
+            bytes = Percent.decode(bytes, plusIsSpace: false)
             if backslashIsSlash { Self.replaceBackslashes(&bytes) }
         }
         var segments: [ArraySlice<UInt8>] = []
@@ -151,24 +151,6 @@ public struct PathReading: Sendable, Hashable, CustomStringConvertible {
             if byte == UInt8(ascii: "/") { inParameters = false }
             if byte == UInt8(ascii: ";") { inParameters = true }
             if !inParameters { out.append(byte) }
-        }
-        return out
-    }
-
-    /// Every well-formed `%XX` decoded once; a malformed escape stays as written.
-    private static func decoded(_ bytes: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var index = 0
-        while index < bytes.count {
-            if bytes[index] == UInt8(ascii: "%"), bytes.count - index >= 3,
-               let high = ASCII.hexValue(bytes[index + 1]), let low = ASCII.hexValue(bytes[index + 2]) {
-                out.append(high << 4 | low)
-                index += 3
-            } else {
-                out.append(bytes[index])
-                index += 1
-            }
         }
         return out
     }
@@ -219,11 +201,10 @@ extension Policy {
         return nil
     }
 
-    /// How a route is named in an `ambiguous_path` detail: `route /api (file:line)`, or the fallback.
+    /// How a route is named in an `ambiguous_path` detail: `route /api (file:line)`, or the implicit fallback (a
+    /// `route /` without `host` matches every path, so no index means there is none).
     func describeRoute(_ index: Int?) -> String {
-        guard let index else {
-            return fallback.location.map { "the fallback route / (\($0))" } ?? "the implicit fallback"
-        }
+        guard let index else { return "the implicit fallback" }
         let route = routes[index]
         let kind = route.match == .exact ? "= " : ""
         return "route \(kind)\(route.prefix)" + (route.location.map { " (\($0))" } ?? "")

@@ -567,13 +567,12 @@ extension PolicyEvaluator {
     /// turns on) and Rack's MethodOverride (Rails, Sinatra) then route a POST by: its value, uppercased, must be
     /// one of the route's `methods`, like the method-override fields (`overriddenMethodNotAllowed`).
     func methodFieldViolation(_ value: some Collection<UInt8>, part: Part, route: RouteBox) -> Violation? {
-        guard let methods = route.value.methods else { return nil }
-        var wanted = String(decoding: value, as: UTF8.self).uppercased()
-        guard !methods.contains(wanted) else { return nil }
-        if wanted.utf8.count > 32 { wanted = String(decoding: wanted.utf8.prefix(32), as: UTF8.self) + "…" }
-        return partViolation(.methodNotAllowed, part, rule: route.value.location,
-                             detail: "\(wanted) (the \(PolicyEvaluator.methodParameter) field) not in "
-                                 + methods.joined(separator: " "))
+        guard let methods = route.value.methods,
+              let detail = PolicyEvaluator.unlistedOverride(String(decoding: value, as: UTF8.self),
+                                                            from: "the \(PolicyEvaluator.methodParameter) field",
+                                                            methods)
+        else { return nil }
+        return partViolation(.methodNotAllowed, part, rule: route.value.location, detail: detail)
     }
 
     // MARK: - Helpers

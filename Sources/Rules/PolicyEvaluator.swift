@@ -264,11 +264,21 @@ public struct PolicyEvaluator {
     /// An `ambiguous_path` detail: the two routes and who reads the path the other way. The client's path is
     /// quoted as that reading sees it, cut at 200 bytes.
     static func detail(of ambiguity: PathAmbiguity, routed: Int?, in policy: Policy) -> String {
-        var read = ambiguity.path
-        if read.utf8.count > 200 { read = String(decoding: read.utf8.prefix(200), as: UTF8.self) + "…" }
-        return "the path falls under \(policy.describeRoute(routed)) here, but \(ambiguity.reading.readers) "
-            + "read it as '"
-            + read + "', under \(policy.describeRoute(ambiguity.route))"
+        "the path falls under \(policy.describeRoute(routed)) here, but \(ambiguity.reading.readers) read it as '"
+            + clipped(ambiguity.path, to: 200) + "', under \(policy.describeRoute(ambiguity.route))"
+    }
+
+    /// `text` cut to its first `limit` bytes, with `…` after them: details that quote the client stay short.
+    static func clipped(_ text: String, to limit: Int) -> String {
+        text.utf8.count > limit ? String(decoding: text.utf8.prefix(limit), as: UTF8.self) + "…" : text
+    }
+
+    /// The detail of a method override whose value, uppercased as the frameworks read it, `methods` does not list
+    /// (`DELETE (X-HTTP-Method-Override) not in POST PUT`); nil when it lists it.
+    static func unlistedOverride(_ value: String, from source: String, _ methods: [String]) -> String? {
+        let wanted = value.uppercased()
+        guard !methods.contains(wanted) else { return nil }
+        return "\(clipped(wanted, to: 32)) (\(source)) not in \(methods.joined(separator: " "))"
     }
 
     /// The query parameter Symfony (with `enableHttpMethodParameterOverride`) and Laravel read as the method.
@@ -283,42 +293,45 @@ public struct PolicyEvaluator {
         let named = overrides.map { ($0.value, $0.name) } + queryValues(of: target, named: methodParameter)
             .map { ($0, "the \(methodParameter) query parameter") }
         for (value, source) in named {
-            let wanted = value.uppercased()
-            guard !methods.contains(wanted) else { continue }
-            var shown = wanted
-            if shown.utf8.count > 32 { shown = String(decoding: shown.utf8.prefix(32), as: UTF8.self) + "…" }
-            return Violation(kind: .methodNotAllowed, rule: location,
-                             detail: "\(shown) (\(source)) not in \(methods.joined(separator: " "))")
+            guard let detail = unlistedOverride(value, from: source, methods) else { continue }
+            return Violation(kind: .methodNotAllowed, rule: location, detail: detail)
         }
         return nil
     }
 
-    /// The decoded values of the query parameter `name` in a request target, in order (`+` is a space).
-    static func queryValues(of target: String, named name: String) -> [String] {
-        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return [] }
-        var values: [String] = []
+    /// Calls `body` with each query parameter of a request target: its name decoded (`+` is a space, malformed
+    /// escapes stay as written) and its value's bytes as written (nil for a parameter without `=`).
+    static func forEachQueryParameter(of target: String,
+                                      _ body: (_ name: String, _ value: Substring.UTF8View?) -> Void) {
+        // Most targets have no query: a scan of their contiguous bytes says so (the UTF-8 view's own search costs
+        // some 230 instructions for `/upload`).
+        let hasQuery = target.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "?")) } ?? true
+        guard hasQuery, let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return }
         for pair in target.utf8[target.utf8.index(after: mark)...].split(separator: UInt8(ascii: "&")) {
             let raw = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-            guard let first = raw.first,
-                  String(decoding: Percent.decode(first, plusIsSpace: true), as: UTF8.self) == name else { continue }
-            let value = raw.count > 1 ? Percent.decode(raw[1], plusIsSpace: true) : []
-            values.append(String(decoding: value, as: UTF8.self))
+            body(decodedQueryText(raw[0]), raw.count > 1 ? raw[1] : nil)
+        }
+    }
+
+    /// A query name or value decoded: `+` is a space, malformed escapes stay as written.
+    static func decodedQueryText(_ bytes: Substring.UTF8View) -> String {
+        String(decoding: Percent.decode(bytes, plusIsSpace: true), as: UTF8.self)
+    }
+
+    /// The decoded values of the query parameter `name` in a request target, in order (`a` alone has the value "").
+    static func queryValues(of target: String, named name: String) -> [String] {
+        var values: [String] = []
+        forEachQueryParameter(of: target) { parameter, value in
+            if parameter == name { values.append(value.map(decodedQueryText) ?? "") }
         }
         return values
     }
 
-    /// The decoded names of the query parameters in a request target (`/p?a=1&b` → a, b); `+` is a space,
-    /// malformed escapes stay as written.
+    /// The decoded names of the query parameters in a request target (`/p?a=1&b` → a, b).
     static func queryNames(of target: String) -> Set<String> {
-        // Most targets have no query: a scan of their contiguous bytes says so (the UTF-8 view's own search costs
-        // some 230 instructions for `/upload`).
-        let hasQuery = target.utf8.withContiguousStorageIfAvailable { $0.contains(UInt8(ascii: "?")) } ?? true
-        guard hasQuery, let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return [] }
         var names: Set<String> = []
-        for pair in target.utf8[target.utf8.index(after: mark)...].split(separator: UInt8(ascii: "&")) {
-            let raw = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = raw.first, !name.isEmpty else { continue }
-            names.insert(String(decoding: Percent.decode(name, plusIsSpace: true), as: UTF8.self))
+        forEachQueryParameter(of: target) { name, _ in
+            if !name.isEmpty { names.insert(name) }
         }
         return names
     }

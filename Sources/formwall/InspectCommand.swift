@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HTTP1
 import Inspect
 import Multipart
 import Proxy
@@ -142,8 +143,8 @@ enum InspectCommand: Command {
             let values: (String) -> [String] = { name in
                 headers.filter { $0.name.lowercased() == name.lowercased() }.map(\.value)
             }
-            let overrideNames = ["x-http-method-override", "x-http-method", "x-method-override"]
-            let overrides = headers.filter { overrideNames.contains($0.name.lowercased()) }
+            // The proxy's own reading of the override fields (every spelling it judges).
+            let overrides = HTTPHeaders(headers.map { HTTPHeaderField(name: $0.name, value: $0.value) }).methodOverrides
             switch evaluator!.begin(method: method, path: path, host: host, contentType: ct,
                                     contentLength: contentLength, methodOverrides: overrides, headerValues: values) {
             case .reject(let v):
