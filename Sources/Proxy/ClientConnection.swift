@@ -338,7 +338,16 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     // MARK: Timeouts and shutdown
 
     /// Called about once a second by the worker.
-    func tick(now: UInt64) {
+    /// The worker's once-a-second tick. Returns the bytes of buffer storage given back meanwhile (a body held up
+    /// by the upstream: `ConnectionMachine.tick`), for the worker to return to the kernel.
+    @discardableResult
+    func tick(now: UInt64) -> Int {
+        let held = clientIn.capacity + upstreamOut.capacity
+        tickMachine(now: now)
+        return held - clientIn.capacity - upstreamOut.capacity
+    }
+
+    private func tickMachine(now: UInt64) {
         guard !closed else { return }
         // A TLS handshake that has not finished within the header timeout (slow or abandoned) ends here.
         if !secured, now &- acceptedAt > UInt64(worker.config.timeouts.clientHeader * 1e9) {
@@ -350,6 +359,10 @@ final class ClientConnection: EventHandler, BatchEndHandler {
         queue.append(.timer)
         run()
     }
+
+    /// Since when this connection has been idle between requests (or before its first byte) with nothing to
+    /// write; nil when it is busy or closed. The worker closes the longest-idle one at its connection limit.
+    var idleSince: UInt64? { closed ? nil : machine.idleSince }
 
     /// Drain: an idle keep-alive connection closes now; a busy one after its response.
     func drainIfIdle() {

@@ -327,6 +327,9 @@ struct ConnectionMachine {
         return false
     }
 
+    /// Since when the connection has been idle (`isIdle`), for the worker's connection limit; nil when busy.
+    var idleSince: UInt64? { isIdle ? lastActivity : nil }
+
     // MARK: - Events
 
     /// Handles one event at time `now`; the actions to carry out are appended to `out` in order.
@@ -1433,6 +1436,14 @@ struct ConnectionMachine {
         case .exchanging(let ex):
             let receiving = !ex.requestComplete && !ex.bodyDiscarded
             if receiving && wantsClientRead && elapsed < 5_000_000_000 { ex.bodyReadWanted &+= elapsed }
+            if receiving && !wantsClientRead && over(lastActivity, 1) {
+                // The upstream has held the body up for a second (reading paused by backpressure): the input and
+                // output buffers, grown for a streaming body, keep only what they hold (measured: 1 MiB of storage
+                // for 450 KiB of bytes); when the upstream drains, they grow again.
+                settleClientInput()
+                clientIn.shrinkToFit()
+                upstreamOut.shrinkToFit()
+            }
             if receiving && over(lastActivity, t.clientBody) {
                 abort(status: 408, kind: "client_body_timeout", into: &out)
             } else if receiving,

@@ -106,6 +106,10 @@ extension MetricsSnapshot {
         p.sample("formwall_quarantine_bytes_total", r.quarantineBytes)
         p.family("formwall_active_connections", "gauge", help: "Client connections open now.")
         p.sample("formwall_active_connections", activeConnections)
+        p.family("formwall_connection_limit_total", "counter",
+                 help: "At --max-connections: idle connections closed for new ones, and pauses of accepting.")
+        p.sample("formwall_connection_limit_total", labels: [("action", "closed_idle")], r.connectionLimit.closedIdle)
+        p.sample("formwall_connection_limit_total", labels: [("action", "paused")], r.connectionLimit.paused)
         p.counters("formwall_upstream_errors_total", help: "Requests that involved the upstream and ended in error, by upstream server.", label: "server", r.upstreamErrors)
         p.family("formwall_tls_handshakes_total", "counter", help: "TLS handshakes completed with clients.")
         p.sample("formwall_tls_handshakes_total", r.tlsHandshakes)

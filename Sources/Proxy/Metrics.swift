@@ -60,6 +60,13 @@ public struct RequestMetrics: Sendable, Equatable {
     /// TLS handshakes that failed, by reason (`plain_http`, `handshake_failed`, `client_certificate`, `timeout`,
     /// `protocol_error`).
     public var tlsHandshakeFailures: [String: Int] = [:]
+    /// What the connection limit (`--max-connections`) did: idle connections closed to admit new ones, and
+    /// times accepting paused because every connection was busy.
+    public struct ConnectionLimit: Sendable, Equatable {
+        public var closedIdle = 0
+        public var paused = 0
+    }
+    public var connectionLimit = ConnectionLimit()
     /// Whole-request durations, seconds.
     public var requestDuration = Histogram(bounds: Histogram.durationBounds)
     /// Time waiting for the upstream, seconds, for requests that contacted it.
@@ -103,6 +110,8 @@ public struct RequestMetrics: Sendable, Equatable {
         upstreamErrors.merge(other.upstreamErrors, uniquingKeysWith: +)
         tlsHandshakes += other.tlsHandshakes
         tlsHandshakeFailures.merge(other.tlsHandshakeFailures, uniquingKeysWith: +)
+        connectionLimit.closedIdle += other.connectionLimit.closedIdle
+        connectionLimit.paused += other.connectionLimit.paused
         requestDuration.merge(other.requestDuration)
         upstreamDuration.merge(other.upstreamDuration)
     }

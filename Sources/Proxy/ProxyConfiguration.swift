@@ -112,6 +112,12 @@ public struct ProxyConfiguration: Sendable {
     }
     /// Event-loop worker threads, each with its own SO_REUSEPORT listener (`--workers`, default: cores).
     public var workers: Int = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+    /// Client connections one worker keeps open at once (`--max-connections`, default 4096). At the limit, a new
+    /// connection closes the one that has been idle longest (between requests, or before its first byte, with
+    /// nothing left to write); when none is idle, the worker stops accepting until one closes, and new
+    /// connections wait in the listen backlog. With the per-connection worst case of about 2 MiB
+    /// (docs/configuration.md, "Memory per connection") this bounds a worker's memory.
+    public var maxConnections: Int = 4096
     /// How re-encoded multipart bodies travel upstream (`--upstream-body`).
     public var upstreamBody: UpstreamBodyMode = .chunked
     /// Directory for spooled bodies (`--spool-dir`, default /tmp); files are 0600 and always removed.

@@ -199,15 +199,25 @@ final class Worker {
         guard listeners.indices.contains(index), !draining, !acceptPaused else { return }
         let listener = listeners[index].socket
         while true {
+            if clients.count >= config.maxConnections {
+                // At the limit, and only when a connection is waiting (the listener stays armed until one is):
+                // an idle connection makes room for it; with every connection busy, new ones wait in the backlog.
+                guard listener.hasPendingConnection else { return }
+                guard closeLongestIdle() else {
+                    pauseAccepting(atLimit: true)
+                    return
+                }
+            }
             let result: IOResult<TCPSocket>
             do { result = try listener.accept() } catch {
                 // EMFILE/ENFILE and friends. The listener is level-triggered: returning with it armed would
                 // spin. Stop listening, retry on a timer (50 ms doubling to 1 s) or when a connection closes;
                 // the kernel keeps new connections in the backlog meanwhile.
-                pauseAccepting()
+                pauseAccepting(atLimit: false)
                 return
             }
             guard case .processed(let socket) = result else { return }
+            acceptBackoffMs = 0   // a pause after this one is a new one, with the shortest retry
             try? socket.setNoDelay()
             var transport: (any Transport)?
             if config.tlsListeners.contains(index), let tls = tlsServer {
@@ -239,13 +249,44 @@ final class Worker {
     /// Times accepting was paused for lack of descriptors or memory (tests and logs).
     private(set) var acceptPauses = 0
 
-    private func pauseAccepting() {
+    /// At the connection limit (`maxConnections`): closes the connection that has been idle longest, to make room
+    /// for a new one. False when none is idle. Scans this worker's connections, which happens only at the limit.
+    private func closeLongestIdle() -> Bool {
+        var oldest: (client: ClientConnection, since: UInt64)?
+        for client in clients.values {
+            guard let since = client.idleSince else { continue }
+            if oldest.map({ since < $0.since }) ?? true { oldest = (client, since) }
+        }
+        guard let (client, since) = oldest else { return false }
+        let before = clients.count
+        client.drainIfIdle()
+        guard clients.count < before else { return false }
+        if config.admin != nil { metrics.connectionLimit.closedIdle += 1 }
+        logEvent(kind: "connection_limit", level: .warn, "connection limit reached", [
+            .int("worker", index), .int("max_connections", config.maxConnections),
+            .string("action", "closed_idle"), .seconds("idle_s", Double(loop.now() &- since) / 1e9),
+        ])
+        return true
+    }
+
+    /// Stops accepting: at the connection limit (`atLimit`), or after `accept` failed for lack of descriptors or
+    /// memory. Accepting resumes when a connection closes, or on a timer (50 ms, doubling to 1 s), which at the
+    /// limit looks again for a connection that has become idle.
+    private func pauseAccepting(atLimit: Bool) {
         guard !acceptPaused, !listeners.isEmpty else { return }
         acceptPaused = true
-        acceptPauses += 1
-        if acceptPauses == 1 || acceptPauses % 100 == 0 {
-            events.write(.warn, "accept paused", [.int("worker", index), .int("pauses", acceptPauses),
-                                                  .string("error", "out of descriptors or memory")])
+        // A retry on the timer that finds every connection still busy continues the same pause: counted once.
+        if atLimit && acceptBackoffMs == 0 {
+            if config.admin != nil { metrics.connectionLimit.paused += 1 }
+            logEvent(kind: "connection_limit", level: .warn, "connection limit reached", [
+                .int("worker", index), .int("max_connections", config.maxConnections), .string("action", "paused"),
+            ])
+        } else if !atLimit {
+            acceptPauses += 1
+            if acceptPauses == 1 || acceptPauses % 100 == 0 {
+                events.write(.warn, "accept paused", [.int("worker", index), .int("pauses", acceptPauses),
+                                                      .string("error", "out of descriptors or memory")])
+            }
         }
         for l in listeners { try? loop.setInterest([], for: l.registration) }
         acceptBackoffMs = acceptBackoffMs == 0 ? 50 : min(acceptBackoffMs * 2, 1000)
@@ -336,13 +377,17 @@ final class Worker {
     /// instead of staying at the burst's peak: once a burst of connections closed (the count fell to a quarter of
     /// its peak since the last trim, and by at least 256), or once a burst of at least 256 requests on open
     /// connections is over (no request ended since the last tick, no pooled upstream connection left: their
-    /// buffers are freed too). At most once a second per worker.
-    private func returnMemoryAfterBurst() {
+    /// buffers are freed too), or once at least 1 MiB of input buffers of bodies held up by the upstream went back
+    /// (`released`). At most once a second per worker.
+    private func returnMemoryAfterBurst(released: Int) {
         peakClients = max(peakClients, clients.count)
         let connectionsClosed = peakClients - clients.count >= 256 && clients.count * 4 <= peakClients
         let requestsQuiet = requestsSinceTrim >= 256 && requestsSinceTrim == requestsAtLastTick && pool.isEmpty
         requestsAtLastTick = requestsSinceTrim
-        guard connectionsClosed || requestsQuiet else { return }
+        // Input buffers of bodies the upstream holds up went back in this tick (ClientConnection.tick): malloc
+        // keeps such blocks mapped until trimmed.
+        let buffersReleased = released >= 1 << 20
+        guard connectionsClosed || requestsQuiet || buffersReleased else { return }
         _ = cl_malloc_trim()
         peakClients = clients.count
         requestsSinceTrim = 0
@@ -358,8 +403,9 @@ final class Worker {
             for up in self.pool.sweep(now: now, idleLimit: limit) { up.close() }
             if now &- self.lastClientTick >= 1_000_000_000 - 1_000_000 {
                 self.lastClientTick = now
-                for client in Array(self.clients.values) { client.tick(now: now) }
-                self.returnMemoryAfterBurst()
+                var released = 0
+                for client in Array(self.clients.values) { released += max(0, client.tick(now: now)) }
+                self.returnMemoryAfterBurst(released: released)
             }
             self.schedulePoolSweep()
         }

@@ -138,6 +138,25 @@ public final class ByteBuffer {
         writerIndex = 0
     }
 
+    /// Moves the readable bytes into storage of exactly their size, giving the larger storage back (to the pool
+    /// or the allocator; none at all when nothing is readable): for a buffer that grew for a stream and now holds
+    /// a little for a long time. Only when that frees at least `slack` bytes. The readable bytes move to index 0.
+    public func shrinkToFit(slack: Int = 64 * 1024) {
+        let count = readableBytes
+        guard capacity - count >= slack else { return }
+        guard count > 0 else {
+            releaseStorage()
+            return
+        }
+        let newBase = obtain(count)
+        newBase.copyMemory(from: base + readerIndex, byteCount: count)
+        release(base, capacity)
+        base = newBase
+        capacity = count
+        readerIndex = 0
+        writerIndex = count
+    }
+
     // MARK: Index movement
 
     /// Consumes `count` readable bytes.

@@ -277,6 +277,13 @@ public final class OutputQueue {
         reset()
     }
 
+    /// Copies what is lent (`settle`), then keeps the owned bytes in storage of their size
+    /// (`ByteBuffer.shrinkToFit`): for output that waits long on a peer that does not read.
+    public func shrinkToFit() {
+        settle()
+        owned.shrinkToFit()
+    }
+
     /// Gives the owned storage back when nothing is pending.
     public func releaseStorage() {
         guard isEmpty else { return }

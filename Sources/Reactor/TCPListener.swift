@@ -143,6 +143,14 @@ public final class TCPListener {
         }
     }
 
+    /// Whether a connection is queued to be accepted (a `poll` that does not wait). True when `poll` fails, so a
+    /// caller that then tries `accept` finds out for itself.
+    public var hasPendingConnection: Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let ready = poll(&entry, 1, 0)
+        return ready != 0
+    }
+
     /// Stops listening. Deregister from the loop first. Idempotent.
     public func close() throws {
         guard fd >= 0 else { return }

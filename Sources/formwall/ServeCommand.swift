@@ -40,6 +40,11 @@ enum ServeCommand: Command {
                                       verified); with --config, or the name of an
                                       upstream group the file declares (`upstream app { server …; }`)
       --workers N                     event-loop threads (default: number of cores)
+      --max-connections N             client connections each worker keeps open at once (default 4096). At
+                                      the limit a new connection closes the longest-idle keep-alive one;
+                                      with none idle the worker stops accepting until one closes (new
+                                      connections wait in the listen backlog). The descriptor limit is
+                                      raised to fit at start-up, or a warning says it cannot be
       --upstream-body chunked|hold|spool
                                       how re-encoded form bodies go upstream (default chunked: streamed;
                                       hold: file parts with a pending verdict wait in a 0600 temp file
@@ -201,6 +206,7 @@ enum ServeCommand: Command {
             ])
             config.workers = running
         }
+        let descriptors = raiseDescriptorLimit(config)
         let server: ProxyServer
         do {
             server = try ProxyServer(configuration: config, inheritedListeners: inherited?.listeners ?? [],
@@ -238,6 +244,8 @@ enum ServeCommand: Command {
         defer { if let pidFile { PIDFile.remove(pidFile) } }
         var listening: [LogField] = [.string("listen", config.listeners.map { "\($0)" }.joined(separator: ",")),
                                      .string("upstream", config.upstream.authority), .int("workers", config.workers)]
+        listening.append(.int("max_connections", config.maxConnections))
+        if let descriptors { listening.append(.int("descriptor_limit", Int(clamping: descriptors.now))) }
         if let admin = config.admin { listening.append(.string("admin", "\(admin)")) }
         if config.upstreams.count > 1 || config.upstreams[0].servers.count > 1 {
             listening.append(LogField("upstream_groups", .strings(config.upstreams.map(\.name))))
@@ -251,6 +259,31 @@ enum ServeCommand: Command {
         }
         events.write(.info, "stopped")
         return 0
+    }
+
+    /// Descriptors the proxy process may need: a client and an upstream connection for each of `max-connections`
+    /// per worker, and a margin for listeners, spool and quarantine files, logs and the event loops' own.
+    static func descriptorsNeeded(_ config: ProxyConfiguration) -> UInt64 {
+        let connections = UInt64(config.workers).multipliedReportingOverflow(by: UInt64(config.maxConnections))
+        let twice = connections.partialValue.multipliedReportingOverflow(by: 2)
+        guard !connections.overflow, !twice.overflow else { return .max }
+        let (sum, overflow) = twice.partialValue.addingReportingOverflow(256)
+        return overflow ? .max : sum
+    }
+
+    /// Raises the soft descriptor limit to what `max-connections` needs (up to the hard limit), and warns when
+    /// the hard limit is lower: connections past it fail to be accepted (EMFILE) and wait in the backlog.
+    static func raiseDescriptorLimit(_ config: ProxyConfiguration) -> DescriptorLimit.Outcome? {
+        let needed = descriptorsNeeded(config)
+        guard let outcome = DescriptorLimit.raise(toAtLeast: needed) else { return nil }
+        if !outcome.allows(needed) {
+            config.eventLog.write(.warn, "descriptor limit below what max-connections needs", [
+                .int("descriptor_limit", Int(clamping: outcome.now)), .int("hard_limit", Int(clamping: outcome.hard)),
+                .int("needed", Int(clamping: needed)), .int("workers", config.workers),
+                .int("max_connections", config.maxConnections),
+            ])
+        }
+        return outcome
     }
 
     /// Runs the supervisor (the default): validates, binds, then keeps a proxy process running.

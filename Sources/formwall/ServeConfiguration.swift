@@ -9,7 +9,7 @@ import Rules
 extension ServeCommand {
     /// `serve`'s long options that take a value; each is also a configuration-file directive.
     static let valuedOptions: Set<String> = [
-        "config", "listen", "upstream", "workers", "upstream-body", "spool-dir", "trusted-proxies", "max-head-bytes",
+        "config", "listen", "upstream", "workers", "max-connections", "upstream-body", "spool-dir", "trusted-proxies", "max-head-bytes",
         "max-headers", "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
         "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
         "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir",
@@ -76,6 +76,9 @@ extension ServeCommand {
         try tlsSettings(source, schemes: schemes, into: &config)
         config.upstreams = try upstreamGroups(source, resolve: resolve, warn: warn)
         if let v = source.value("workers") { config.workers = try positiveInt(v, source.label("workers")) }
+        if let v = source.value("max-connections") {
+            config.maxConnections = try positiveInt(v, source.label("max-connections"))
+        }
         if let v = source.value("upstream-body") {
             guard let mode = ProxyConfiguration.UpstreamBodyMode(rawValue: v) else {
                 throw ConfigurationError("\(source.label("upstream-body")) must be chunked, hold or spool")

@@ -63,8 +63,13 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         for r in records { one.record(r) }
         var workers = [RequestMetrics(), RequestMetrics(), RequestMetrics()]
         for (i, r) in records.enumerated() { workers[i % 3].record(r) }
+        for (i, w) in workers.indices.enumerated() {
+            workers[w].connectionLimit.closedIdle = i + 1
+            workers[w].connectionLimit.paused = 10 * i
+        }
         var merged = RequestMetrics()
         for w in workers { merged.merge(w) }
+        #expect(merged.connectionLimit == .init(closedIdle: 6, paused: 30))
         // Sums of doubles may differ in the last bits with the order of addition; everything else is exact.
         #expect(abs(merged.requestDuration.sum - one.requestDuration.sum) < 1e-9)
         #expect(abs(merged.upstreamDuration.sum - one.upstreamDuration.sum) < 1e-9)
@@ -128,6 +133,7 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         s.activeConnections = 4
         s.ruleReloadsOK = 2
         s.supervisorRestarts = 1
+        s.requests.connectionLimit.closedIdle = 5
         let text = s.prometheusText()
         let lines = text.split(separator: "\n").map(String.init)
         #expect(lines.first == "# HELP formwall_requests_total Requests finished, by route, decision and status.")
@@ -143,9 +149,11 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         #expect(lines.contains(#"formwall_rule_reloads_total{result="ok"} 2"#))
         #expect(lines.contains(#"formwall_rule_reloads_total{result="failed"} 0"#))
         #expect(lines.contains("formwall_supervisor_restarts_total 1"))
+        #expect(lines.contains(#"formwall_connection_limit_total{action="closed_idle"} 5"#))
+        #expect(lines.contains(#"formwall_connection_limit_total{action="paused"} 0"#))
         // Every family is announced exactly once, HELP before TYPE, before its samples.
         let types = lines.filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
-        #expect(Set(types).count == types.count && types.count == 17)
+        #expect(Set(types).count == types.count && types.count == 18)
         #expect(text.hasSuffix("\n"))
     }
 

@@ -75,6 +75,31 @@ import Testing
         #expect(buffer.readBytes(length: 40) == Array(repeating: UInt8(5), count: 40))
     }
 
+    /// `shrinkToFit` keeps the readable bytes, and only them, in storage of their size, when that frees at least
+    /// the slack; an empty buffer gives its storage back; a later write grows it again.
+    @Test func shrinkToFitKeepsTheReadableBytesInStorageOfTheirSize() throws {
+        let buffer = ByteBuffer(initialCapacity: 0, maxCapacity: 1 << 20)
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 % 251) }
+        try buffer.writeBytes(bytes)
+        #expect(buffer.capacity == 1 << 19)
+        buffer.moveReaderIndex(forwardBy: 100_000)
+        buffer.shrinkToFit()
+        #expect(buffer.capacity == 200_000 && buffer.readerIndex == 0 && buffer.readableBytes == 200_000)
+        #expect(buffer.getBytes(at: 0, length: 200_000) == Array(bytes[100_000...]))
+        buffer.moveReaderIndex(forwardBy: 10)
+        buffer.shrinkToFit()
+        #expect(buffer.capacity == 200_000, "10 bytes are under the default 64 KiB slack: nothing moves")
+        buffer.shrinkToFit(slack: 1)
+        #expect(buffer.capacity == 199_990 && buffer.readBytes(length: 5) == Array(bytes[100_010..<100_015]))
+        let more: [UInt8] = Array(1...10)
+        try buffer.writeBytes(more)   // 5 bytes of room after compacting: it grows
+        #expect(buffer.capacity > 199_990)
+        #expect(buffer.readBytes(length: 199_985)?.suffix(2) == Array(bytes[299_998...]))
+        #expect(buffer.readBytes(length: 10) == more)
+        buffer.shrinkToFit()
+        #expect(buffer.capacity == 0 && buffer.readableBytes == 0)
+    }
+
     /// Reads ask for at least 16 KiB, double the buffer only after a read that filled what it asked for, and
     /// stay under the limit and the cap.
     @Test func adaptiveReadSizes() throws {

@@ -46,6 +46,28 @@ import TestRandom
         #expect(pending(queue).prefix(1) == [2])
     }
 
+    @Test func shrinkToFitSettlesLentSpansAndKeepsThePendingBytesInOrder() throws {
+        let queue = OutputQueue(maxCapacity: 1 << 20, minimumLend: 1)
+        var source: [UInt8] = (0..<200_000).map { UInt8(truncatingIfNeeded: $0 % 251) }
+        var expected: [UInt8] = []
+        source.withUnsafeMutableBytes { raw in
+            let slice = UnsafeRawBufferPointer(raw)
+            queue.lendable = slice
+            try? queue.write(Array(repeating: 1, count: 150_000))
+            try? queue.append(UnsafeRawBufferPointer(rebasing: slice[0..<120_000]))   // lent
+            try? queue.write([2, 3])
+            queue.lendable = nil
+            queue.consume(100_000)
+            expected = pending(queue)
+            #expect(queue.lentBytes == 120_000)
+            queue.shrinkToFit()
+            #expect(queue.lentBytes == 0, "nothing may point into the input once it shrank")
+            raw[0] = 99   // the source may now change
+        }
+        #expect(queue.capacity == queue.pendingBytes && queue.pendingBytes == 170_002)
+        #expect(pending(queue) == expected)
+    }
+
     @Test func settleCopiesWhatIsStillLentSoTheSourceMayChange() throws {
         let queue = OutputQueue(maxCapacity: 1 << 16, minimumLend: 1)
         var source: [UInt8] = Array(0..<100)

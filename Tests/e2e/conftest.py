@@ -67,10 +67,10 @@ def formwall_factory(tmp_path, request):
     started: list[Formwall] = []
 
     def start(upstream_url: str | None, *args: str, port: int | None = None,
-              env: dict[str, str | None] | None = None) -> Formwall:
+              env: dict[str, str | None] | None = None, preexec=None) -> Formwall:
         name = f"formwall{len(started)}"
         _attach(request, "formwall stderr", tmp_path / f"{name}.stderr")
-        fw = Formwall(tmp_path, upstream_url, list(args), name=name, port=port, env=env)
+        fw = Formwall(tmp_path, upstream_url, list(args), name=name, port=port, env=env, preexec=preexec)
         started.append(fw)
         return fw
 

@@ -213,10 +213,10 @@ class Formwall:
     """`formwall serve` in a subprocess; ready when its port accepts connections."""
 
     def __init__(self, workdir: Path, upstream_url: str | None, args: list[str] = (), name: str = "formwall",
-                 port: int | None = None, env: dict[str, str | None] | None = None):
+                 port: int | None = None, env: dict[str, str | None] | None = None, preexec=None):
         """`upstream_url` None: no --upstream (a --config file names it). `port`: the port a --config file
         listens on, when the command line gives no --listen. `env`: variables set over the test's environment
-        (None removes one)."""
+        (None removes one). `preexec`: run in the child before formwall starts (resource limits)."""
         binary = formwall_binary()
         if not binary.exists():
             raise FileNotFoundError(
@@ -244,7 +244,7 @@ class Formwall:
                 else:
                     environment[key] = value
         self.proc = subprocess.Popen(self.argv, stdout=self._stdout, stderr=self._stderr,
-                                     stdin=subprocess.DEVNULL, env=environment)
+                                     stdin=subprocess.DEVNULL, env=environment, preexec_fn=preexec)
         self.stopped_by_test = False
         self._wait_ready()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import socket
@@ -12,6 +13,8 @@ import pytest
 
 from e2e_helpers import (
     FilePart,
+    curl,
+    sha256,
     PeerClosed,
     RawConn,
     assert_json_error,
@@ -186,6 +189,25 @@ def test_upstream_within_response_timeout_is_fine(upstream_factory, formwall_fac
     fw = formwall_factory(up.url, "--upstream-response-timeout", "3")
     resp = raw_request(fw.port, b"GET /ok?delay=0.3 HTTP/1.1\r\nHost: app.test\r\n\r\n", timeout=10)
     assert resp.status == 200 and resp.json()["path"] == "/ok?delay=0.3"
+
+
+def test_upload_held_up_by_the_upstream_arrives_whole(upstream, formwall_factory, tmp_path):
+    """The upstream reads nothing for 3 s after the head (`stall=3`) while curl pushes 24 MiB: Formwall stops
+    reading the client, shrinks its buffers to what they hold after a second (ConnectionMachine.tick), then
+    streams the rest once the upstream reads. werkzeug's parse of the file must match the file byte for byte."""
+    fw = formwall_factory(upstream.url, "--workers", "1")
+    data = os.urandom(24 << 20)
+    path = tmp_path / "held.bin"
+    path.write_bytes(data)
+    out = curl("-sS", "-o", "-", "-w", "\n%{http_code}", "-F", "note=held up", "-F", f"doc=@{path};filename=held.bin",
+               f"{fw.url}/upload?stall=3")
+    body, _, code = out.stdout.decode().rpartition("\n")
+    assert code == "200", out.stderr
+    answer = json.loads(body)
+    assert answer["body_complete"] is True
+    assert answer["fields"]["note"] == ["held up"]
+    [doc] = answer["files"]["doc"]
+    assert doc["size"] == len(data) and doc["sha256"] == sha256(data)
 
 
 # ---------------------------------------------------------------------------------------------

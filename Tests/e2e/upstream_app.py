@@ -23,7 +23,8 @@ A ``request_start`` line is logged as soon as a request head has been read.
 
 Query parameters on any path shape the response (so tests can drive the upstream through the
 proxy): ``status=N``, ``resp=length|chunked|close`` (framing), ``size=N`` (answer N deterministic
-bytes instead of JSON), ``delay=S`` (wait S seconds before answering), ``die=1`` (headers and part
+bytes instead of JSON), ``delay=S`` (wait S seconds before answering), ``stall=S`` (wait S seconds
+after the head before reading the body: an upstream that holds a streaming body up), ``die=1`` (headers and part
 of the body, Content-Length or chunked per ``resp``, then close), ``hdr=Name:Value`` (extra response header, repeatable).
 
 On start it prints ``READY <port>`` on stdout (``--port 0`` picks a free port).
@@ -387,6 +388,9 @@ def make_handler(upstream: Upstream):
                 "request_id": headers.get("x-request-id"),
             }
             upstream.log({"event": "request_start", **base})
+            stall = float(query.get("stall", [0])[0])
+            if stall > 0:
+                time.sleep(stall)  # the behaviour under test (an upstream not reading the body), not a test wait
 
             # http.server's parse_request already answered "100 Continue" (handle_expect_100).
             base["expect_100"] = self.headers.get("Expect", "").lower().strip() == "100-continue"

@@ -120,7 +120,8 @@ def main():
             exe = args.formwall
             port = base.free_port()
             p = base.PROCS.start([exe, "serve", "--single-process", "--listen", f"127.0.0.1:{port}",
-                                  "--upstream", f"http://127.0.0.1:{uport}", "--workers", str(args.workers)],
+                                  "--upstream", f"http://127.0.0.1:{uport}", "--workers", str(args.workers),
+                                  "--max-connections", str(cap)],
                                  stdout=subprocess_devnull(), stderr=subprocess_devnull())
             why = base.wait_port(port, p, args.ready_timeout)
             if why:

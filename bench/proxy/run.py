@@ -501,7 +501,8 @@ def start_target(args, directory, name, uport):
     """Starts proxy `name` (formwall, nginx, nginx-tuned, haproxy or relay) with its files in `directory`, in front of
     the sink on `uport`. Raises RuntimeError when it does not come up, SystemExit for an unknown name."""
     if name == "formwall":
-        target, reason = start_formwall(args, directory, uport)
+        # `args.formwall_extra`: more `serve` options a script gives every formwall it starts (soak.py's limit).
+        target, reason = start_formwall(args, directory, uport, extra=getattr(args, "formwall_extra", ()))
         if target is None:
             raise RuntimeError(reason)
         return target

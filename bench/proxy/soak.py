@@ -246,6 +246,7 @@ def main():
     base.NGINX_CONF = base.NGINX_CONF.replace("worker_connections 4096;", f"worker_connections {cap};").replace(
         "worker_processes {workers};", f"worker_processes {{workers}};\nworker_rlimit_nofile {cap + 64};")
     base.HAPROXY_CONF = base.HAPROXY_CONF.replace("maxconn 4096", f"maxconn {min(cap, (nofile[1] - 256) // 2)}")
+    args.formwall_extra = ["--max-connections", str(cap)]   # per worker, as nginx's worker_connections
 
     workdir = tempfile.mkdtemp(prefix="formwall-soak-")
     os.chmod(workdir, 0o755)
