@@ -236,6 +236,9 @@ struct ConnectionMachine {
     private(set) var now: UInt64
     /// The last time client bytes arrived (body idle timeout, keep-alive timeout).
     private var lastActivity: UInt64
+    /// The last tick at which a request body was held up by the upstream (reading paused by backpressure): the
+    /// client body timeout counts the client's silence only from here, while Formwall wants to read.
+    private var heldUpAt: UInt64 = 0
     private var lastTick: UInt64
     /// Bytes still allowed to be discarded while answering and lingering; nil until discarding starts.
     private var lingerBudget: Int?
@@ -1436,7 +1439,8 @@ struct ConnectionMachine {
         case .exchanging(let ex):
             let receiving = !ex.requestComplete && !ex.bodyDiscarded
             if receiving && wantsClientRead && elapsed < 5_000_000_000 { ex.bodyReadWanted &+= elapsed }
-            if receiving && !wantsClientRead && over(lastActivity, 1) {
+            let heldUp = receiving && !wantsClientRead
+            if heldUp && over(lastActivity, 1) {
                 // The upstream has held the body up for a second (reading paused by backpressure): the input and
                 // output buffers, grown for a streaming body, keep only what they hold (measured: 1 MiB of storage
                 // for 450 KiB of bytes); when the upstream drains, they grow again.
@@ -1444,8 +1448,20 @@ struct ConnectionMachine {
                 clientIn.shrinkToFit()
                 upstreamOut.shrinkToFit()
             }
-            if receiving && over(lastActivity, t.clientBody) {
+            if heldUp { heldUpAt = now }
+            if receiving && over(max(lastActivity, heldUpAt), t.clientBody) {
+                // The client has been silent this long while Formwall wanted to read: its timeout, not the
+                // upstream's.
                 abort(status: 408, kind: "client_body_timeout", into: &out)
+            } else if heldUp, ex.upstreamConnected, over(max(ex.upstreamActivity, lastActivity), t.upstreamResponse) {
+                // The upstream has taken no byte of the body and sent nothing for the response timeout, and the
+                // client waits on it (nginx's proxy_send_timeout): the upstream's failure.
+                out.append(.log(FailureLine(kind: "upstream", msg: "upstream stopped reading the request",
+                                            requestID: ex.requestID,
+                                            error: "no request byte taken for \(t.upstreamResponse) s",
+                                            upstream: serverName(ex))))
+                reportHealth(ex, ok: false, into: &out)
+                abort(status: 504, kind: "upstream_timeout", into: &out)
             } else if receiving,
                       BodyRate.tooSlow(bytes: ex.body?.bytesIn ?? 0, readingNanos: ex.bodyReadWanted,
                                        minRate: t.clientBodyMinRate, grace: t.clientBodyRateGrace) {

@@ -67,10 +67,12 @@ enum ServeCommand: Command {
       --max-head-bytes N              request head limit (default 16384; 431 beyond)
       --max-headers N                 request header count limit (default 100; 431 beyond)
       --client-header-timeout SEC     whole request head must arrive within (default 10; 408 after)
-      --client-body-timeout SEC       longest silence during a request body (default 60; 408 after)
+      --client-body-timeout SEC       longest client silence during a request body while Formwall wants to
+                                      read it (default 60; 408 after)
       --keepalive-timeout SEC         idle client keep-alive connections (default 75)
       --upstream-connect-timeout SEC  connecting to the upstream (default 5; 504 after)
-      --upstream-response-timeout SEC longest upstream silence once the request is sent (default 60; 504)
+      --upstream-response-timeout SEC longest upstream silence once the request is sent, or while it takes
+                                      no byte of a body that waits for it (default 60; 504)
       --drain-timeout SEC             how long SIGTERM waits for in-flight requests (default 30)
       --client-body-min-rate BYTES    slowest average body rate accepted, per second of reading (default
                                       1024; 0 off); slower bodies get 408 client_body_too_slow

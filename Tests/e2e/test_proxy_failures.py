@@ -12,8 +12,11 @@ import uuid
 import pytest
 
 from e2e_helpers import (
+    IO_TIMEOUT,
     FilePart,
     curl,
+    events_with,
+    wait_until,
     sha256,
     PeerClosed,
     RawConn,
@@ -194,8 +197,10 @@ def test_upstream_within_response_timeout_is_fine(upstream_factory, formwall_fac
 def test_upload_held_up_by_the_upstream_arrives_whole(upstream, formwall_factory, tmp_path):
     """The upstream reads nothing for 3 s after the head (`stall=3`) while curl pushes 24 MiB: Formwall stops
     reading the client, shrinks its buffers to what they hold after a second (ConnectionMachine.tick), then
-    streams the rest once the upstream reads. werkzeug's parse of the file must match the file byte for byte."""
-    fw = formwall_factory(upstream.url, "--workers", "1")
+    streams the rest once the upstream reads. werkzeug's parse of the file must match the file byte for byte.
+    The client body timeout (1 s here) does not run while the upstream holds the body up: the client is not
+    silent, Formwall is not reading it."""
+    fw = formwall_factory(upstream.url, "--workers", "1", "--client-body-timeout", "1")
     data = os.urandom(24 << 20)
     path = tmp_path / "held.bin"
     path.write_bytes(data)
@@ -208,6 +213,24 @@ def test_upload_held_up_by_the_upstream_arrives_whole(upstream, formwall_factory
     assert answer["fields"]["note"] == ["held up"]
     [doc] = answer["files"]["doc"]
     assert doc["size"] == len(data) and doc["sha256"] == sha256(data)
+
+
+def test_upstream_that_stops_reading_the_body_is_504(upstream, formwall_factory, tmp_path):
+    """The upstream takes no byte of a 24 MiB body for 6 s (`stall=6`) with --upstream-response-timeout 1:
+    504 upstream_timeout (nginx: proxy_send_timeout), not a 408 that blames the client; logged on stderr."""
+    fw = formwall_factory(upstream.url, "--workers", "1", "--upstream-response-timeout", "1")
+    path = tmp_path / "held.bin"
+    path.write_bytes(os.urandom(24 << 20))
+    start = time.monotonic()
+    out = curl("-sS", "-o", "-", "-w", "\n%{http_code}", "-F", f"doc=@{path};filename=held.bin",
+               f"{fw.url}/upload?stall=6")
+    body, _, code = out.stdout.decode().rpartition("\n")
+    assert code == "504", (code, body[:300])
+    assert json.loads(body)["error"] == "upstream_timeout"
+    assert time.monotonic() - start < 5
+    [line] = wait_until(lambda: events_with(fw.stderr_text(), "upstream stopped reading the request"), IO_TIMEOUT,
+                        what="the failure line")
+    assert line["level"] == "error" and line["kind"] == "upstream" and line["upstream"] == upstream.url.split("//")[1]
 
 
 # ---------------------------------------------------------------------------------------------
