@@ -239,6 +239,12 @@ struct ConnectionMachine {
     /// The last tick at which a request body was held up by the upstream (reading paused by backpressure): the
     /// client body timeout counts the client's silence only from here, while Formwall wants to read.
     private var heldUpAt: UInt64 = 0
+    /// The last tick at which a response was held up by the client (reading the upstream paused by
+    /// backpressure): the upstream response timeout counts the upstream's silence only from here.
+    private var responseHeldUpAt: UInt64 = 0
+    /// Since when bytes for the client have waited in `clientOut` without the client taking any (the last write
+    /// that made progress, or the tick that first saw them waiting); 0 while `clientOut` is empty.
+    private var clientWaitingSince: UInt64 = 0
     private var lastTick: UInt64
     /// Bytes still allowed to be discarded while answering and lingering; nil until discarding starts.
     private var lingerBudget: Int?
@@ -372,6 +378,7 @@ struct ConnectionMachine {
             peerGone(into: &out)
             return
         case .clientWrote:
+            clientWaitingSince = clientOut.readableBytes == 0 ? 0 : now
             if case .closing = state, clientOut.readableBytes == 0 {
                 finishClosing(into: &out)
                 return
@@ -1449,7 +1456,16 @@ struct ConnectionMachine {
                 upstreamOut.shrinkToFit()
             }
             if heldUp { heldUpAt = now }
-            if receiving && over(max(lastActivity, heldUpAt), t.clientBody) {
+            if clientOut.readableBytes == 0 {
+                clientWaitingSince = 0
+            } else if clientWaitingSince == 0 {
+                clientWaitingSince = now
+            }
+            if ex.upstreamConnected && !ex.upReadEnded && !wantsUpstreamRead { responseHeldUpAt = now }
+            if clientWaitingSince != 0 && over(clientWaitingSince, t.clientSend) {
+                // The client has taken no byte of the response for this long: its timeout (nginx's send_timeout).
+                abort(status: 408, kind: "client_send_timeout", into: &out)
+            } else if receiving && over(max(lastActivity, heldUpAt), t.clientBody) {
                 // The client has been silent this long while Formwall wanted to read: its timeout, not the
                 // upstream's.
                 abort(status: 408, kind: "client_body_timeout", into: &out)
@@ -1474,7 +1490,9 @@ struct ConnectionMachine {
                     abort(status: 504, kind: "upstream_connect_timeout", into: &out)
                 }
             } else if ex.upstreamConnected, let done = ex.requestCompletedAt ?? ex.bodyDiscardedAt,
-                      over(max(ex.upstreamActivity, done), t.upstreamResponse) {
+                      over(max(ex.upstreamActivity, done, responseHeldUpAt), t.upstreamResponse) {
+                // Silent this long while Formwall wanted to read it: time in which the client held the response
+                // up (`responseHeldUpAt`) is the client's, and its send timeout's.
                 reportHealth(ex, ok: false, into: &out)
                 abort(status: 504, kind: "upstream_timeout", into: &out)
             }

@@ -338,6 +338,10 @@ public struct ProxyConfiguration: Sendable {
         public var clientBody: Double = 60
         /// Idle keep-alive client connection. Default 75 s; closed silently.
         public var clientKeepAlive: Double = 75
+        /// Longest time the client takes no byte of a response that Formwall has for it (nginx's `send_timeout`).
+        /// Default 60 s; the response is cut and the connection closed (audit reason `client_send_timeout`).
+        /// Meanwhile the upstream, not read because of it, is not timed out.
+        public var clientSend: Double = 60
         /// Connecting to the upstream. Default 5 s; 504 after.
         public var upstreamConnect: Double = 5
         /// Longest silence from the upstream while a response is awaited or streamed. Default 60 s; 504 after.

@@ -69,6 +69,8 @@ enum ServeCommand: Command {
       --client-header-timeout SEC     whole request head must arrive within (default 10; 408 after)
       --client-body-timeout SEC       longest client silence during a request body while Formwall wants to
                                       read it (default 60; 408 after)
+      --client-send-timeout SEC       longest time the client takes no byte of a response Formwall has for
+                                      it (default 60; the response is cut, the connection closed)
       --keepalive-timeout SEC         idle client keep-alive connections (default 75)
       --upstream-connect-timeout SEC  connecting to the upstream (default 5; 504 after)
       --upstream-response-timeout SEC longest upstream silence once the request is sent, or while it takes

@@ -10,7 +10,7 @@ extension ServeCommand {
     /// `serve`'s long options that take a value; each is also a configuration-file directive.
     static let valuedOptions: Set<String> = [
         "config", "listen", "upstream", "workers", "max-connections", "upstream-body", "spool-dir", "trusted-proxies", "max-head-bytes",
-        "max-headers", "client-header-timeout", "client-body-timeout", "keepalive-timeout", "upstream-connect-timeout",
+        "max-headers", "client-header-timeout", "client-body-timeout", "client-send-timeout", "keepalive-timeout", "upstream-connect-timeout",
         "upstream-response-timeout", "drain-timeout", "client-body-min-rate", "client-body-rate-grace",
         "upstream-idle-timeout", "linger-time", "linger-timeout", "linger-bytes", "rules", "quarantine-dir",
         "quarantine-max", "quarantine-retention", "audit-log", "audit-rotate", "audit-keep", "audit-field", "pid-file", "admin", "log-level", "log-format",
@@ -135,6 +135,7 @@ extension ServeCommand {
         if let v = source.value("max-headers") { config.http.maxHeaderCount = try positiveInt(v, source.label("max-headers")) }
         if let v = source.value("client-header-timeout") { config.timeouts.clientHeader = try seconds(v, source.label("client-header-timeout")) }
         if let v = source.value("client-body-timeout") { config.timeouts.clientBody = try seconds(v, source.label("client-body-timeout")) }
+        if let v = source.value("client-send-timeout") { config.timeouts.clientSend = try seconds(v, source.label("client-send-timeout")) }
         if let v = source.value("keepalive-timeout") { config.timeouts.clientKeepAlive = try seconds(v, source.label("keepalive-timeout")) }
         if let v = source.value("upstream-connect-timeout") { config.timeouts.upstreamConnect = try seconds(v, source.label("upstream-connect-timeout")) }
         if let v = source.value("upstream-response-timeout") { config.timeouts.upstreamResponse = try seconds(v, source.label("upstream-response-timeout")) }

@@ -10,12 +10,14 @@ import time
 import uuid
 
 import pytest
+from upstream_app import deterministic_bytes
 
 from e2e_helpers import (
     IO_TIMEOUT,
     FilePart,
     curl,
     events_with,
+    json_lines,
     wait_until,
     sha256,
     PeerClosed,
@@ -231,6 +233,59 @@ def test_upstream_that_stops_reading_the_body_is_504(upstream, formwall_factory,
     [line] = wait_until(lambda: events_with(fw.stderr_text(), "upstream stopped reading the request"), IO_TIMEOUT,
                         what="the failure line")
     assert line["level"] == "error" and line["kind"] == "upstream" and line["upstream"] == upstream.url.split("//")[1]
+
+
+def _download_paused(fw, pause: float, size: int) -> tuple[int, bool]:
+    """GET `size` deterministic bytes through Formwall, reading nothing for `pause` seconds first (the kernel's
+    buffers on both sides hold far less than `size`). Returns (body bytes that match, whether the body was
+    complete)."""
+    c = socket.create_connection(("127.0.0.1", fw.port))
+    c.sendall(f"GET /big?size={size} HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n".encode())
+    time.sleep(pause)   # the behaviour under test: a client that stops reading a download
+    c.settimeout(IO_TIMEOUT)
+    data = bytearray()
+    try:
+        while True:
+            chunk = c.recv(1 << 20)
+            if not chunk:
+                break
+            data += chunk
+    except (ConnectionResetError, socket.timeout):
+        pass
+    finally:
+        c.close()
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    expected = deterministic_bytes(size)
+    return (len(body) if body == expected[:len(body)] else -1), len(body) == size
+
+
+def test_client_that_stops_reading_is_not_the_upstreams_timeout(upstream, formwall_factory, tmp_path):
+    """A client reads nothing of a 30 MB download for 4 s, with --upstream-response-timeout 1: Formwall stops
+    reading the upstream meanwhile, and that is the client's doing. The download completes, intact (before: cut
+    after the upstream timeout, audited as upstream_timeout, and the server reported to passive health)."""
+    audit = tmp_path / "audit.jsonl"
+    fw = formwall_factory(upstream.url, "--workers", "1", "--upstream-response-timeout", "1",
+                          "--audit-log", str(audit))
+    matched, complete = _download_paused(fw, 4, 30_000_000)
+    assert complete and matched == 30_000_000
+    rec = wait_until(lambda: json_lines(audit), IO_TIMEOUT, what="the audit record")[-1]
+    assert (rec["decision"], rec["status"], rec["reason"]) == ("allow", 200, None)
+
+
+def test_client_that_stops_reading_is_cut_after_the_send_timeout(upstream, formwall_factory, tmp_path):
+    """The same client with --client-send-timeout 2: the response is cut and audited as client_send_timeout,
+    not as the upstream's failure; what arrived before the cut is the response's start, byte for byte."""
+    audit = tmp_path / "audit.jsonl"
+    fw = formwall_factory(upstream.url, "--workers", "1", "--upstream-response-timeout", "1",
+                          "--client-send-timeout", "2", "--audit-log", str(audit))
+    start = time.monotonic()
+    matched, complete = _download_paused(fw, 5, 30_000_000)
+    assert not complete and matched > 0
+    rec = wait_until(lambda: json_lines(audit), IO_TIMEOUT, what="the audit record")[-1]
+    assert (rec["decision"], rec["status"], rec["reason"]) == ("aborted", 200, "client_send_timeout")
+    assert 2 <= rec["duration_ms"] / 1000 < 4.5
+    assert time.monotonic() - start < 10
+    assert not events_with(fw.stderr_text(), "upstream marked down")
 
 
 # ---------------------------------------------------------------------------------------------
