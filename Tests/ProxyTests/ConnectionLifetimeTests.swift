@@ -17,12 +17,7 @@ import Testing
         try send(fd, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Type: application/octet-stream\r\n"
             + "Content-Length: 100000\r\n\r\n" + String(repeating: "x", count: 1000))
         // The request streams upstream: the exchange holds an attached upstream connection.
-        var received: [UInt8] = []
-        #expect(try bench.run {
-            guard try bench.acceptUpstream() else { return false }
-            received += try bench.readUpstream()
-            return received.count > 1000
-        })
+        #expect(try bench.receiveUpstream { $0.count > 1000 })
         #expect(bench.worker.clients.count == 1)
         weak let client = bench.worker.clients.values.first
         #expect(client != nil)
@@ -36,12 +31,7 @@ import Testing
         let fd = try connectClient(port: bench.proxyPort)
         defer { close(fd) }
         try send(fd, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello")
-        var received: [UInt8] = []
-        #expect(try bench.run {
-            guard try bench.acceptUpstream() else { return false }
-            received += try bench.readUpstream()
-            return received.suffix(5) == Array("hello".utf8)
-        })
+        #expect(try bench.receiveUpstream { $0.suffix(5) == Array("hello".utf8) })
         let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8)
         let upstream = try #require(bench.upstream)
         let written = try answer.withUnsafeBytes { try upstream.write($0) }

@@ -58,24 +58,14 @@ private func limitedBench(_ limit: Int) throws -> WorkerBench {
         #expect(bench.worker.metrics.connectionLimit.closedIdle == 1)
         // The new connection is served: its request reaches the upstream.
         try send(third, "GET /third HTTP/1.1\r\nHost: a\r\n\r\n")
-        var received: [UInt8] = []
-        #expect(try bench.run {
-            guard try bench.acceptUpstream() else { return false }
-            received += try bench.readUpstream()
-            return received.starts(with: Array("GET /third ".utf8))
-        })
+        #expect(try bench.receiveUpstream { $0.starts(with: Array("GET /third ".utf8)) })
     }
 
     @Test func busyConnectionsMakeNewOnesWaitInTheBacklog() throws {
         let bench = try limitedBench(1)
         let busy = try connectClient(port: bench.proxyPort)
         try send(busy, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\nabc")
-        var received: [UInt8] = []
-        #expect(try bench.run {
-            guard try bench.acceptUpstream() else { return false }
-            received += try bench.readUpstream()
-            return received.suffix(3) == Array("abc".utf8)
-        })
+        #expect(try bench.receiveUpstream { $0.suffix(3) == Array("abc".utf8) })
         let waiting = try connectClient(port: bench.proxyPort)   // the kernel completes it from the backlog
         defer { close(waiting) }
         try send(waiting, "GET /waiting HTTP/1.1\r\nHost: a\r\n\r\n")
@@ -88,12 +78,7 @@ private func limitedBench(_ limit: Int) throws -> WorkerBench {
         close(busy)
         bench.upstream.map { try? $0.close() }
         bench.upstream = nil
-        received = []
-        #expect(try bench.run {
-            guard try bench.acceptUpstream() else { return false }
-            received += try bench.readUpstream()
-            return received.starts(with: Array("GET /waiting ".utf8))
-        })
+        #expect(try bench.receiveUpstream { $0.starts(with: Array("GET /waiting ".utf8)) })
         #expect(bench.worker.clients.count == 1)
     }
 
@@ -102,22 +87,14 @@ private func limitedBench(_ limit: Int) throws -> WorkerBench {
         let first = try connectClient(port: bench.proxyPort)
         defer { close(first) }
         try send(first, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Type: text/plain\r\nContent-Length: 5\r\n\r\nhel")
-        var received: [UInt8] = []
-        #expect(try bench.run {
-            guard try bench.acceptUpstream() else { return false }
-            received += try bench.readUpstream()
-            return received.suffix(3) == Array("hel".utf8)
-        })
+        #expect(try bench.receiveUpstream { $0.suffix(3) == Array("hel".utf8) })
         let second = try connectClient(port: bench.proxyPort)
         defer { close(second) }
         #expect(try bench.run { bench.worker.metrics.connectionLimit.paused == 1 })
         // The first request ends and its connection stays open, idle: no connection closed to wake the worker,
         // so its retry timer finds the idle one and closes it for the waiting one.
         try send(first, "lo")
-        #expect(try bench.run {
-            received += try bench.readUpstream()
-            return received.suffix(2) == Array("lo".utf8)
-        })
+        #expect(try bench.receiveUpstream { $0.suffix(2) == Array("lo".utf8) })
         let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8)
         let upstream = try #require(bench.upstream)
         _ = try answer.withUnsafeBytes { try upstream.write($0) }

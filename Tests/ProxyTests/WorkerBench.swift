@@ -48,6 +48,17 @@ final class WorkerBench {
         return upstream != nil
     }
 
+    /// Runs the loop, accepting the proxy's upstream connection once it dials, until what the upstream received
+    /// since this call satisfies `done`; false after 20 s.
+    func receiveUpstream(until done: ([UInt8]) -> Bool) throws -> Bool {
+        var received: [UInt8] = []
+        return try run {
+            guard try acceptUpstream() else { return false }
+            received += try readUpstream()
+            return done(received)
+        }
+    }
+
     /// Reads what the upstream socket has (nothing when it would block).
     func readUpstream() throws -> [UInt8] {
         guard let upstream else { return [] }
