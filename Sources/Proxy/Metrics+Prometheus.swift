@@ -106,6 +106,9 @@ extension MetricsSnapshot {
         p.sample("formwall_quarantine_bytes_total", r.quarantineBytes)
         p.family("formwall_active_connections", "gauge", help: "Client connections open now.")
         p.sample("formwall_active_connections", activeConnections)
+        p.family("formwall_max_connections", "gauge",
+                 help: "Client connections kept open at most: workers x --max-connections (alert on active / max).")
+        p.sample("formwall_max_connections", connectionCapacity)
         p.family("formwall_connection_limit_total", "counter",
                  help: "At --max-connections: idle connections closed for new ones, and pauses of accepting.")
         p.sample("formwall_connection_limit_total", labels: [("action", "closed_idle")], r.connectionLimit.closedIdle)

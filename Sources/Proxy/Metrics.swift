@@ -170,6 +170,8 @@ public struct MetricsSnapshot: Sendable {
     public var requests = RequestMetrics()
     /// Client connections open now.
     public var activeConnections = 0
+    /// Client connections the process keeps open at most: workers × `--max-connections`.
+    public var connectionCapacity = 0
     /// SIGHUP rule reloads that succeeded.
     public var ruleReloadsOK = 0
     /// SIGHUP rule reloads that failed (the previous policy stayed).

@@ -51,6 +51,8 @@ extension ProxyServer {
     func collectMetrics(loop: EventLoop, _ done: @escaping (MetricsSnapshot) -> Void) {
         var snapshot = MetricsSnapshot()
         snapshot.activeConnections = stats.openConnections.load(ordering: .relaxed)
+        snapshot.connectionCapacity = configuration.workers.multipliedReportingOverflow(by: configuration.maxConnections)
+            .partialValue
         snapshot.ruleReloadsOK = ruleReloads.ok
         snapshot.ruleReloadsFailed = ruleReloads.failed
         snapshot.supervisorRestarts = supervisorRestarts

@@ -131,6 +131,7 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         s.requests.record(record(route: "/b", status: 200))
         s.requests.record(record(route: "/a", decision: .reject, status: 403, violations: ["k\"x"]))
         s.activeConnections = 4
+        s.connectionCapacity = 8192
         s.ruleReloadsOK = 2
         s.supervisorRestarts = 1
         s.requests.connectionLimit.closedIdle = 5
@@ -142,6 +143,7 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         #expect(lines[3] == #"formwall_requests_total{route="/b",decision="allow",status="200"} 1"#)
         #expect(lines.contains(#"formwall_violations_total{kind="k\"x"} 1"#))
         #expect(lines.contains("formwall_active_connections 4"))
+        #expect(lines.contains("formwall_max_connections 8192"))
         #expect(lines.contains("# TYPE formwall_active_connections gauge"))
         #expect(lines.contains("# TYPE formwall_request_duration_seconds histogram"))
         #expect(lines.contains(#"formwall_request_duration_seconds_bucket{le="+Inf"} 2"#))
@@ -153,7 +155,7 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         #expect(lines.contains(#"formwall_connection_limit_total{action="paused"} 0"#))
         // Every family is announced exactly once, HELP before TYPE, before its samples.
         let types = lines.filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
-        #expect(Set(types).count == types.count && types.count == 18)
+        #expect(Set(types).count == types.count && types.count == 19)
         #expect(text.hasSuffix("\n"))
     }
 

@@ -63,6 +63,7 @@ def test_a_new_connection_closes_the_longest_idle_one(formwall_factory, upstream
         for conn in conns:
             assert served(conn) == 200   # each is now an idle keep-alive connection, the first the oldest
         assert limit_counts(admin) == (0, 0)
+        assert value(scrape(admin), "formwall_max_connections") == 3   # one worker x 3
         newcomer = RawConn(fw.port)
         conns.append(newcomer)
         assert served(newcomer) == 200
