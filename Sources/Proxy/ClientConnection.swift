@@ -337,7 +337,6 @@ final class ClientConnection: EventHandler, BatchEndHandler {
 
     // MARK: Timeouts and shutdown
 
-    /// Called about once a second by the worker.
     /// The worker's once-a-second tick. Returns the bytes of buffer storage given back meanwhile (a body held up
     /// by the upstream: `ConnectionMachine.tick`), for the worker to return to the kernel.
     @discardableResult

@@ -118,6 +118,11 @@ public struct ProxyConfiguration: Sendable {
     /// connections wait in the listen backlog. With the per-connection worst case of about 2 MiB
     /// (docs/configuration.md, "Memory per connection") this bounds a worker's memory.
     public var maxConnections: Int = 4096
+    /// Client connections the process keeps open at most: `workers` × `maxConnections` (saturating).
+    public var connectionCapacity: Int {
+        let (product, overflow) = workers.multipliedReportingOverflow(by: maxConnections)
+        return overflow ? .max : product
+    }
     /// How re-encoded multipart bodies travel upstream (`--upstream-body`).
     public var upstreamBody: UpstreamBodyMode = .chunked
     /// Directory for spooled bodies (`--spool-dir`, default /tmp); files are 0600 and always removed.

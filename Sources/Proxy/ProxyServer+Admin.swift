@@ -51,8 +51,7 @@ extension ProxyServer {
     func collectMetrics(loop: EventLoop, _ done: @escaping (MetricsSnapshot) -> Void) {
         var snapshot = MetricsSnapshot()
         snapshot.activeConnections = stats.openConnections.load(ordering: .relaxed)
-        snapshot.connectionCapacity = configuration.workers.multipliedReportingOverflow(by: configuration.maxConnections)
-            .partialValue
+        snapshot.connectionCapacity = configuration.connectionCapacity
         snapshot.ruleReloadsOK = ruleReloads.ok
         snapshot.ruleReloadsFailed = ruleReloads.failed
         snapshot.supervisorRestarts = supervisorRestarts

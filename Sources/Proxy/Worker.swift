@@ -261,12 +261,20 @@ final class Worker {
         let before = clients.count
         client.drainIfIdle()
         guard clients.count < before else { return false }
-        if config.admin != nil { metrics.connectionLimit.closedIdle += 1 }
+        limitReached(closedIdle: true, [.seconds("idle_s", Double(loop.now() &- since) / 1e9)])
+        return true
+    }
+
+    /// Counts (for /metrics) and logs (at most once a second) what the connection limit did: closed an idle
+    /// connection, or paused accepting.
+    private func limitReached(closedIdle: Bool, _ extra: [LogField] = []) {
+        if config.admin != nil {
+            if closedIdle { metrics.connectionLimit.closedIdle += 1 } else { metrics.connectionLimit.paused += 1 }
+        }
         logEvent(kind: "connection_limit", level: .warn, "connection limit reached", [
             .int("worker", index), .int("max_connections", config.maxConnections),
-            .string("action", "closed_idle"), .seconds("idle_s", Double(loop.now() &- since) / 1e9),
-        ])
-        return true
+            .string("action", closedIdle ? "closed_idle" : "paused"),
+        ] + extra)
     }
 
     /// Stops accepting: at the connection limit (`atLimit`), or after `accept` failed for lack of descriptors or
@@ -277,10 +285,7 @@ final class Worker {
         acceptPaused = true
         // A retry on the timer that finds every connection still busy continues the same pause: counted once.
         if atLimit && acceptBackoffMs == 0 {
-            if config.admin != nil { metrics.connectionLimit.paused += 1 }
-            logEvent(kind: "connection_limit", level: .warn, "connection limit reached", [
-                .int("worker", index), .int("max_connections", config.maxConnections), .string("action", "paused"),
-            ])
+            limitReached(closedIdle: false)
         } else if !atLimit {
             acceptPauses += 1
             if acceptPauses == 1 || acceptPauses % 100 == 0 {
@@ -377,15 +382,15 @@ final class Worker {
     /// instead of staying at the burst's peak: once a burst of connections closed (the count fell to a quarter of
     /// its peak since the last trim, and by at least 256), or once a burst of at least 256 requests on open
     /// connections is over (no request ended since the last tick, no pooled upstream connection left: their
-    /// buffers are freed too), or once at least 1 MiB of input buffers of bodies held up by the upstream went back
+    /// buffers are freed too), or once the buffers of bodies held up by the upstream gave back at least 1 MiB
     /// (`released`). At most once a second per worker.
     private func returnMemoryAfterBurst(released: Int) {
         peakClients = max(peakClients, clients.count)
         let connectionsClosed = peakClients - clients.count >= 256 && clients.count * 4 <= peakClients
         let requestsQuiet = requestsSinceTrim >= 256 && requestsSinceTrim == requestsAtLastTick && pool.isEmpty
         requestsAtLastTick = requestsSinceTrim
-        // Input buffers of bodies the upstream holds up went back in this tick (ClientConnection.tick): malloc
-        // keeps such blocks mapped until trimmed.
+        // Buffers of bodies the upstream holds up were cut in this tick (ClientConnection.tick): malloc keeps
+        // the freed blocks mapped until trimmed.
         let buffersReleased = released >= 1 << 20
         guard connectionsClosed || requestsQuiet || buffersReleased else { return }
         _ = cl_malloc_trim()

@@ -5,9 +5,8 @@ import Glibc
 /// connections. `raise(toAtLeast:)` lifts the soft limit towards what is needed, never above the hard limit and
 /// never lowering it, as Go's runtime and nginx's `worker_rlimit_nofile` do.
 public enum DescriptorLimit {
-    /// The limit before and after `raise`, and the hard limit.
+    /// The soft limit after `raise`, and the hard limit.
     public struct Outcome: Equatable, Sendable {
-        public var before: UInt64
         public var now: UInt64
         public var hard: UInt64
         /// Whether the soft limit now allows `needed` descriptors.
@@ -15,7 +14,7 @@ public enum DescriptorLimit {
     }
 
     /// The soft and hard limits, nil if they cannot be read.
-    public static func current() -> (soft: UInt64, hard: UInt64)? {
+    static func current() -> (soft: UInt64, hard: UInt64)? {
         var limit = rlimit()
         guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return nil }
         return (UInt64(limit.rlim_cur), UInt64(limit.rlim_max))
@@ -26,11 +25,11 @@ public enum DescriptorLimit {
     public static func raise(toAtLeast needed: UInt64) -> Outcome? {
         guard let (soft, hard) = current() else { return nil }
         let target = Swift.min(needed, hard)
-        guard target > soft else { return Outcome(before: soft, now: soft, hard: hard) }
+        guard target > soft else { return Outcome(now: soft, hard: hard) }
         var limit = rlimit(rlim_cur: rlim_t(target), rlim_max: rlim_t(hard))
         guard setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 else {
-            return Outcome(before: soft, now: soft, hard: hard)
+            return Outcome(now: soft, hard: hard)
         }
-        return Outcome(before: soft, now: target, hard: hard)
+        return Outcome(now: target, hard: hard)
     }
 }

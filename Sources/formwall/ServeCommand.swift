@@ -268,11 +268,8 @@ enum ServeCommand: Command {
     /// Descriptors the proxy process may need: a client and an upstream connection for each of `max-connections`
     /// per worker, and a margin for listeners, spool and quarantine files, logs and the event loops' own.
     static func descriptorsNeeded(_ config: ProxyConfiguration) -> UInt64 {
-        let connections = UInt64(config.workers).multipliedReportingOverflow(by: UInt64(config.maxConnections))
-        let twice = connections.partialValue.multipliedReportingOverflow(by: 2)
-        guard !connections.overflow, !twice.overflow else { return .max }
-        let (sum, overflow) = twice.partialValue.addingReportingOverflow(256)
-        return overflow ? .max : sum
+        let twice = UInt64(config.connectionCapacity) * 2   // at most 2 × Int.max: no overflow
+        return min(twice, .max - 256) + 256
     }
 
     /// Raises the soft descriptor limit to what `max-connections` needs (up to the hard limit), and warns when

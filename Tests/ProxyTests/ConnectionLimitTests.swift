@@ -18,16 +18,6 @@ private func peek(_ fd: Int32) -> Seen {
     return errno == EAGAIN || errno == EWOULDBLOCK ? .nothing : .eof   // a reset counts as closed
 }
 
-/// Reads what `fd` has without waiting; true once the proxy has closed it.
-private func readUntilClosed(_ fd: Int32) -> Bool {
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-        if n > 0 { continue }
-        return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)
-    }
-}
-
 /// A worker with `--max-connections limit`, counting /metrics (an admin address set, never bound here).
 private func limitedBench(_ limit: Int) throws -> WorkerBench {
     try WorkerBench { config in
@@ -98,7 +88,7 @@ private func limitedBench(_ limit: Int) throws -> WorkerBench {
         let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".utf8)
         let upstream = try #require(bench.upstream)
         _ = try answer.withUnsafeBytes { try upstream.write($0) }
-        #expect(try bench.run { readUntilClosed(first) })
+        #expect(try bench.run { readClient(first).closed })
         #expect(bench.worker.metrics.connectionLimit.closedIdle == 1)
         #expect(try bench.run { bench.worker.clients.count == 1 && peek(second) == .nothing })
     }

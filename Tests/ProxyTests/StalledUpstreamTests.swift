@@ -58,17 +58,6 @@ private final class HeldUpUpload {
         return try #require(bench.worker.clients.values.first)
     }
 
-    /// What the client has received so far (without waiting), and whether the proxy closed the connection.
-    func received() -> (bytes: [UInt8], closed: Bool) {
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
-            if n > 0 { out += buffer[..<n]; continue }
-            return (out, n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-        }
-    }
-
     /// Reads the upstream side until the whole body arrived (pushing the rest meanwhile): the head, the body
     /// length seen, and the first body offset whose byte differs from the pattern.
     func readAll() throws -> (head: String, bodyBytes: Int, mismatch: Int?) {
@@ -150,7 +139,7 @@ private final class HeldUpUpload {
             upload.push()
             return bench.loop.now() >= until
         })
-        let early = upload.received()
+        let early = readClient(upload.fd)
         #expect(early.bytes.isEmpty && !early.closed, "\(String(decoding: early.bytes, as: UTF8.self))")
         let (_, bodyBytes, mismatch) = try upload.readAll()
         #expect(bodyBytes == upload.length && mismatch == nil)
@@ -165,7 +154,7 @@ private final class HeldUpUpload {
         var answer: [UInt8] = []
         #expect(try bench.run {
             upload.push()
-            answer += upload.received().bytes
+            answer += readClient(upload.fd).bytes
             return ExchangeRig.contains(Array("upstream_timeout".utf8), in: answer)
         })
         #expect(answer.starts(with: Array("HTTP/1.1 504 ".utf8)))

@@ -89,3 +89,15 @@ func send(_ fd: Int32, _ text: String) throws {
     let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, 0) }
     try #require(sent == bytes.count)
 }
+
+/// What a client socket has received so far, read without waiting, and whether the proxy closed it (EOF or a
+/// reset).
+func readClient(_ fd: Int32) -> (bytes: [UInt8], closed: Bool) {
+    var out: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        if n > 0 { out += buffer[..<n]; continue }
+        return (out, n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+    }
+}

@@ -196,6 +196,19 @@ def test_upstream_within_response_timeout_is_fine(upstream_factory, formwall_fac
     assert resp.status == 200 and resp.json()["path"] == "/ok?delay=0.3"
 
 
+def _upload_held_up(fw, tmp_path, stall: float, *form: str) -> tuple[bytes, str, str]:
+    """curl uploads 24 MiB of random bytes (file part `doc`, after the `form` fields) to `/upload?stall=S`: the
+    upstream reads nothing for S s after the head. Returns (the file, the answer's body, its status)."""
+    data = os.urandom(24 << 20)
+    path = tmp_path / "held.bin"
+    path.write_bytes(data)
+    fields = [arg for field in form for arg in ("-F", field)]
+    out = curl("-sS", "-o", "-", "-w", "\n%{http_code}", *fields, "-F", f"doc=@{path};filename=held.bin",
+               f"{fw.url}/upload?stall={stall}")
+    body, _, code = out.stdout.decode().rpartition("\n")
+    return data, body, code
+
+
 def test_upload_held_up_by_the_upstream_arrives_whole(upstream, formwall_factory, tmp_path):
     """The upstream reads nothing for 3 s after the head (`stall=3`) while curl pushes 24 MiB: Formwall stops
     reading the client, shrinks its buffers to what they hold after a second (ConnectionMachine.tick), then
@@ -203,13 +216,8 @@ def test_upload_held_up_by_the_upstream_arrives_whole(upstream, formwall_factory
     The client body timeout (1 s here) does not run while the upstream holds the body up: the client is not
     silent, Formwall is not reading it."""
     fw = formwall_factory(upstream.url, "--workers", "1", "--client-body-timeout", "1")
-    data = os.urandom(24 << 20)
-    path = tmp_path / "held.bin"
-    path.write_bytes(data)
-    out = curl("-sS", "-o", "-", "-w", "\n%{http_code}", "-F", "note=held up", "-F", f"doc=@{path};filename=held.bin",
-               f"{fw.url}/upload?stall=3")
-    body, _, code = out.stdout.decode().rpartition("\n")
-    assert code == "200", out.stderr
+    data, body, code = _upload_held_up(fw, tmp_path, 3, "note=held up")
+    assert code == "200", body[:300]
     answer = json.loads(body)
     assert answer["body_complete"] is True
     assert answer["fields"]["note"] == ["held up"]
@@ -221,12 +229,8 @@ def test_upstream_that_stops_reading_the_body_is_504(upstream, formwall_factory,
     """The upstream takes no byte of a 24 MiB body for 6 s (`stall=6`) with --upstream-response-timeout 1:
     504 upstream_timeout (nginx: proxy_send_timeout), not a 408 that blames the client; logged on stderr."""
     fw = formwall_factory(upstream.url, "--workers", "1", "--upstream-response-timeout", "1")
-    path = tmp_path / "held.bin"
-    path.write_bytes(os.urandom(24 << 20))
     start = time.monotonic()
-    out = curl("-sS", "-o", "-", "-w", "\n%{http_code}", "-F", f"doc=@{path};filename=held.bin",
-               f"{fw.url}/upload?stall=6")
-    body, _, code = out.stdout.decode().rpartition("\n")
+    _, body, code = _upload_held_up(fw, tmp_path, 6)
     assert code == "504", (code, body[:300])
     assert json.loads(body)["error"] == "upstream_timeout"
     assert time.monotonic() - start < 5

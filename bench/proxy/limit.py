@@ -36,6 +36,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as base  # noqa: E402  (bench/proxy/run.py: PROCS, starters, /proc helpers)
+from soak import settle  # noqa: E402  (bench/proxy/soak.py: RSS polled until it stops falling)
 
 
 class StalledUpstream:
@@ -116,12 +117,7 @@ def measure(args, target, upstream):
         taken, socks = pump(target.port, args.connections, head, args.quiet, args.pump_limit)
         took = time.monotonic() - t0
         # Still held up: RSS polled every 0.2 s until it made no new low for 1.5 s, at most --settle s.
-        low, low_t, t1 = None, time.monotonic(), time.monotonic()
-        while time.monotonic() - t1 < args.settle and time.monotonic() - low_t < 1.5:
-            rss = sum(base.proc_status(p, "VmRSS") or 0 for p in pids)
-            if low is None or rss < low:
-                low, low_t = rss, time.monotonic()
-            time.sleep(0.2)
+        _, _, _, low, _ = settle(lambda: pids, 0, args.settle)
     reached = len(upstream.held)
     for s in socks:
         s.close()
