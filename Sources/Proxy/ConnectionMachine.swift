@@ -383,7 +383,11 @@ struct ConnectionMachine {
                 finishClosing(into: &out)
                 return
             }
-            if clientOut.readableBytes == 0 { releaseIdleBuffers() }
+            if clientOut.readableBytes == 0 {
+                // Between requests, the keep-alive timeout and the idle order start once the response is out.
+                if case .awaitingHead(since: nil) = state { lastActivity = now }
+                releaseIdleBuffers()
+            }
         case .upstreamConnected(let reused, let server):
             guard case .exchanging(let ex) = state, ex.upstream == .connecting else { break }
             ex.upstream = .connected
@@ -1427,20 +1431,34 @@ struct ConnectionMachine {
         let elapsed = now &- lastTick
         lastTick = now
         func over(_ since: UInt64, _ seconds: Double) -> Bool { now > since && now - since > nanos(seconds) }
+        // Bytes of a response wait for the client, in any state (the tail of a response the upstream has finished
+        // waits on in `closing` or between requests): since when no byte of them was taken (reset by each write).
+        let responseWaiting = clientOut.readableBytes > 0
+        if !responseWaiting {
+            clientWaitingSince = 0
+        } else if clientWaitingSince == 0 {
+            clientWaitingSince = now
+        }
+        let sendTimedOut = responseWaiting && over(clientWaitingSince, t.clientSend)
         switch state {
         case .closed:
             return
         case .lingering(let until, let idleUntil):
             if now >= until || now >= idleUntil { close(into: &out) }
         case .closing(let discard):
-            if over(lastActivity, discard ? config.linger.time : t.clientBody) { close(into: &out) }
+            // The answer is still going out: only the client's taking no byte of it for the send timeout ends
+            // it (a slow reader of a long response must not be cut because it sent its request long ago).
+            if responseWaiting ? sendTimedOut : over(lastActivity, discard ? config.linger.time : t.clientBody) {
+                close(into: &out)
+            }
         case .awaitingHead(let since):
             if let since {
                 if over(since, t.clientHeader) {
                     respond(status: 408, kind: "client_header_timeout", requestID: context.newRequestID(),
                             detail: nil, violation: nil, exchange: nil, into: &out)
                 }
-            } else if over(lastActivity, t.clientKeepAlive) {
+            } else if responseWaiting ? sendTimedOut : over(lastActivity, t.clientKeepAlive) {
+                // Keep-alive counts from when the last response was flushed (`clientWrote`), not from the request.
                 close(into: &out)
             }
         case .exchanging(let ex):
@@ -1456,13 +1474,8 @@ struct ConnectionMachine {
                 upstreamOut.shrinkToFit()
             }
             if heldUp { heldUpAt = now }
-            if clientOut.readableBytes == 0 {
-                clientWaitingSince = 0
-            } else if clientWaitingSince == 0 {
-                clientWaitingSince = now
-            }
             if ex.upstreamConnected && !ex.upReadEnded && !wantsUpstreamRead { responseHeldUpAt = now }
-            if clientWaitingSince != 0 && over(clientWaitingSince, t.clientSend) {
+            if sendTimedOut {
                 // The client has taken no byte of the response for this long: its timeout (nginx's send_timeout).
                 abort(status: 408, kind: "client_send_timeout", into: &out)
             } else if receiving && over(max(lastActivity, heldUpAt), t.clientBody) {

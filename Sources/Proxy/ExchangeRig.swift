@@ -115,6 +115,11 @@ final class ExchangeRig {
     private(set) var metered: UInt64 = 0
     private var queue: [Event] = []
     private var batch: [Action] = []
+    /// A slow client: it takes at most this many response bytes per second of the clock (nil: all at once).
+    var clientReadRate: Int? {
+        didSet { clientReadBudget = clientReadRate ?? .max }
+    }
+    private var clientReadBudget = Int.max
 
     init(config: ProxyConfiguration, policy: Policy?, script: UpstreamScript = UpstreamScript()) {
         context = Context(config: config, policy: policy)
@@ -201,10 +206,16 @@ final class ExchangeRig {
     func runClock(limit: Int = 400) {
         for _ in 0..<limit where !closed {
             if machine.isIdle && queue.isEmpty { return }
-            now += 1_000_000_000
-            send(.timer)
+            advanceClock()
             pumpIO()
         }
+    }
+
+    /// One second passes: the timer fires, and a slow client may read its next second's worth.
+    private func advanceClock() {
+        now += 1_000_000_000
+        clientReadBudget = clientReadRate ?? .max
+        send(.timer)
     }
 
     /// Overwrites the client bytes the machine already consumed, as the driver's next read may: part data still
@@ -226,9 +237,8 @@ final class ExchangeRig {
         if closed { return false }
         if (clientReceived.count, connections.map(\.received.count), records.count) != before { return true }
         if machine.wantsClientRead { return true }
-        // Only time can help now (a stalled upstream, a pending timeout).
-        now += 1_000_000_000
-        send(.timer)
+        // Only time can help now (a stalled upstream, a slow client, a pending timeout).
+        advanceClock()
         return !closed
     }
 
@@ -303,11 +313,12 @@ final class ExchangeRig {
                 moved = true
             }
             let out = machine.clientOut
-            if out.readableBytes > 0 {
-                let n = out.readableBytes
-                out.withUnsafeReadableBytes { clientReceived.append(contentsOf: $0) }
+            if out.readableBytes > 0 && clientReadBudget > 0 {
+                let n = min(out.readableBytes, clientReadBudget)
+                clientReadBudget -= n
+                out.withUnsafeReadableBytes { clientReceived.append(contentsOf: $0[..<n]) }
                 out.moveReaderIndex(forwardBy: n)
-                out.clear()
+                if out.readableBytes == 0 { out.clear() }
                 send(.clientWrote(n))
                 moved = true
             }
