@@ -53,6 +53,10 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     private var lastReadFilled = false
     /// This connection's writes wait for the end of the current event batch (`deferWrites`).
     private var writesDeferred = false
+    /// The machine has closed but TLS ciphertext of the response's last record still waits for the socket (the
+    /// transport took the plaintext, the socket not all of its record): the socket closes once that is out, or at
+    /// this deadline (the client send timeout), whichever comes first. Nothing else runs meanwhile.
+    private var flushingUntil: UInt64?
     let peer: String
 
     init(worker: Worker, socket: TCPSocket, transport: (any Transport)? = nil) {
@@ -95,7 +99,14 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     func writable(loop: EventLoop) {
         guard !closed else { return }
         if transport.wantsWritable {
-            do { _ = try transport.flush() } catch { queue.append(.clientReset) }
+            do { _ = try transport.flush() } catch {
+                if flushingUntil != nil { return closeSocket() }
+                queue.append(.clientReset)
+            }
+        }
+        if flushingUntil != nil {
+            if !transport.wantsWritable { closeSocket() }
+            return
         }
         run()
     }
@@ -103,6 +114,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     /// EPOLLERR: the socket failed (a reset). Nothing can be delivered any more.
     func error(loop: EventLoop) {
         guard !closed else { return }
+        if flushingUntil != nil { return closeSocket() }
         queue.append(.clientReset)
         run()
     }
@@ -111,6 +123,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     /// connection rather than be ignored: read what is left if the machine wants it, then a reset.
     func hangup(loop: EventLoop) {
         guard !closed else { return }
+        if flushingUntil != nil { return closeSocket() }
         if machine.wantsClientRead { readClient() }
         queue.append(.clientReset)
         run()
@@ -148,7 +161,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
 
     /// Handles queued events and writes until nothing is left to do, then reconciles interests.
     private func run() {
-        guard !running else { return }
+        guard !running, flushingUntil == nil else { return }
         running = true
         defer { running = false }
         while !closed {
@@ -278,7 +291,7 @@ final class ClientConnection: EventHandler, BatchEndHandler {
             case .shutdownClientWrite:
                 try? transport.shutdownWrite()
             case .closeClient:
-                closeSocket()
+                closeAfterFlushing()
             case .requestCounted:
                 worker.requestEnded(nil)
             case .requestEnded(let record):
@@ -348,6 +361,10 @@ final class ClientConnection: EventHandler, BatchEndHandler {
 
     private func tickMachine(now: UInt64) {
         guard !closed else { return }
+        if let until = flushingUntil {
+            if now >= until { closeSocket() }
+            return
+        }
         // A TLS handshake that has not finished within the header timeout (slow or abandoned) ends here.
         if !secured, now &- acceptedAt > UInt64(worker.config.timeouts.clientHeader * 1e9) {
             _ = worker.handshakeFailed(self, transport: transport, error: HandshakeTimeout())
@@ -377,6 +394,16 @@ final class ClientConnection: EventHandler, BatchEndHandler {
         machine.forceClose(into: &actions)
         apply()
         closeSocket()
+    }
+
+    /// The machine is done with the connection. A plain socket closes now. A TLS session that was handed all of
+    /// the machine's output but whose socket has not taken all of the last record's ciphertext (at most one
+    /// record, 16 KiB) sends it first: closing now would cut what the machine counts as delivered. No close_notify
+    /// follows (as before: the machine may be ending a response it knows to be cut). Output the machine still
+    /// holds (an abort) is not waited for.
+    private func closeAfterFlushing() {
+        guard flushingUntil == nil, clientOut.readableBytes == 0, transport.wantsWritable else { return closeSocket() }
+        flushingUntil = worker.loop.now() &+ UInt64(max(0, min(worker.config.timeouts.clientSend, 1e9)) * 1e9)
     }
 
     private func closeSocket() {

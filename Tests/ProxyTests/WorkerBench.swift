@@ -14,11 +14,14 @@ final class WorkerBench {
     let proxyPort: UInt16
     var upstream: TCPSocket?
 
-    /// `configure` adjusts the configuration before the worker starts (limits, `admin` to count metrics).
-    init(configure: (inout ProxyConfiguration) -> Void = { _ in }) throws {
+    /// `configure` adjusts the configuration before the worker starts (limits, `admin` to count metrics);
+    /// `listenerOptions` sets socket options on the proxy's listener, which accepted sockets inherit.
+    init(configure: (inout ProxyConfiguration) -> Void = { _ in },
+         listenerOptions: (TCPListener) throws -> Void = { _ in }) throws {
         loop = try EventLoop()
         upstreamListener = try TCPListener(bindingTo: try SocketAddress.resolve("127.0.0.1:0"))
         let listener = try TCPListener(bindingTo: try SocketAddress.resolve("127.0.0.1:0"))
+        try listenerOptions(listener)
         proxyPort = listener.localPort
         let authority = "127.0.0.1:\(upstreamListener.localPort)"
         var config = ProxyConfiguration(listen: listener.localAddress,
@@ -26,7 +29,8 @@ final class WorkerBench {
                                                         authority: authority))
         config.audit = nil
         configure(&config)
-        worker = Worker(loop: loop, config: config, stats: ProxyStats(), policy: nil, quarantine: nil, audit: nil)
+        worker = Worker(loop: loop, config: config, stats: ProxyStats(), policy: nil, quarantine: nil, audit: nil,
+                        tlsServer: try config.tls.map { try ProxyServer.tlsServerContext($0) })
         try worker.start(inherited: [listener])
     }
 
