@@ -242,6 +242,11 @@ struct ConnectionMachine {
     /// The last tick at which a response was held up by the client (reading the upstream paused by
     /// backpressure): the upstream response timeout counts the upstream's silence only from here.
     private var responseHeldUpAt: UInt64 = 0
+    /// Whether the body, and the response, were held up at the previous tick. The hold ended at some moment since,
+    /// which the tick does not see: its time counts as held up too, so a timeout never runs from before the end
+    /// of a hold (with a 1 s body timeout, a client whose bytes the upstream had just let through was cut).
+    private var bodyWasHeldUp = false
+    private var responseWasHeldUp = false
     /// Since when bytes for the client have waited in `clientOut` without the client taking any (the last write
     /// that made progress, or the tick that first saw them waiting); 0 while `clientOut` is empty.
     private var clientWaitingSince: UInt64 = 0
@@ -1473,8 +1478,11 @@ struct ConnectionMachine {
                 clientIn.shrinkToFit()
                 upstreamOut.shrinkToFit()
             }
-            if heldUp { heldUpAt = now }
-            if ex.upstreamConnected && !ex.upReadEnded && !wantsUpstreamRead { responseHeldUpAt = now }
+            if heldUp || bodyWasHeldUp { heldUpAt = now }
+            bodyWasHeldUp = heldUp
+            let responseHeldUp = ex.upstreamConnected && !ex.upReadEnded && !wantsUpstreamRead
+            if responseHeldUp || responseWasHeldUp { responseHeldUpAt = now }
+            responseWasHeldUp = responseHeldUp
             if sendTimedOut {
                 // The client has taken no byte of the response for this long: its timeout (nginx's send_timeout).
                 abort(status: 408, kind: "client_send_timeout", into: &out)

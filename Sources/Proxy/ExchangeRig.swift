@@ -120,6 +120,10 @@ final class ExchangeRig {
         didSet { clientReadBudget = clientReadRate ?? .max }
     }
     private var clientReadBudget = Int.max
+    /// The upstream takes no request byte while set (it holds the body up).
+    var upstreamPaused = false
+    /// The time between two ticks (the worker's timer fires about once a second, never early).
+    var tickNanos: UInt64 = 1_000_000_000
 
     init(config: ProxyConfiguration, policy: Policy?, script: UpstreamScript = UpstreamScript()) {
         context = Context(config: config, policy: policy)
@@ -152,14 +156,18 @@ final class ExchangeRig {
     // MARK: Driving
 
     /// Sends `bytes` in pieces of the given sizes (cycled; 0 means the rest), then EOF if asked, then lets the
-    /// clock run past every deadline.
-    func run(client bytes: [UInt8], pieces: [Int] = [], clientEOF: Bool = true, advanceTime: Bool = true) {
+    /// clock run past every deadline. With `waitForClock: false` it stops, rather than let time pass, when the
+    /// machine stops reading. Returns how many of `bytes` were sent.
+    @discardableResult
+    func run(client bytes: [UInt8], pieces: [Int] = [], clientEOF: Bool = true, advanceTime: Bool = true,
+             waitForClock: Bool = true) -> Int {
         var at = 0
         var piece = 0
         while at < bytes.count && !closed {
             pumpIO()
             guard machine.wantsClientRead else {
                 // The machine does not read: it must be waiting for the upstream or for the clock.
+                if !waitForClock { return at }
                 if !progressWithoutClient() { break }
                 continue
             }
@@ -185,6 +193,7 @@ final class ExchangeRig {
             pumpIO()
         }
         if advanceTime { runClock() }
+        return at
     }
 
     /// Forgets what the run recorded so far (actions, bytes each side saw, records, logs, finished upstream
@@ -213,9 +222,15 @@ final class ExchangeRig {
 
     /// One second passes: the timer fires, and a slow client may read its next second's worth.
     private func advanceClock() {
-        now += 1_000_000_000
+        now += tickNanos
         clientReadBudget = clientReadRate ?? .max
         send(.timer)
+    }
+
+    /// Moves the clock without a tick (something happens between two ticks), then lets bytes move.
+    func elapse(_ nanos: UInt64) {
+        now += nanos
+        pumpIO()
     }
 
     /// Overwrites the client bytes the machine already consumed, as the driver's next read may: part data still
@@ -334,7 +349,7 @@ final class ExchangeRig {
         var conn = connections[index]
         defer { connections[index] = conn }
         var moved = false
-        if machine.wantsUpstreamWrite && !conn.readFailed {
+        if machine.wantsUpstreamWrite && !conn.readFailed && !upstreamPaused {
             let out = machine.upstreamOut
             var n = out.pendingBytes
             if let limit = script.readLimit { n = min(n, max(0, limit - conn.received.count)) }

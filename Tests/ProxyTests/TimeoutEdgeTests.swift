@@ -1,9 +1,11 @@
 import Testing
 @testable import Proxy
 
-// A client that reads a response slowly, after the upstream has finished sending it: the tail of the response
-// still waits in Formwall's output buffer. Only the client send timeout (no byte taken for that long) may cut it;
-// the body and keep-alive timeouts, measured from the client's last request byte, must not.
+// Which timeout runs when, at the edges of an exchange, in the pure machine with a fake clock:
+// - a client that reads a response slowly, after the upstream has finished sending it: the tail of the response
+//   still waits in Formwall's output buffer. Only the client send timeout (no byte taken for that long) may cut
+//   it; the body and keep-alive timeouts, measured from the client's last request byte, must not;
+// - a body hold that ends between two ticks: the body timeout counts from its end, not from the tick before.
 
 private let size = 1 << 20
 private let payload = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
@@ -74,5 +76,39 @@ private func body(_ received: [UInt8]) -> ArraySlice<UInt8> {
         #expect(r.clientReceived.count == lastTaken && body(r.clientReceived).count < size)
         let prefix = body(r.clientReceived).elementsEqual(payload.prefix(body(r.clientReceived).count))
         #expect(prefix, "what arrived is not the response's start")
+    }
+}
+
+/// The upstream holds a body up across several ticks, lets it through just before the next tick, and the client's
+/// next bytes come just after that tick: the client was silent for a fraction of a second while Formwall wanted to
+/// read, so a 1 s body timeout must not end it (it did: the tick counted from the previous tick, held up, 1.05 s
+/// before).
+@Suite struct HoldEndingBetweenTicksTests {
+    @Test func bodyTimeoutCountsFromTheEndOfTheHoldNotTheTickBefore() throws {
+        var config = try ExchangeRig.configuration()
+        config.timeouts.clientBody = 1
+        let r = ExchangeRig(config: config, policy: nil)
+        r.tickNanos = 1_050_000_000
+        let body = [UInt8](repeating: 0x61, count: 4 << 20)
+        let head = Array(("POST /u HTTP/1.1\r\nHost: a\r\nContent-Type: application/octet-stream\r\n"
+            + "Content-Length: \(body.count)\r\n\r\n").utf8)
+        r.upstreamPaused = true
+        // The client sends until Formwall stops reading (the upstream takes nothing); three ticks pass so.
+        let request = head + body
+        let sent = r.run(client: request, clientEOF: false, advanceTime: false, waitForClock: false)
+        #expect(!r.machine.wantsClientRead && sent < request.count, "the body was not held up")
+        r.runClock(limit: 3)
+        #expect(r.recordSummary.isEmpty)
+        // 0.9 s after the last tick the upstream takes everything; 0.15 s later comes the next tick.
+        r.elapse(900_000_000)
+        r.upstreamPaused = false
+        r.elapse(0)
+        #expect(r.machine.wantsClientRead)
+        r.runClock(limit: 1)
+        #expect(r.recordSummary.isEmpty)
+        // The client sends the rest: the request completes.
+        r.run(client: Array(request[sent...]), clientEOF: false)
+        #expect(r.recordSummary == ["allow 200 -"])
+        #expect(r.violations() == [])
     }
 }
