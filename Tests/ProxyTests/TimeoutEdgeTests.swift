@@ -112,3 +112,25 @@ private func body(_ received: [UInt8]) -> ArraySlice<UInt8> {
         #expect(r.violations() == [])
     }
 }
+
+@Suite struct PipelinedBehindSlowResponseTests {
+    /// Two pipelined GETs behind a 1 MiB response read at 64 KiB a second (16 s, past the 10 s header timeout):
+    /// the second is answered after the first, whole, not with a 408.
+    @Test func pipelinedRequestWaitsForTheSlowResponseAhead() throws {
+        let r = try slowRig(rate: 64 * 1024, closeAfter: false)
+        r.run(client: request(close: false) + request(close: false), clientEOF: false)
+        #expect(r.violations() == [])
+        #expect(r.recordSummary == ["allow 200 -", "allow 200 -"])
+        // Each response: its head, then the payload whole.
+        var rest = r.clientReceived[...]
+        for _ in 0..<2 {
+            let end = try #require(ExchangeRig.find([13, 10, 13, 10], in: Array(rest)))
+            #expect(ExchangeRig.startsWith(Array("HTTP/1.1 200 OK".utf8), Array(rest.prefix(15))))
+            let start = rest.startIndex + end + 4
+            let whole = rest[start...].prefix(size).elementsEqual(payload)
+            #expect(whole, "a response's body is not the payload")
+            rest = rest[min(rest.endIndex, start + size)...]
+        }
+        #expect(rest.isEmpty)
+    }
+}
