@@ -402,8 +402,8 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     /// follows (as before: the machine may be ending a response it knows to be cut). Output the machine still
     /// holds (an abort) is not waited for.
     private func closeAfterFlushing() {
-        guard flushingUntil == nil, clientOut.readableBytes == 0, transport.wantsWritable else { return closeSocket() }
-        flushingUntil = worker.loop.now() &+ UInt64(max(0, min(worker.config.timeouts.clientSend, 1e9)) * 1e9)
+        guard clientOut.readableBytes == 0, transport.wantsWritable else { return closeSocket() }
+        flushingUntil = worker.loop.now() &+ ConnectionMachine.nanos(worker.config.timeouts.clientSend)
     }
 
     private func closeSocket() {

@@ -1391,7 +1391,7 @@ struct ConnectionMachine {
             return
         }
         if case .lingering(let until, _) = state {
-            state = .lingering(until: until, idleUntil: min(until, now &+ nanos(config.linger.timeout)))
+            state = .lingering(until: until, idleUntil: min(until, now &+ Self.nanos(config.linger.timeout)))
         }
     }
 
@@ -1402,7 +1402,8 @@ struct ConnectionMachine {
             close(into: &out)
             return
         }
-        state = .lingering(until: now &+ nanos(config.linger.time), idleUntil: now &+ nanos(config.linger.timeout))
+        state = .lingering(until: now &+ Self.nanos(config.linger.time),
+                           idleUntil: now &+ Self.nanos(config.linger.timeout))
         clientIn.clear()
         out.append(.shutdownClientWrite)
     }
@@ -1426,7 +1427,8 @@ struct ConnectionMachine {
         out.append(.closeClient)
     }
 
-    private func nanos(_ seconds: Double) -> UInt64 { UInt64(max(0, min(seconds, 1e9)) * 1e9) }
+    /// A timeout's seconds as nanoseconds, clamped to 0 … 10^9 s (a configured value never overflows).
+    static func nanos(_ seconds: Double) -> UInt64 { UInt64(max(0, min(seconds, 1e9)) * 1e9) }
 
     // MARK: - Deadlines
 
@@ -1435,7 +1437,7 @@ struct ConnectionMachine {
         let t = config.timeouts
         let elapsed = now &- lastTick
         lastTick = now
-        func over(_ since: UInt64, _ seconds: Double) -> Bool { now > since && now - since > nanos(seconds) }
+        func over(_ since: UInt64, _ seconds: Double) -> Bool { now > since && now - since > Self.nanos(seconds) }
         // Bytes of a response wait for the client, in any state (the tail of a response the upstream has finished
         // waits on in `closing` or between requests): since when no byte of them was taken (reset by each write).
         let responseWaiting = clientOut.readableBytes > 0

@@ -77,7 +77,7 @@ private func download(_ bench: WorkerBench, _ client: TLSTransport, reading: @es
         // The upstream: once the request head is in, the whole response.
         guard try bench.acceptUpstream(), let upstream = bench.upstream else { return done(ended) }
         upstreamGot += try bench.readUpstream()
-        if !response.isEmpty, String(decoding: upstreamGot, as: UTF8.self).contains("\r\n\r\n"),
+        if !response.isEmpty, ExchangeRig.contains([13, 10, 13, 10], in: upstreamGot),
            case .processed(let n) = try response.withUnsafeBytes({ try upstream.write($0) }) {
             response.removeFirst(n)
         }
@@ -95,9 +95,7 @@ private func download(_ bench: WorkerBench, _ client: TLSTransport, reading: @es
         let (received, ended) = try download(bench, client, reading: { true }, until: { $0 })
         #expect(ended)
         #expect(String(decoding: received.prefix(20), as: UTF8.self).hasPrefix("HTTP/1.1 200 OK"))
-        let head = try #require(received.indices.dropLast(3).first {
-            received[$0] == 13 && received[$0 + 1] == 10 && received[$0 + 2] == 13 && received[$0 + 3] == 10
-        })
+        let head = try #require(ExchangeRig.find([13, 10, 13, 10], in: received))
         let body = received[(head + 4)...]
         let whole = body.elementsEqual(payload)
         #expect(whole, "received \(body.count) of \(bodySize) body bytes")

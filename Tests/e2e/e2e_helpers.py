@@ -107,6 +107,32 @@ def complete_prefix(data):
     return data[:data.rfind(b"\n" if isinstance(data, bytes) else "\n") + 1]
 
 
+@dataclass
+class TcpSocket:
+    """One row of /proc/net/tcp or /proc/net/tcp6: ports, state (hex, "01" is ESTABLISHED) and queued bytes."""
+    local_port: int
+    remote_port: int
+    state: str
+    send_queue: int
+    receive_queue: int
+
+
+def tcp_sockets() -> list[TcpSocket]:
+    """This machine's TCP sockets, IPv4 and IPv6, as the kernel lists them."""
+    rows = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            tx, rx = cols[4].split(":")
+            rows.append(TcpSocket(int(cols[1].rsplit(":", 1)[1], 16), int(cols[2].rsplit(":", 1)[1], 16), cols[3],
+                                  int(tx, 16), int(rx, 16)))
+    return rows
+
+
 def json_lines(path) -> list[dict]:
     """The JSON records on the complete, non-blank lines of the file at `path`; [] while it does not exist."""
     path = Path(path)

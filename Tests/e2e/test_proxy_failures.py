@@ -22,6 +22,7 @@ from e2e_helpers import (
     sha256,
     PeerClosed,
     RawConn,
+    tcp_sockets,
     assert_json_error,
     build_multipart,
     free_port,
@@ -363,34 +364,6 @@ def test_slow_body_is_closed_and_upstream_sees_incomplete(upstream, formwall_fac
 
 
 
-def _queues(local_port: int, peer_port: int) -> tuple[int, int]:
-    """(send queue, receive queue) in bytes of the 127.0.0.1 socket local_port -> peer_port (/proc/net/tcp)."""
-    want = (f"0100007F:{local_port:04X}", f"0100007F:{peer_port:04X}")
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            cols = line.split()
-            if (cols[1], cols[2]) == want:
-                tx, rx = cols[4].split(":")
-                return int(tx, 16), int(rx, 16)
-    raise AssertionError(f"no socket {local_port} -> {peer_port}")
-
-
-def _read_response(c: socket.socket) -> bytes:
-    """One Content-Length response from `c`: its body."""
-    data = bytearray()
-    while b"\r\n\r\n" not in data:
-        data += c.recv(1 << 20)
-    head, _, body = bytes(data).partition(b"\r\n\r\n")
-    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")))
-    body = bytearray(body)
-    while len(body) < length:
-        chunk = c.recv(1 << 20)
-        if not chunk:
-            break
-        body += chunk
-    return bytes(body)
-
-
 
 @pytest.mark.parametrize("close", [True, False], ids=["connection-close", "keep-alive"])
 def test_download_tail_waits_for_a_pausing_client(upstream, formwall_factory, tmp_path, close):
@@ -404,32 +377,30 @@ def test_download_tail_waits_for_a_pausing_client(upstream, formwall_factory, tm
     audit = tmp_path / "audit.jsonl"
     fw = formwall_factory(upstream.url, "--workers", "1", "--client-body-timeout", "1", "--keepalive-timeout", "1",
                           "--client-send-timeout", "5", "--audit-log", str(audit))
-    c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)   # fixed: no autotuning between the downloads
-    c.settimeout(IO_TIMEOUT)
-    c.connect(("127.0.0.1", fw.port))
-    me = c.getsockname()[1]
-    try:
-        c.sendall(b"GET /big?size=24000000 HTTP/1.1\r\nHost: app.test\r\n\r\n")
+    with RawConn(fw.port) as conn:
+        conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)   # fixed: no autotuning between downloads
+        me = conn.sock.getsockname()[1]
+        conn.send(b"GET /big?size=24000000 HTTP/1.1\r\nHost: app.test\r\n\r\n")
         seen = []
 
         def settled():
-            seen.append(_queues(fw.port, me)[0] + _queues(me, fw.port)[1])
+            # Formwall's send queue towards the client, plus what waits in the client's receive queue.
+            seen.append(sum(s.send_queue if s.local_port == fw.port else s.receive_queue for s in tcp_sockets()
+                            if {s.local_port, s.remote_port} == {fw.port, me}))
             return len(seen) >= 5 and seen[-1] > 0 and seen[-1] == seen[-5]
         wait_until(settled, IO_TIMEOUT, interval=0.1, what="Formwall's send queue to stop growing")
         kernel = seen[-1]
-        assert _read_response(c) == deterministic_bytes(24_000_000)
+        assert conn.read_response().body == deterministic_bytes(24_000_000)
         wait_until(lambda: len(json_lines(audit)) == 1, IO_TIMEOUT, what="the first audit record")
 
         size = kernel + 100_000
         connection = "Connection: close\r\n" if close else ""
-        c.sendall(f"GET /big?size={size} HTTP/1.1\r\nHost: app.test\r\n{connection}\r\n".encode())
+        conn.send(f"GET /big?size={size} HTTP/1.1\r\nHost: app.test\r\n{connection}\r\n".encode())
         # Formwall has read the whole response once its record is written; the client has read nothing.
         wait_until(lambda: len(json_lines(audit)) == 2, IO_TIMEOUT, what="the second audit record")
         time.sleep(2.5)   # the behaviour under test: a client that pauses on a download's tail
-        body = _read_response(c)
-    finally:
-        c.close()
-    assert len(body) == size and body == deterministic_bytes(size), (len(body), size)
+        resp = conn.read_response()
+    body = resp.body
+    assert resp.complete and len(body) == size and body == deterministic_bytes(size), (len(body), size)
     rec = json_lines(audit)[-1]
     assert (rec["decision"], rec["status"], rec["reason"]) == ("allow", 200, None)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from e2e_helpers import (FilePart, PeerClosed, RawConn, build_multipart, new_session, sha256,
-                         wait_until)
+                         tcp_sockets, wait_until)
 
 HERE = Path(__file__).resolve().parent
 RULES_MAX_2MIB = HERE / "rules" / "max2mib.rules"
@@ -240,18 +240,7 @@ def test_upstream_early_403_reaches_every_client(early_answer_upstream, formwall
 
 def _established_server_sockets(port: int) -> int:
     """Sockets in ESTABLISHED state whose local port is `port` (the server side of connections)."""
-    count = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            parts = line.split()
-            local, state = parts[1], parts[3]
-            if int(local.rsplit(":", 1)[1], 16) == port and state == "01":
-                count += 1
-    return count
+    return sum(s.local_port == port and s.state == "01" for s in tcp_sockets())
 
 
 @pytest.mark.parametrize("kind", ["uvicorn", "gunicorn-gthread"])
