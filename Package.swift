@@ -116,7 +116,7 @@ let package = Package(
         .testTarget(
             name: "ProxyTests",
             dependencies: ["Proxy", "HTTP1", "Multipart", "Reactor", "Rules", "Inspect", "CAllocCount", "TestRandom",
-                           "TestZlib", "TLS"]
+                           "TestZlib", "TLS", "Quarantine"]
         ),
     ]
 )

@@ -1,4 +1,5 @@
 import Glibc
+import Quarantine
 import Reactor
 
 /// The outcome of /readyz's checks.
@@ -35,8 +36,8 @@ public struct ReadinessReport: Sendable, Equatable {
     }
 }
 
-/// The slow /readyz checks (upstream reachable, quarantine writable), run asynchronously on the control loop and
-/// cached for `cacheFor`; concurrent requests wait for the probe already running.
+/// The slow /readyz checks (upstream reachable, quarantine writable and not full), run asynchronously on the
+/// control loop and cached for `cacheFor`; concurrent requests wait for the probe already running.
 final class ReadinessProbe {
     /// A cached result is reused this long.
     static let cacheFor: UInt64 = 1_000_000_000
@@ -45,7 +46,7 @@ final class ReadinessProbe {
 
     /// The upstream groups to probe: every server of each.
     let groups: [ProxyConfiguration.UpstreamGroup]
-    let quarantineDirectory: String?
+    let quarantine: QuarantineStore?
     private var cached: (at: UInt64, checks: [ReadinessReport.Check])?
     private var waiting: [([ReadinessReport.Check]) -> Void] = []
     /// The probes of the round in progress (empty: none running), and their results by group and server.
@@ -53,9 +54,9 @@ final class ReadinessProbe {
     private var results: [[String?]] = []
     private var outstanding = 0
 
-    init(groups: [ProxyConfiguration.UpstreamGroup], quarantineDirectory: String?) {
+    init(groups: [ProxyConfiguration.UpstreamGroup], quarantine: QuarantineStore?) {
         self.groups = groups
-        self.quarantineDirectory = quarantineDirectory
+        self.quarantine = quarantine
     }
 
     /// Calls `done` with the upstream and quarantine checks: cached, or once a round of probes finishes. One
@@ -97,14 +98,23 @@ final class ReadinessProbe {
                                 ok: failures.count < group.servers.count,
                                 error: failures.isEmpty ? nil : failures.joined(separator: "; ")))
         }
-        if let directory = quarantineDirectory {
-            let problem = Self.probeWritable(directory)
+        if let store = quarantine {
+            let problem = Self.probeWritable(store.directory) ?? Self.fullness(store)
             checks.append(.init(name: "quarantine", ok: problem == nil, error: problem))
         }
         cached = (loop.now(), checks)
         let callbacks = waiting
         waiting = []
         for callback in callbacks { callback(checks) }
+    }
+
+    /// Why the store counts as full (after a rescan if one is due), or nil.
+    static func fullness(_ store: QuarantineStore) -> String? {
+        store.rescanIfDue()
+        let usage = store.usage
+        guard usage.full else { return nil }
+        let why = usage.bytes >= usage.maxBytes ? "" : "; a part did not fit"
+        return "full: \(usage.bytes) of \(usage.maxBytes) bytes (--quarantine-max) used\(why)"
     }
 
     /// Creates and removes a probe file in `directory`; nil when that worked, else why not.

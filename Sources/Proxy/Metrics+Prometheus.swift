@@ -104,6 +104,13 @@ extension MetricsSnapshot {
         p.sample("formwall_quarantine_items_total", r.quarantineItems)
         p.family("formwall_quarantine_bytes_total", "counter", help: "Bytes of parts stored in quarantine.")
         p.sample("formwall_quarantine_bytes_total", r.quarantineBytes)
+        if let store = quarantine {
+            p.family("formwall_quarantine_bytes", "gauge",
+                     help: "Bytes in the quarantine store now (complete items and parts being written).")
+            p.sample("formwall_quarantine_bytes", Double(store.bytes))
+            p.family("formwall_quarantine_max_bytes", "gauge", help: "The quarantine store's cap (--quarantine-max).")
+            p.sample("formwall_quarantine_max_bytes", Double(store.maxBytes))
+        }
         p.family("formwall_active_connections", "gauge", help: "Client connections open now.")
         p.sample("formwall_active_connections", activeConnections)
         p.family("formwall_max_connections", "gauge",

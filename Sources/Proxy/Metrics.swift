@@ -1,4 +1,5 @@
 import Audit
+import Quarantine
 
 // Metrics for the admin listener's /metrics, derived from the audit record of each request, so metrics and the
 // audit log agree by construction.
@@ -178,6 +179,8 @@ public struct MetricsSnapshot: Sendable {
     public var ruleReloadsFailed = 0
     /// Times the supervisor restarted the proxy process before this one.
     public var supervisorRestarts = 0
+    /// How full the quarantine store is; nil without one.
+    public var quarantine: QuarantineUsage?
 
     /// An empty snapshot.
     public init() {}

@@ -1,3 +1,4 @@
+import Quarantine
 import Reactor
 
 extension ProxyServer {
@@ -55,6 +56,10 @@ extension ProxyServer {
         snapshot.ruleReloadsOK = ruleReloads.ok
         snapshot.ruleReloadsFailed = ruleReloads.failed
         snapshot.supervisorRestarts = supervisorRestarts
+        if let store = quarantine {
+            store.rescanIfDue()
+            snapshot.quarantine = store.usage
+        }
         let gather = MetricsGather(expected: registry.count) { merged in
             snapshot.requests = merged
             done(snapshot)

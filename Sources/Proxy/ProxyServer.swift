@@ -22,7 +22,7 @@ public final class ProxyServer {
     public let stats = ProxyStats()
     private let group: EventLoopGroup
     let registry = WorkerRegistry()
-    private let quarantine: QuarantineStore?
+    let quarantine: QuarantineStore?
     /// The TLS listeners' certificates in force (SIGHUP builds a new one from the same files).
     private var tlsServerContext: TLSServerContext?
     /// Where SIGHUP finds the rule files: set when a configuration file lists them (its `include`s are read
@@ -315,6 +315,12 @@ public final class ProxyServer {
                 _ = loop.schedule(after: .seconds(60)) { prune($0) }
             }
             prune(control)
+            // Sees what others changed in the store (formwall quarantine delete, files removed by hand).
+            func rescan(_ loop: EventLoop) {
+                store.rescanIfDue()
+                _ = loop.schedule(after: QuarantineStore.rescanPeriod) { rescan($0) }
+            }
+            _ = control.schedule(after: QuarantineStore.rescanPeriod) { rescan($0) }
         }
         let beginDrain: (EventLoop, Int32) -> Void = { [registry] loop, signal in
             guard drainDeadline == nil else { return }
@@ -328,8 +334,7 @@ public final class ProxyServer {
         try control.onSignal(SIGTERM, beginDrain)
         try control.onSignal(SIGINT, beginDrain)
         let admin = try adminListener.map { listener in
-            let readiness = ReadinessProbe(groups: configuration.upstreams,
-                                           quarantineDirectory: configuration.quarantine?.directory)
+            let readiness = ReadinessProbe(groups: configuration.upstreams, quarantine: quarantine)
             return try AdminServer(listener: listener, loop: control) { [unowned self] route, loop, reply in
                 self.answerAdmin(route, loop: loop, readiness: readiness, reply: reply)
             }

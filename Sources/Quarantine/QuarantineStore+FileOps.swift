@@ -36,6 +36,8 @@ struct FaultPlan: Sendable {
     var writeErrno: Int32 = ENOSPC
     /// Stop just before this step, leaving the file system exactly as a crash there would.
     var crashBefore: DurabilityStep? = nil
+    /// Called by `rescan()` without the lock, after it listed a day and after each look at a chunk of items.
+    var duringRescan: (@Sendable () -> Void)? = nil
 }
 
 enum FileOps {

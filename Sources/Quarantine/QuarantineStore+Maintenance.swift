@@ -13,14 +13,14 @@ extension QuarantineStore {
     }
 
     /// Removes what interrupted writes left behind: temporary files, items without a sidecar and
-    /// empty directories; then recomputes usage.
+    /// empty directories; then rescans.
     ///
     /// Call once at start-up, before any writer begins: an item being written right now looks
     /// exactly like a crash leftover.
     @discardableResult
     public func recover() throws -> RecoveryReport {
         var report = RecoveryReport()
-        try usage.withLock { used in
+        try state.withLock { _ in
             for day in try dayDirectories() {
                 for name in try FileOps.list(day) {
                     let item = "\(day)/\(name)"
@@ -36,8 +36,8 @@ extension QuarantineStore {
                 }
             }
             try removeEmptyDirectories(olderThanDay: nil, report: &report)
-            used = try Self.measure(directory)
         }
+        try rescan()
         return report
     }
 
@@ -86,25 +86,24 @@ extension QuarantineStore {
             }
         }
         var report = RecoveryReport()
-        try usage.withLock { _ in try removeEmptyDirectories(olderThanDay: cutoffDay, report: &report) }
+        try state.withLock { _ in try removeEmptyDirectories(olderThanDay: cutoffDay, report: &report) }
         return removed
     }
 
-    /// Removes one complete item's files and directory, returning the bytes to the pool.
+    /// Removes one complete item's files and directory, taking its bytes off usage.
     func removeItem(_ item: String, id: String) throws {
-        var freed: Int64 = 0
-        // Sidecar first: from then on the item is incomplete, never half-visible.
-        for name in ["\(id).json", "\(id).bin"] {
-            let path = "\(item)/\(name)"
-            if let st = try FileOps.lstat(path) { freed += Int64(st.st_size) }
-            try FileOps.unlink(path)
+        try state.withLock { s in
+            let freed = try itemBytes(item, id: id)
+            // Sidecar first: from then on the item is incomplete, never half-visible, and counts for nothing.
+            try FileOps.unlink("\(item)/\(id).json")
+            s.itemChanged(day: dayKey(ofItem: item, id: id), id: id, by: -freed)
         }
+        try FileOps.unlink("\(item)/\(id).bin")
         try FileOps.rmdir(item)
-        release(freed)
     }
 
     /// Removes empty day, month and year directories (only days up to `olderThanDay`, `YYYY/MM/DD`,
-    /// when given). Caller holds the usage lock, which `begin` holds while creating directories.
+    /// when given). Caller holds the store's lock, which `begin` holds while creating directories.
     private func removeEmptyDirectories(olderThanDay: String?, report: inout RecoveryReport) throws {
         for day in try dayDirectories() {
             let dayKey = String(day.dropFirst(directory.count + 1))

@@ -19,8 +19,10 @@ import Synchronization
 /// A directory of quarantined parts with a size cap and a retention period.
 ///
 /// Thread-safe: share one store among all worker threads of a process. Each stored part is
-/// written through its own `QuarantineWriter`, owned by one thread. Usage accounting is per
-/// process; give each proxy process its own directory.
+/// written through its own `QuarantineWriter`, owned by one thread. Usage is what the last `rescan()`
+/// found on disk, kept up to date with this process's own writes and removals; what others do to the
+/// directory (`formwall quarantine delete`, files removed by hand, another process's items) is seen at the
+/// next rescan (`rescanIfDue()`).
 public final class QuarantineStore: Sendable {
     /// The store's root directory.
     public let directory: String
@@ -29,16 +31,20 @@ public final class QuarantineStore: Sendable {
     /// How long items are kept before `prune(now:)` deletes them.
     public let retention: Duration
     let faults: FaultPlan?
-    /// Bytes in the store, plus bytes reserved by writers in progress. Also serialises creating
-    /// and removing the day directories, so `prune` never removes one a writer is entering.
-    let usage: Mutex<Int64>
+    /// `rescanIfDue()` waits at least this long after the end of the last rescan.
+    let minimumRescanGap: Duration
+    /// Usage and rescans (see `Accounting`). Also serialises creating and removing the day directories, so
+    /// `prune` never removes one a writer is entering, and making an item complete or incomplete, so a rescan
+    /// sees each of this process's items either before or after the change, never half-way.
+    let state: Mutex<Accounting>
 
-    /// Opens (creating 0700 if missing) the store at `directory`, computing usage by walking it.
+    /// Opens (creating 0700 if missing) the store at `directory`, computing usage with a first `rescan()`.
     public convenience init(directory: String, maxBytes: Int64, retention: Duration) throws {
         try self.init(directory: directory, maxBytes: maxBytes, retention: retention, faults: nil)
     }
 
-    init(directory: String, maxBytes: Int64, retention: Duration, faults: FaultPlan?) throws {
+    init(directory: String, maxBytes: Int64, retention: Duration, faults: FaultPlan?,
+         minimumRescanGap: Duration = QuarantineStore.minimumRescanGap) throws {
         // Configuration, not input: validated by the CLI before the store is opened.
         precondition(maxBytes > 0, "maxBytes must be positive")
         var root = directory
@@ -47,12 +53,14 @@ public final class QuarantineStore: Sendable {
         self.maxBytes = maxBytes
         self.retention = retention
         self.faults = faults
+        self.minimumRescanGap = minimumRescanGap
+        self.state = Mutex(Accounting())
         try Self.makeDirectories(root)
-        self.usage = Mutex(try Self.measure(root))
+        try rescan()
     }
 
-    /// Bytes currently stored or reserved by writers in progress.
-    public var usageBytes: Int64 { usage.withLock { $0 } }
+    /// Bytes of complete items plus bytes reserved by this process's writers in progress.
+    public var usageBytes: Int64 { state.withLock { $0.bytes } }
 
     /// Starts storing one part. Fails with `.storeFull` when the store is already at its cap.
     ///
@@ -64,18 +72,21 @@ public final class QuarantineStore: Sendable {
         }
         let (y, m, d) = Sidecar.dayComponents(meta.time)
         let itemDirectory = "\(directory)/\(y)/\(m)/\(d)/\(id)"
-        try usage.withLock { used in
-            guard used < maxBytes else {
-                let operation = "begin (\(used) of \(maxBytes) bytes used)"
-                throw QuarantineError(.storeFull, operation: operation, path: directory)
-            }
-            try FileOps.check(.createTemp, faults, path: itemDirectory)
-            // Under the lock: prune removes empty day directories under the same lock.
-            var parent = directory
-            for component in [y, m, d, id] {
-                let child = "\(parent)/\(component)"
-                if try FileOps.mkdir(child) { try FileOps.fsyncDirectory(parent) }
-                parent = child
+        try retryingWhenFull {
+            try state.withLock { s in
+                guard s.bytes < maxBytes else {
+                    s.refused()
+                    let operation = "begin (\(s.bytes) of \(maxBytes) bytes used)"
+                    throw QuarantineError(.storeFull, operation: operation, path: directory)
+                }
+                try FileOps.check(.createTemp, faults, path: itemDirectory)
+                // Under the lock: prune removes empty day directories, and a rescan lists them, under the same lock.
+                var parent = directory
+                for component in [y, m, d, id] {
+                    let child = "\(parent)/\(component)"
+                    if try FileOps.mkdir(child) { try FileOps.fsyncDirectory(parent) }
+                    parent = child
+                }
             }
         }
         do {
@@ -88,24 +99,37 @@ public final class QuarantineStore: Sendable {
 
     // MARK: Accounting
 
-    /// Reserves `bytes` against the cap, or throws `.storeFull`.
+    /// Reserves `bytes` against the cap for a writer in progress, or throws `.storeFull`.
     func reserve(_ bytes: Int64, path: String) throws {
-        try usage.withLock { used in
-            guard used + bytes <= maxBytes else {
-                throw QuarantineError(.storeFull, operation: "write (cap \(maxBytes) bytes)", path: path)
+        try retryingWhenFull {
+            try state.withLock { s in
+                guard s.bytes + bytes <= maxBytes else {
+                    s.refused()
+                    throw QuarantineError(.storeFull, operation: "write (cap \(maxBytes) bytes)", path: path)
+                }
+                s.pending += bytes
             }
-            used += bytes
         }
     }
 
-    /// Adds bytes that are not subject to the cap (sidecars).
+    /// Adds bytes of a writer in progress that are not subject to the cap (sidecars).
     func account(_ bytes: Int64) {
-        usage.withLock { $0 += bytes }
+        state.withLock { $0.pending += bytes }
     }
 
-    /// Returns bytes to the pool (abort, delete, prune).
+    /// Returns a writer's reserved bytes (abort, failure).
     func release(_ bytes: Int64) {
-        usage.withLock { $0 = max(0, $0 - bytes) }
+        state.withLock { $0.pending = max(0, $0.pending - bytes) }
+    }
+
+    /// Makes a writer's item complete: renames its sidecar into place and moves its `bytes` from the writer's
+    /// reservation to the stored items, in one step as far as a rescan can tell.
+    func complete(_ item: String, id: String, sidecar temporary: String, bytes: Int64) throws {
+        try state.withLock { s in
+            try FileOps.rename(temporary, "\(item)/\(id).json")
+            s.pending = max(0, s.pending - bytes)
+            s.itemChanged(day: dayKey(ofItem: item, id: id), id: id, by: bytes)
+        }
     }
 
     // MARK: Layout
@@ -157,20 +181,5 @@ public final class QuarantineStore: Sendable {
         guard let st = try FileOps.lstat(path), FileOps.isDirectory(st) else {
             throw QuarantineError(.io, operation: "store directory is not a directory", path: path, errno: ENOTDIR)
         }
-    }
-
-    /// Sum of regular file sizes under `path`.
-    static func measure(_ path: String) throws -> Int64 {
-        var total: Int64 = 0
-        for name in try FileOps.list(path) {
-            let child = "\(path)/\(name)"
-            guard let st = try FileOps.lstat(child) else { continue }
-            if FileOps.isDirectory(st) {
-                total += try measure(child)
-            } else if FileOps.isRegular(st) {
-                total += Int64(st.st_size)
-            }
-        }
-        return total
     }
 }

@@ -32,6 +32,8 @@ public final class QuarantineWriter {
     private let hasher = SHA256Hasher()
     private var state = State.open
     private var sidecarBytes: Int64 = 0
+    /// The sidecar is in place: the item's bytes count as stored, no longer as this writer's.
+    private var completed = false
 
     init(store: QuarantineStore, id: String, directory: String, meta: QuarantineMeta) throws {
         self.store = store
@@ -113,7 +115,8 @@ public final class QuarantineWriter {
             try FileOps.check(.syncSidecar, faults, path: sidecarTemp)
             try FileOps.fsync(sfd, path: sidecarTemp)
             try FileOps.check(.renameSidecar, faults, path: sidecarTemp)
-            try FileOps.rename(sidecarTemp, sidecarFinal)
+            try store.complete(itemDirectory, id: id, sidecar: sidecarTemp, bytes: size + sidecarBytes)
+            completed = true
             try FileOps.check(.syncDirectoryAfterSidecar, faults, path: itemDirectory)
             try FileOps.fsyncDirectory(itemDirectory)
             state = .finished
@@ -148,10 +151,15 @@ public final class QuarantineWriter {
     private func cleanUp() {
         if fd >= 0 { close(fd) }
         fd = -1
+        if completed {
+            // A failure after the sidecar's rename: the item is removed as a complete one.
+            try? store.removeItem(itemDirectory, id: id)
+        } else {
+            store.release(size + sidecarBytes)
+        }
         // Sidecar first: once it is gone the item is incomplete, whatever else fails to unlink.
         for path in [sidecarFinal, sidecarTemp, dataFinal, dataTemp] { try? FileOps.unlink(path) }
         _ = try? FileOps.rmdir(itemDirectory)
-        store.release(size + sidecarBytes)
         size = 0
         sidecarBytes = 0
     }

@@ -93,7 +93,10 @@ enum ServeCommand: Command {
       --quarantine-dir DIR            store for parts whose rule says `action quarantine` (created 0700 if
                                       missing; its parent must exist). Rules that use `action quarantine`
                                       without it are refused at start-up
-      --quarantine-max SIZE           store size cap, e.g. 10GiB (default 10GiB); full store: 503
+      --quarantine-max SIZE           store size cap, e.g. 10GiB (default 10GiB); full store: 503, and
+                                      /readyz fails. Usage is rescanned from the directory (when a part
+                                      does not fit, on /metrics and /readyz, every 10 s), so items
+                                      deleted by `formwall quarantine delete` or by hand make room
       --quarantine-retention DAYS     items older than this are pruned (default 30)
       --audit-log FILE|-              one JSON line per request (O_APPEND; `-` for stdout)
       --audit-rotate SIZE             rotate the audit log at SIZE (e.g. 100MiB), gzip old files

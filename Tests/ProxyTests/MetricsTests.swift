@@ -2,6 +2,7 @@ import Audit
 import Foundation
 import Glibc
 import Inspect
+import Quarantine
 import Testing
 import Rules
 @testable import Proxy
@@ -169,6 +170,17 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         #expect(AdminRoute.route(method: "GET", target: "http://x/metrics") == .notFound)
         #expect(AdminRoute.route(method: "POST", target: "/metrics") == .methodNotAllowed)
         #expect(AdminRoute.route(method: "HEAD", target: "/healthz") == .methodNotAllowed)
+    }
+
+    @Test func quarantineGaugesOnlyWithAStore() {
+        var s = MetricsSnapshot()
+        #expect(!s.prometheusText().contains("formwall_quarantine_max_bytes"))
+        s.quarantine = QuarantineUsage(bytes: 7486, maxBytes: 8192, full: true)
+        let lines = s.prometheusText().split(separator: "\n").map(String.init)
+        #expect(lines.contains("# TYPE formwall_quarantine_bytes gauge"))
+        #expect(lines.contains("formwall_quarantine_bytes 7486"))
+        #expect(lines.contains("# TYPE formwall_quarantine_max_bytes gauge"))
+        #expect(lines.contains("formwall_quarantine_max_bytes 8192"))
     }
 
     @Test func readinessJSON() {

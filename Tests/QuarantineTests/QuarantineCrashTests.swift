@@ -65,7 +65,7 @@ import TestRandom
                 #expect(report.temporaryFiles + report.incompleteItems >= 1)
             }
         }
-        #expect(restarted.usageBytes == (try QuarantineStore.measure(dir.path)))
+        #expect(restarted.usageBytes == treeBytes(dir.path))
         #expect(try restarted.list().count == ids.count)
     }
 
@@ -206,7 +206,7 @@ import TestRandom
             totals.incompleteItems += report.incompleteItems
             let ids = verifyConsistent(dir.path)
             #expect(committedByChildren.isSubset(of: ids), "a committed item was lost in iteration \(iteration)")
-            #expect(restarted.usageBytes == (try QuarantineStore.measure(dir.path)))
+            #expect(restarted.usageBytes == treeBytes(dir.path))
         }
         #expect(committedByChildren.count >= 30)
         // The kills really landed mid-item: recovery had leftovers to remove.

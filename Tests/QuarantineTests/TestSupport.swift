@@ -53,6 +53,25 @@ func tree(_ root: String) -> [String] {
     return (e.allObjects as? [String] ?? []).sorted()
 }
 
+/// Writes a complete item straight into the store's layout under `root` (no fsync, a placeholder sidecar:
+/// fast, for tests that need many items), returning its id.
+func plantItem(_ root: String, day: String, size: Int, _ rng: inout SplitMix64) throws -> String {
+    let id = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255, using: &rng)) }.joined()
+    let item = "\(root)/\(day)/\(id)"
+    try FileManager.default.createDirectory(atPath: item, withIntermediateDirectories: true)
+    try Data(repeating: 0x5A, count: size).write(to: URL(fileURLWithPath: "\(item)/\(id).bin"))
+    try Data("{\"id\":\"\(id)\"}\n".utf8).write(to: URL(fileURLWithPath: "\(item)/\(id).json"))
+    return id
+}
+
+/// Sum of the sizes of the regular files under `root`.
+func treeBytes(_ root: String) -> Int64 {
+    tree(root).reduce(into: Int64(0)) { total, path in
+        var st = stat()
+        if lstat("\(root)/\(path)", &st) == 0, st.st_mode & S_IFMT == S_IFREG { total += Int64(st.st_size) }
+    }
+}
+
 /// Checks the store's on-disk invariant: no temp files, and every item directory holds exactly a
 /// sidecar and a data file whose size and SHA-256 match the sidecar. Returns the complete item ids.
 func verifyConsistent(_ root: String, sourceLocation: SourceLocation = #_sourceLocation) -> Set<String> {
