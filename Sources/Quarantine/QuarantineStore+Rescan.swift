@@ -15,7 +15,7 @@ import Glibc
 
 extension QuarantineStore {
     /// The least time between two rescans by `rescanIfDue()`.
-    public static let minimumRescanGap: Duration = .milliseconds(100)
+    public static let minimumRescanGap: Duration = .milliseconds(10)
     /// `rescanIfDue()` also waits this many times the last rescan's duration, so rescans take at most about
     /// 1/20 of one thread's time however large the store.
     public static let rescanGapFactor = 20

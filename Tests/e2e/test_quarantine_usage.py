@@ -1,7 +1,7 @@
 """The running proxy's view of how full the quarantine store is (issue 52).
 
 The store's usage is what the proxy last found on disk plus its own writes and removals since; it looks again
-(a rescan) when a part does not fit, on /metrics and /readyz, and every 10 s, at most once every 0.1 s and 20
+(a rescan) when a part does not fit, on /metrics and /readyz, and every 10 s, at most once every 10 ms and 20
 times the last rescan's duration. So items removed with `formwall quarantine delete` or by hand make room without
 a restart, /metrics shows `formwall_quarantine_bytes` and `formwall_quarantine_max_bytes`, and /readyz's
 `quarantine` check fails while the store is full. Run with one process and with the supervisor and two workers.
@@ -101,10 +101,10 @@ def test_room_made_outside_the_proxy_is_used_without_a_restart(formwall_factory,
     assert [upload(fw.port) for _ in range(3)] == [200, 200, 503]
     assert gauges(admin)["formwall_quarantine_bytes"] == on_disk(store) == full
 
-    # By hand: one item directory removed with rm -r makes room for one more part.
+    # By hand: one item directory removed with rm -r makes room for one more part, which the upload that does not
+    # fit by the proxy's count finds by rescanning (well before the 10 s periodic rescan; nothing else asks here).
     (first, *_) = store.glob("[0-9][0-9][0-9][0-9]/[0-9][0-9]/[0-9][0-9]/*")
     shutil.rmtree(first)
-    wait_until(lambda: gauges(admin)["formwall_quarantine_bytes"] == on_disk(store) < full, IO_TIMEOUT,
-               what="formwall_quarantine_bytes falling after an item was removed by hand")
-    assert upload(fw.port) == 200
+    assert on_disk(store) < full
+    wait_until(lambda: upload(fw.port) == 200, 5, what="an upload taken after an item was removed by hand")
     assert gauges(admin)["formwall_quarantine_bytes"] == on_disk(store) == full
