@@ -15,7 +15,8 @@ extension ConnectionMachine {
         if violation != nil {
             decision = .reject
         } else if let error {
-            if ex.responseStarted || status == 499 || error == "client_closed" || error == "client_aborted" {
+            if ex.responseStarted || status == 499 || error == "client_closed" || error == "client_reset"
+                || error == "client_aborted" {
                 decision = .aborted
             } else {
                 decision = status >= 500 ? .error : .reject

@@ -380,7 +380,7 @@ struct ConnectionMachine {
                 break
             }
         case .clientReset:
-            peerGone(into: &out)
+            peerGone("client_reset", into: &out)
             return
         case .clientWrote:
             clientWaitingSince = clientOut.readableBytes == 0 ? 0 : now
@@ -1362,12 +1362,12 @@ struct ConnectionMachine {
         if clientOut.readableBytes == 0 { finishClosing(into: &out) }
     }
 
-    /// The client can no longer receive anything: an exchange in progress is recorded as cut by the client.
-    private mutating func peerGone(into out: inout [Action]) {
+    /// The client can no longer receive anything: an exchange in progress is recorded as cut by the client, with
+    /// `why` (`client_reset`, `client_closed`) as its reason and error.
+    private mutating func peerGone(_ why: String, into out: inout [Action]) {
         if case .exchanging(let ex) = state {
             drop(ex, into: &out)
-            out.append(.ended(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status,
-                                                 reason: "client_closed", error: "client_closed")))
+            out.append(.ended(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status, reason: why, error: why)))
         }
         close(into: &out)
     }
@@ -1387,7 +1387,7 @@ struct ConnectionMachine {
         lingerBudget = budget
         if budget < 0 {
             // Past the budget: close with unread input (the kernel resets) rather than read forever.
-            if case .exchanging = state { peerGone(into: &out) } else { close(into: &out) }
+            if case .exchanging = state { peerGone("client_closed", into: &out) } else { close(into: &out) }
             return
         }
         if case .lingering(let until, _) = state {
