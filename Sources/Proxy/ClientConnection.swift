@@ -311,6 +311,9 @@ final class ClientConnection: EventHandler, BatchEndHandler {
                 try? transport.shutdownWrite()
             case .closeClient:
                 closeAfterFlushing()
+            case .resetClient:
+                try? socket.resetOnClose()
+                closeAfterFlushing()
             case .requestCounted:
                 worker.requestEnded(nil)
             case .requestEnded(let record):

@@ -144,6 +144,9 @@ struct ConnectionMachine {
         case shutdownClientWrite
         /// Close the client connection. No event is handled after it.
         case closeClient
+        /// Close the client connection with a reset once what is queued for it is written: a response was cut
+        /// in a framing where a FIN would read as its end (close-delimited). No event is handled after it.
+        case resetClient
         /// A request ended without an audit record (no audit log configured): count it.
         case requestCounted
         /// A request ended: count it, and write its audit record. Indirect (boxed), like `log`: the record is
@@ -251,6 +254,8 @@ struct ConnectionMachine {
     /// that made progress, or the tick that first saw them waiting); 0 while `clientOut` is empty.
     private var clientWaitingSince: UInt64 = 0
     private var lastTick: UInt64
+    /// The response was cut where the client cannot see a cut (close-delimited): the connection ends with a reset.
+    private var resetWhenClosing = false
     /// Bytes still allowed to be discarded while answering and lingering; nil until discarding starts.
     private var lingerBudget: Int?
     /// The storage of an earlier exchange's `replayBorrowed`, emptied, for the next (one allocation per
@@ -410,7 +415,7 @@ struct ConnectionMachine {
                 // Nothing of the request went up: the next server of the group may take it.
                 if retryNextServer(ex, into: &out) {
                     upstreamIn.clear()
-                    ex.upReadEnded = false
+                    ex.upstreamRead = .open
                     ex.upWriteFailed = false
                     break
                 }
@@ -438,8 +443,10 @@ struct ConnectionMachine {
                 ex.upReceived = true
                 ex.upstreamActivity = now
             }
-        case .upstreamEOF, .upstreamReadFailed:
-            if case .exchanging(let ex) = state { ex.upReadEnded = true }
+        case .upstreamEOF:
+            if case .exchanging(let ex) = state { ex.upstreamRead = .ended }
+        case .upstreamReadFailed:
+            if case .exchanging(let ex) = state { ex.upstreamRead = .failed }
         case .upstreamWriteFailed:
             if case .exchanging(let ex) = state { ex.upWriteFailed = true }
         case .upstreamWrote(let n):
@@ -1066,6 +1073,9 @@ struct ConnectionMachine {
                         ex.closeAfter = true
                         head.headers.removeAll(named: "transfer-encoding")
                     }
+                    // A close-delimited body goes to an HTTP/1.1 client chunked: its end (or a cut) stays visible.
+                    let rechunk = head.framing == .closeDelimited && ex.head.version != .http1_0
+                    if rechunk { head.headers.append(name: "Transfer-Encoding", value: "chunked") }
                     HTTPHeadSerializer.withResponseHead(head, close: ex.closeAfter) { _ = try? clientOut.writeBytes($0) }
                     ex.responseStarted = true
                     ex.status = head.status
@@ -1073,7 +1083,7 @@ struct ConnectionMachine {
                     case .none: ex.response = .complete
                     case .contentLength(let n): ex.response = n == 0 ? .complete : .contentLength(remaining: n)
                     case .chunked: ex.response = .chunked(ChunkedDecoder(limits: config.http))
-                    case .closeDelimited: ex.response = .closeDelimited
+                    case .closeDelimited: ex.response = .closeDelimited(rechunk: rechunk)
                     }
                     var storage = head.headers.takeStorage()
                     pools?.fieldStorage.recycle(&storage)
@@ -1130,13 +1140,36 @@ struct ConnectionMachine {
                 ex.response = ended ? .complete : .chunked(decoder)
                 progressed = true
                 if offset == 0 && !ended { return progressed }
-            case .closeDelimited:
+            case .closeDelimited(let rechunk):
                 let avail = upstreamIn.readableBytes
                 if avail == 0 {
-                    if ex.upReadEnded { ex.response = .complete; continue }
-                    return progressed
+                    switch ex.upstreamRead {
+                    case .open:
+                        return progressed
+                    case .ended:
+                        if rechunk {
+                            // Written whole or not yet: a full output waits for the client to take some.
+                            guard clientOut.maxCapacity - clientOut.readableBytes >= Self.lastChunk.count else {
+                                return progressed
+                            }
+                            _ = try? clientOut.writeBytes(Self.lastChunk)
+                        }
+                        ex.response = .complete
+                        continue
+                    case .failed:
+                        // A reset is not the end of the body: the client must not see an end.
+                        upstreamEnded(ex, into: &out)
+                        return true
+                    }
                 }
-                copyToClient(count: min(avail, clientOut.maxCapacity - clientOut.readableBytes))
+                let room = clientOut.maxCapacity - clientOut.readableBytes
+                if rechunk {
+                    let count = min(avail, room - ChunkedEncoder.maxChunkHeaderLength - 2)
+                    guard count > 0 else { return progressed }
+                    writeChunkToClient(count: count)
+                } else {
+                    copyToClient(count: min(avail, room))
+                }
                 progressed = true
             case .complete:
                 finishExchange(ex, into: &out)
@@ -1144,6 +1177,20 @@ struct ConnectionMachine {
             }
         }
         return progressed
+    }
+
+    /// The last chunk, with no trailer.
+    private static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+    private static let crlf: [UInt8] = [13, 10]
+
+    /// `copyToClient` as one chunk: its size line, the bytes, CRLF.
+    private func writeChunkToClient(count: Int) {
+        withUnsafeTemporaryAllocation(byteCount: ChunkedEncoder.maxChunkHeaderLength, alignment: 1) { header in
+            guard let n = ChunkedEncoder.writeChunkHeader(size: count, to: header) else { return }
+            _ = try? clientOut.writeBytes(UnsafeRawBufferPointer(rebasing: header[..<n]))
+        }
+        copyToClient(count: count)
+        _ = try? clientOut.writeBytes(Self.crlf)
     }
 
     private func copyToClient(count: Int) {
@@ -1177,7 +1224,7 @@ struct ConnectionMachine {
             }
             upstreamIn.clear()
             ex.upstream = .connecting
-            ex.upReadEnded = false
+            ex.upstreamRead = .open
             ex.upWriteFailed = false
             ex.upReceived = false
             ex.reused = false
@@ -1191,7 +1238,10 @@ struct ConnectionMachine {
             out.append(.releaseUpstream(reuse: false))
             ex.upstream = .none
             out.append(.ended(auditRecord(ex, status: ex.status, reason: "upstream_closed",
-                                                 error: "upstream_closed_mid_response")))
+                                          error: ex.upstreamRead == .failed ? "upstream_reset_mid_response"
+                                                                           : "upstream_closed_mid_response")))
+            if case .closeDelimited(rechunk: false) = ex.response { resetWhenClosing = true }
+            if ex.dechunk { resetWhenClosing = true }
             clientEOF = true
             state = .closing(discard: false)
             if clientOut.readableBytes == 0 { finishClosing(into: &out) }
@@ -1424,7 +1474,7 @@ struct ConnectionMachine {
             drop(ex, into: &out)
         }
         state = .closed
-        out.append(.closeClient)
+        out.append(resetWhenClosing ? .resetClient : .closeClient)
     }
 
     /// A timeout's seconds as nanoseconds, clamped to 0 … 10^9 s (a configured value never overflows).

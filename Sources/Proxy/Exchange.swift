@@ -12,7 +12,9 @@ final class Exchange {
         /// Passing the body through.
         case contentLength(remaining: UInt64)
         case chunked(ChunkedDecoder)
-        case closeDelimited
+        /// Until the upstream closes. With `rechunk`, each piece goes to the client as a chunk and the last chunk
+        /// only after a clean end, so an HTTP/1.1 client can tell a cut response from a whole one.
+        case closeDelimited(rechunk: Bool)
         /// Done.
         case complete
     }
@@ -71,8 +73,17 @@ final class Exchange {
     var retried = false
     /// Response bytes arrived on the current connection.
     var upReceived = false
+    /// How the upstream's sending side stands.
+    enum ReadSide {
+        case open
+        /// FIN: the upstream sent all it will send.
+        case ended
+        /// A reset or read error: what was read may be all, or a part (never an end of a close-delimited body).
+        case failed
+    }
+    var upstreamRead: ReadSide = .open
     /// The upstream's sending side ended (FIN or a read error).
-    var upReadEnded = false
+    var upReadEnded: Bool { upstreamRead != .open }
     /// Writing to the upstream failed; the response may still be read.
     var upWriteFailed = false
     /// Every byte written on a reused connection while it fits `pool.replayLimit`; nil once it does not.

@@ -99,6 +99,8 @@ final class ExchangeRig {
     private(set) var logs: [String] = []
     private(set) var shutdownSent = false
     private(set) var closed = false
+    /// The client connection ended with a reset (`.resetClient`), not a FIN.
+    private(set) var resetSent = false
     private(set) var released: [Bool] = []
     /// `.scanFile` actions (antivirus scans asked for).
     private(set) var scans = 0
@@ -306,6 +308,9 @@ final class ExchangeRig {
             shutdownSent = true
         case .closeClient:
             closed = true
+        case .resetClient:
+            closed = true
+            resetSent = true
         case .requestCounted:
             records.append(nil)
         case .requestEnded(let record):

@@ -13,12 +13,13 @@ import os
 import resource
 import socket
 import struct
+import subprocess
 import threading
 import time
 
 import pytest
 
-from e2e_helpers import HOST, IO_TIMEOUT, json_lines, wait_until
+from e2e_helpers import HOST, IO_TIMEOUT, json_lines, wait_audit_record, wait_until
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # A busy loop burns ~1 s of CPU per second; an idle Formwall a few milliseconds.
@@ -429,3 +430,36 @@ def test_every_reset_request_whose_head_arrived_has_its_audit_line(upstream, for
         assert r["decision"] == "aborted", r
         assert r["status"] == 499, r
         assert "client_reset" in (r.get("error") or "") or r.get("reason") == "client_reset", r
+
+
+def resets_after_close_delimited_body(size: int):
+    """An upstream that answers 200 with no Content-Length and no chunking (the body ends at the close), sends
+    `size` bytes of it, then resets."""
+    def behave(conn, up):
+        read_head(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + b"d" * size)
+        rst_close(conn)
+    return behave
+
+
+@pytest.mark.parametrize("http10", [False, True], ids=["http1.1", "http1.0"])
+def test_upstream_reset_in_a_close_delimited_body_is_no_end_for_the_client(raw_upstream, formwall_factory,
+                                                                           tmp_path, http10):
+    """A close-delimited response cut by an upstream reset must not reach the client as complete: curl reports
+    the cut (HTTP/1.1: the body comes chunked and its last chunk never does, exit 18; HTTP/1.0: the connection
+    is reset, exit 56), and the audit line says aborted."""
+    up = raw_upstream(resets_after_close_delimited_body(100_000))
+    audit = tmp_path / "audit.jsonl"
+    fw = formwall_factory(up.url, "--workers", "1", "--audit-log", str(audit))
+    out = tmp_path / "body"
+    cmd = ["curl", "-sS", "-o", str(out), "-H", "X-Request-Id: cut-download", "--max-time", "20",
+           f"{fw.url}/download"]
+    if http10:
+        cmd.insert(1, "-0")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert done.returncode in (18, 56), f"curl exit {done.returncode}: the cut looked complete ({done.stderr})"
+    got = out.read_bytes() if out.exists() else b""
+    assert got == b"d" * len(got), "only the upstream's bytes"
+    record = wait_audit_record(audit, "cut-download")
+    assert record["decision"] == "aborted", record
+    assert record["status"] == 200 and record["reason"] == "upstream_closed", record
