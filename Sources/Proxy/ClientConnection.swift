@@ -303,8 +303,8 @@ final class ClientConnection: EventHandler, BatchEndHandler {
                 }
             case .scanInputEnded:
                 scan?.inputEnded(now: worker.loop.now())
-            case .upstreamHealth(let group, let server, let ok):
-                worker.reportServer(group: group, server: server, ok: ok)
+            case .upstreamHealth(let group, let server, let failure):
+                worker.reportServer(group: group, server: server, failure: failure)
             case .releaseUpstream(let reuse):
                 dropUpstream(reuse: reuse)
             case .shutdownClientWrite:

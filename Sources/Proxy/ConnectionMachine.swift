@@ -134,10 +134,10 @@ struct ConnectionMachine {
         case scanFile(TemporaryFile, id: Int)
         /// The file of scan `id` is complete: end the stream and wait for the verdict.
         case scanInputEnded(id: Int)
-        /// What this exchange learnt about a server's health (passive health checks): `ok` once its response
-        /// head arrived; not `ok` when connecting failed or timed out, or it closed, answered garbage or fell
-        /// silent before answering.
-        case upstreamHealth(group: Int, server: Int, ok: Bool)
+        /// What this exchange learnt about a server's health (passive health checks): no `failure` once its
+        /// response head arrived; a `failure` when connecting failed or timed out, or it closed, answered garbage
+        /// or fell silent before answering.
+        case upstreamHealth(group: Int, server: Int, failure: UpstreamFailure?)
         /// Detach the upstream connection: back to the pool, or closed. Once per upstream connection used.
         case releaseUpstream(reuse: Bool)
         /// Send FIN to the client (lingering starts).
@@ -411,16 +411,17 @@ struct ConnectionMachine {
             guard case .exchanging(let ex) = state, ex.upstream == .connected, !ex.responseStarted else { break }
             out.append(.log(FailureLine(kind: "upstream", msg: "upstream tls failed", requestID: ex.requestID,
                                         error: why, upstream: serverName(ex))))
+            let failure = UpstreamFailure("upstream_tls_failed", error: why)
             if ex.upstreamAccepted == 0 {
                 // Nothing of the request went up: the next server of the group may take it.
-                if retryNextServer(ex, into: &out) {
+                if retryNextServer(ex, failure, into: &out) {
                     upstreamIn.clear()
                     ex.upstreamRead = .open
                     ex.upWriteFailed = false
                     break
                 }
             } else {
-                reportHealth(ex, ok: false, into: &out)
+                reportHealth(ex, failure, into: &out)
             }
             abort(status: 502, kind: "upstream_tls_failed", into: &out)
             return
@@ -434,7 +435,7 @@ struct ConnectionMachine {
             ex.server = server
             out.append(.log(FailureLine(kind: "upstream", msg: "upstream unreachable", requestID: ex.requestID,
                                         error: why, upstream: serverName(ex))))
-            if retryNextServer(ex, into: &out) { break }
+            if retryNextServer(ex, UpstreamFailure("upstream_unreachable", error: why), into: &out) { break }
             ex.upstream = .none
             abort(status: 502, kind: "upstream_unreachable", into: &out)
             return
@@ -1035,7 +1036,7 @@ struct ConnectionMachine {
                 switch consume result {
                 case .failure(let error):
                     log(kind: "upstream", "malformed upstream response head", error: "\(error)", into: &out)
-                    reportHealth(ex, ok: false, into: &out)
+                    reportHealth(ex, UpstreamFailure("bad_upstream_response", error: "\(error)"), into: &out)
                     abort(status: 502, kind: "bad_upstream_response", into: &out)
                     return true
                 case .success(.needMore(let consumed)):
@@ -1045,7 +1046,7 @@ struct ConnectionMachine {
                 case .success(.complete(let head, let consumed)):
                     upstreamIn.moveReaderIndex(forwardBy: consumed)
                     progressed = true
-                    if !head.isInformational { reportHealth(ex, ok: true, into: &out) }
+                    if !head.isInformational { reportHealth(ex, nil, into: &out) }
                     if head.isInformational {
                         // Our own 100 Continue already went out; pass other 1xx (103 Early Hints) through.
                         if head.status != 100 {
@@ -1248,7 +1249,7 @@ struct ConnectionMachine {
         } else {
             out.append(.log(FailureLine(kind: "upstream", msg: "upstream closed before answering",
                                         requestID: ex.requestID, upstream: serverName(ex))))
-            reportHealth(ex, ok: false, into: &out)
+            reportHealth(ex, UpstreamFailure("upstream_closed"), into: &out)
             abort(status: 502, kind: "upstream_closed", into: &out)
         }
     }
@@ -1545,11 +1546,10 @@ struct ConnectionMachine {
             } else if heldUp, ex.upstreamConnected, over(max(ex.upstreamActivity, lastActivity), t.upstreamResponse) {
                 // The upstream has taken no byte of the body and sent nothing for the response timeout, and the
                 // client waits on it (nginx's proxy_send_timeout): the upstream's failure.
+                let error = "no request byte taken for \(t.upstreamResponse) s"
                 out.append(.log(FailureLine(kind: "upstream", msg: "upstream stopped reading the request",
-                                            requestID: ex.requestID,
-                                            error: "no request byte taken for \(t.upstreamResponse) s",
-                                            upstream: serverName(ex))))
-                reportHealth(ex, ok: false, into: &out)
+                                            requestID: ex.requestID, error: error, upstream: serverName(ex))))
+                reportHealth(ex, UpstreamFailure("upstream_timeout", error: error), into: &out)
                 abort(status: 504, kind: "upstream_timeout", into: &out)
             } else if receiving,
                       BodyRate.tooSlow(bytes: ex.body?.bytesIn ?? 0, readingNanos: ex.bodyReadWanted,
@@ -1557,16 +1557,18 @@ struct ConnectionMachine {
                 abort(status: 408, kind: "client_body_too_slow", into: &out)
             } else if ex.upstream == .connecting, let started = ex.connectStartedAt,
                       over(started, t.upstreamConnect) {
+                let error = "no connection within \(t.upstreamConnect) s"
                 out.append(.log(FailureLine(kind: "upstream", msg: "upstream connect timed out", requestID: ex.requestID,
-                                            error: "no connection within \(t.upstreamConnect) s", upstream: serverName(ex))))
-                if !retryNextServer(ex, into: &out) {
+                                            error: error, upstream: serverName(ex))))
+                if !retryNextServer(ex, UpstreamFailure("upstream_connect_timeout", error: error), into: &out) {
                     abort(status: 504, kind: "upstream_connect_timeout", into: &out)
                 }
             } else if ex.upstreamConnected, let done = ex.requestCompletedAt ?? ex.bodyDiscardedAt,
                       over(max(ex.upstreamActivity, done, responseHeldUpAt), t.upstreamResponse) {
                 // Silent this long while Formwall wanted to read it: time in which the client held the response
                 // up (`responseHeldUpAt`) is the client's, and its send timeout's.
-                reportHealth(ex, ok: false, into: &out)
+                reportHealth(ex, UpstreamFailure("upstream_timeout", error: "no response for \(t.upstreamResponse) s"),
+                             into: &out)
                 abort(status: 504, kind: "upstream_timeout", into: &out)
             }
         }
@@ -1647,10 +1649,12 @@ struct ConnectionMachine {
         out.append(.connectUpstream(group: ex.group))
     }
 
-    /// After a failed or timed-out connect (nothing of the request went upstream): the next server of the group,
-    /// if one is left untried. False when every server was tried; the caller answers.
-    private mutating func retryNextServer(_ ex: Exchange, into out: inout [Action]) -> Bool {
-        reportHealth(ex, ok: false, into: &out)
+    /// After a failed or timed-out connect (nothing of the request went upstream): the server's `failure`
+    /// reported, the next server of the group, if one is left untried. False when every server was tried; the
+    /// caller answers.
+    private mutating func retryNextServer(_ ex: Exchange, _ failure: UpstreamFailure,
+                                          into out: inout [Action]) -> Bool {
+        reportHealth(ex, failure, into: &out)
         guard ex.attempts < config.upstreams[ex.group].servers.count else { return false }
         ex.attempts += 1
         ex.upstream = .connecting
@@ -1660,9 +1664,10 @@ struct ConnectionMachine {
         return true
     }
 
-    private func reportHealth(_ ex: Exchange, ok: Bool, into out: inout [Action]) {
+    /// Passive health: the exchange's server answered (`failure` nil) or failed.
+    private func reportHealth(_ ex: Exchange, _ failure: UpstreamFailure?, into out: inout [Action]) {
         guard let server = ex.server else { return }
-        out.append(.upstreamHealth(group: ex.group, server: server, ok: ok))
+        out.append(.upstreamHealth(group: ex.group, server: server, failure: failure))
     }
 
     /// The server the exchange is talking to, `host:port`, for logs and the audit record.

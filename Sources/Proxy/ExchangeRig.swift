@@ -104,8 +104,8 @@ final class ExchangeRig {
     private(set) var released: [Bool] = []
     /// `.scanFile` actions (antivirus scans asked for).
     private(set) var scans = 0
-    /// `upstreamHealth` reports: (server, ok).
-    private(set) var health: [(server: Int, ok: Bool)] = []
+    /// `upstreamHealth` reports: (server, ok, the failure's reason).
+    private(set) var health: [(server: Int, ok: Bool, reason: String?)] = []
     /// The server index the rig reports for the current dial: 0, then one more per `retryUpstream`.
     private var serversTried = 0
     /// An action came after `.closeClient` (an invariant violation).
@@ -299,8 +299,8 @@ final class ExchangeRig {
             scans += 1
         case .scanInputEnded(let id):
             queue.append(.scanResult(script.scanVerdict, id: id))
-        case .upstreamHealth(_, let server, let ok):
-            health.append((server, ok))
+        case .upstreamHealth(_, let server, let failure):
+            health.append((server, failure == nil, failure?.reason))
         case .releaseUpstream(let reuse):
             released.append(reuse)
             current = nil

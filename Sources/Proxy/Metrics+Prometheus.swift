@@ -114,6 +114,7 @@ extension MetricsSnapshot {
         p.sample("formwall_connection_limit_total", labels: [("action", "closed_idle")], r.connectionLimit.closedIdle)
         p.sample("formwall_connection_limit_total", labels: [("action", "paused")], r.connectionLimit.paused)
         p.counters("formwall_upstream_errors_total", help: "Requests that involved the upstream and ended in error, by upstream server.", label: "server", r.upstreamErrors)
+        p.upstreamHealth(upstreams)
         p.family("formwall_tls_handshakes_total", "counter", help: "TLS handshakes completed with clients.")
         p.sample("formwall_tls_handshakes_total", r.tlsHandshakes)
         p.counters("formwall_tls_handshake_failures_total", help: "TLS handshakes with clients that failed, by reason.", label: "reason", r.tlsHandshakeFailures)

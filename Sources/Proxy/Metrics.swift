@@ -71,6 +71,9 @@ public struct RequestMetrics: Sendable, Equatable {
     public var requestDuration = Histogram(bounds: Histogram.durationBounds)
     /// Time waiting for the upstream, seconds, for requests that contacted it.
     public var upstreamDuration = Histogram(bounds: Histogram.durationBounds)
+    /// Passive health counts per upstream group and server (`[group][server]`): not from the audit record but
+    /// from the worker's balancers, copied in with the rest on a scrape.
+    public var upstreamServers: [[UpstreamServerStats]] = []
 
     /// Empty counters.
     public init() {}
@@ -114,6 +117,7 @@ public struct RequestMetrics: Sendable, Equatable {
         connectionLimit.paused += other.connectionLimit.paused
         requestDuration.merge(other.requestDuration)
         upstreamDuration.merge(other.upstreamDuration)
+        UpstreamServerStats.merge(&upstreamServers, other.upstreamServers)
     }
 }
 
@@ -178,6 +182,8 @@ public struct MetricsSnapshot: Sendable {
     public var ruleReloadsFailed = 0
     /// Times the supervisor restarted the proxy process before this one.
     public var supervisorRestarts = 0
+    /// The upstream groups and their servers' health.
+    public var upstreams = UpstreamHealth()
 
     /// An empty snapshot.
     public init() {}

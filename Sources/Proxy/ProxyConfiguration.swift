@@ -242,6 +242,15 @@ public struct ProxyConfiguration: Sendable {
         /// ... is skipped for this many seconds (`fail-timeout`, default 10), like nginx's `max_fails` and
         /// `fail_timeout`. When every server is down, they are all tried anyway.
         public var failTimeout: Double = 10
+        /// Whether /readyz checks the group (`readiness required|optional`).
+        public enum Readiness: String, Sendable {
+            /// /readyz probes every server of the group and fails while none accepts a connection.
+            case required
+            /// /readyz ignores the group; its health is on /upstreams and /metrics.
+            case optional
+        }
+        /// `readiness`. Default optional: one application's outage does not make the proxy unready.
+        public var readiness: Readiness = .optional
 
         public init(name: String, servers: [Server]) {
             self.name = name

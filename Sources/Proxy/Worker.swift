@@ -349,13 +349,21 @@ final class Worker {
         balancers[group].pick(excluding: tried, now: loop.iterationTime)
     }
 
+    /// What a scrape takes from this worker: its request metrics with every group's per-server health counts.
+    var scrapedMetrics: RequestMetrics {
+        var copy = metrics
+        copy.upstreamServers = balancers.map(\.stats)
+        return copy
+    }
+
     /// A request started or finished on a server (least-conn counts).
     func serverStarted(group: Int, server: Int) { balancers[group].started(server) }
     func serverFinished(group: Int, server: Int) { balancers[group].finished(server) }
 
-    /// Passive health: what a request learnt about a server. The report that marks it down is logged.
-    func reportServer(group: Int, server: Int, ok: Bool) {
-        guard balancers[group].report(server, ok: ok, now: loop.iterationTime) else { return }
+    /// Passive health: what a request learnt about a server (nil: it answered). The report that marks it down
+    /// is logged.
+    func reportServer(group: Int, server: Int, failure: UpstreamFailure?) {
+        guard balancers[group].report(server, failure: failure, now: loop.iterationTime) else { return }
         let g = config.upstreams[group]
         events.write(.warn, "upstream marked down", [
             .string("upstream", g.servers[server].upstream.authority), .string("group", g.name),

@@ -17,6 +17,7 @@ import Rules
 ///     balance least-conn;
 ///     max-fails 3;
 ///     fail-timeout 10;
+///     readiness required;             # /readyz fails while no server of the group accepts
 /// }
 /// trusted-proxies 10.0.0.0/8 172.16.0.0/12;
 /// proxy-protocol on;
@@ -40,11 +41,12 @@ struct ConfigFile {
         var balance: (String, SourceLocation)?
         var maxFails: (String, SourceLocation)?
         var failTimeout: (String, SourceLocation)?
+        var readiness: (String, SourceLocation)?
 
         /// Everything the block says, as text (to notice a change on reload).
         var summary: String {
             ([name] + servers.map { "\($0.address) \($0.weight ?? "1")" }
-                + [balance?.0, maxFails?.0, failTimeout?.0].map { $0 ?? "-" }).joined(separator: ";")
+                + [balance?.0, maxFails?.0, failTimeout?.0, readiness?.0].map { $0 ?? "-" }).joined(separator: ";")
         }
     }
 
@@ -169,7 +171,7 @@ struct ConfigFile {
                 } else {
                     error(inner.location, "'server' takes an address and optionally 'weight N'")
                 }
-            case "balance", "max-fails", "fail-timeout":
+            case "balance", "max-fails", "fail-timeout", "readiness":
                 guard args.count == 1 else {
                     error(inner.location, "'\(inner.name.text)' takes one value")
                     continue
@@ -178,11 +180,12 @@ struct ConfigFile {
                 switch inner.name.text {
                 case "balance": group.balance = value
                 case "max-fails": group.maxFails = value
+                case "readiness": group.readiness = value
                 default: group.failTimeout = value
                 }
             default:
                 error(inner.location, "unknown directive '\(inner.name.text)' in an upstream group "
-                    + "(server, balance, max-fails, fail-timeout)")
+                    + "(server, balance, max-fails, fail-timeout, readiness)")
             }
         }
         if group.servers.isEmpty { error(nameToken.location, "upstream group '\(group.name)' has no 'server'") }

@@ -130,8 +130,8 @@ enum ServeCommand: Command {
                                       (reject, default), or forward the part unscanned and say so (allow)
       --antivirus-timeout SEC         longest wait for a verdict once a part ended (default 30)
       --admin HOST:PORT               admin listener (default off), e.g. 127.0.0.1:9901: plain HTTP GET
-                                      /metrics (Prometheus text), /healthz, /readyz, /rules. Bind it to
-                                      a loopback or private address: it has no authentication
+                                      /metrics (Prometheus text), /healthz, /readyz, /rules, /upstreams.
+                                      Bind it to a loopback or private address: it has no authentication
       --single-process                no supervisor: one process that binds and serves itself (for
                                       debugging, or under an init that restarts it)
       --log-level debug|info|warn|error
