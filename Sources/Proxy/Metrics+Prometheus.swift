@@ -122,6 +122,18 @@ extension MetricsSnapshot {
         p.family("formwall_upstream_duration_seconds", "histogram",
                  help: "Time from contacting the upstream to the request's end, for requests that contacted it.")
         p.histogram("formwall_upstream_duration_seconds", r.upstreamDuration)
+        p.family("formwall_upstream_connect_seconds", "histogram",
+                 help: "Time the answering upstream attempt took to connect (audit upstream_connect_ms).")
+        p.histogram("formwall_upstream_connect_seconds", r.timing.connect)
+        p.family("formwall_upstream_header_seconds", "histogram",
+                 help: "Time from the answering upstream attempt's start to the response head (upstream_header_ms).")
+        p.histogram("formwall_upstream_header_seconds", r.timing.header)
+        p.family("formwall_upstream_response_seconds", "histogram",
+                 help: "Time from the answering upstream attempt's start to the response's end (upstream_response_ms).")
+        p.histogram("formwall_upstream_response_seconds", r.timing.response)
+        p.family("formwall_client_body_seconds", "histogram",
+                 help: "Time from a request's start until its body was received whole (client_body_ms).")
+        p.histogram("formwall_client_body_seconds", r.timing.clientBody)
         p.family("formwall_rule_reloads_total", "counter", help: "Rule reloads on SIGHUP, by result.")
         p.sample("formwall_rule_reloads_total", labels: [("result", "ok")], ruleReloadsOK)
         p.sample("formwall_rule_reloads_total", labels: [("result", "failed")], ruleReloadsFailed)
