@@ -117,6 +117,9 @@ extension MetricsSnapshot {
         p.family("formwall_tls_handshakes_total", "counter", help: "TLS handshakes completed with clients.")
         p.sample("formwall_tls_handshakes_total", r.tlsHandshakes)
         p.counters("formwall_tls_handshake_failures_total", help: "TLS handshakes with clients that failed, by reason.", label: "reason", r.tlsHandshakeFailures)
+        p.counters("formwall_log_suppressed_total",
+                   help: "Event-log lines left out by the rate limit (one per key per second per worker), by msg.",
+                   label: "message", r.logSuppressed)
         p.family("formwall_request_duration_seconds", "histogram", help: "Time from request start to its end.")
         p.histogram("formwall_request_duration_seconds", r.requestDuration)
         p.family("formwall_upstream_duration_seconds", "histogram",

@@ -67,6 +67,8 @@ public struct RequestMetrics: Sendable, Equatable {
         public var paused = 0
     }
     public var connectionLimit = ConnectionLimit()
+    /// Event-log lines left out by the rate limit (at most one line per key per second per worker), by `msg`.
+    public var logSuppressed: [String: Int] = [:]
     /// Whole-request durations, seconds.
     public var requestDuration = Histogram(bounds: Histogram.durationBounds)
     /// Time waiting for the upstream, seconds, for requests that contacted it.
@@ -139,6 +141,7 @@ public struct RequestMetrics: Sendable, Equatable {
         tlsHandshakeFailures.merge(other.tlsHandshakeFailures, uniquingKeysWith: +)
         connectionLimit.closedIdle += other.connectionLimit.closedIdle
         connectionLimit.paused += other.connectionLimit.paused
+        logSuppressed.merge(other.logSuppressed, uniquingKeysWith: +)
         requestDuration.merge(other.requestDuration)
         upstreamDuration.merge(other.upstreamDuration)
         timing.merge(other.timing)

@@ -142,7 +142,7 @@ private func only(_ r: ExchangeRig) throws -> AuditRecord {
     }
 }
 
-/// /metrics carries the same split as histograms, merged across workers.
+/// /metrics carries the same split as histograms, merged across workers, and the rate limit's left-out lines.
 @Suite struct TimingMetricsTests {
     private func record(body: Double?, connect: Double?, header: Double?, response: Double?) -> AuditRecord {
         AuditRecord(timestamp: AuditTimestamp(millisecondsSinceEpoch: 0), requestID: "r", client: "c", method: "GET",
@@ -157,6 +157,8 @@ private func only(_ r: ExchangeRig) throws -> AuditRecord {
         a.record(record(body: 0, connect: 0.2, header: 2900, response: 3000))      // a slow application
         b.record(record(body: 2990, connect: 0.3, header: 2995, response: 3000))   // a slow client body
         b.record(record(body: nil, connect: nil, header: nil, response: nil))      // refused before the upstream
+        b.logSuppressed["upstream marked down"] = 3
+        a.logSuppressed["upstream marked down"] = 1
         var s = MetricsSnapshot()
         s.requests.merge(a)
         s.requests.merge(b)
@@ -173,6 +175,8 @@ private func only(_ r: ExchangeRig) throws -> AuditRecord {
             "formwall_upstream_response_seconds_sum 6",
             "formwall_client_body_seconds_bucket{le=\"0.005\"} 1",
             "formwall_client_body_seconds_count 2",
+            "# TYPE formwall_log_suppressed_total counter",
+            "formwall_log_suppressed_total{message=\"upstream marked down\"} 4",
         ] {
             #expect(text.contains(line + "\n"), "\(line)")
         }

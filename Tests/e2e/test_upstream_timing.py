@@ -1,4 +1,4 @@
-"""Where a request's time went.
+"""Where a request's time went, and event lines that a flood of requests can cause.
 
 * The audit record splits the time as nginx does (`upstream_connect_ms`, `upstream_header_ms`,
   `upstream_response_ms` of the attempt that answered) and adds the client's body time (`client_body_ms`):
@@ -6,6 +6,9 @@
   each show in their own field. Every bound below follows from the order of events (the upstream cannot answer
   before it was asked; a body sent after a pause arrives after it), not from the machine's speed.
 * /metrics has the same split as histograms, counted like the audit log.
+* With every server of a group down, each request marks the servers down again: `upstream marked down` is
+  rate-limited like `upstream unreachable` (one line per server per second per worker), the next line says how
+  many were left out, and /metrics counts every line left out.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ import time
 
 import requests
 
-from e2e_helpers import HOST, IO_TIMEOUT, RawConn, free_port, json_lines, new_request_id, wait_audit_record
-from test_admin import scrape, value, wait_ready
+from e2e_helpers import HOST, IO_TIMEOUT, RawConn, free_port, json_lines, new_request_id, wait_audit_record, wait_until
+from test_admin import admin_get, scrape, value, wait_ready
 
 SPLIT = ["duration_ms", "client_body_ms", "upstream_ms", "upstream_connect_ms", "upstream_header_ms",
          "upstream_response_ms", "upstream"]
@@ -102,3 +105,49 @@ def test_metrics_split_the_upstream_time(tmp_path, upstream, formwall_factory):
     # The slow answer (0.3 s) is past the 0.25 s bucket.
     assert value(m, "formwall_upstream_header_seconds_bucket", le="0.25") <= 2
 
+
+def test_marked_down_is_rate_limited_and_counted(tmp_path, formwall_factory):
+    closed = [free_port(), free_port()]   # nothing listens there
+    conf = tmp_path / "formwall.conf"
+    conf.write_text(f"upstream app;\nupstream app {{ server {HOST}:{closed[0]}; server {HOST}:{closed[1]}; }}\n")
+    admin = free_port()
+    fw = formwall_factory(None, "--config", str(conf), "--workers", "1", "--admin", f"{HOST}:{admin}")
+
+    def alive():
+        try:
+            return admin_get(admin, "/healthz").status_code == 200
+        except requests.ConnectionError:
+            return False
+    wait_until(alive, IO_TIMEOUT, what="/healthz")   # not /readyz: no server of the group is up
+    session = requests.Session()
+    sent = 0
+
+    def burst(n: int) -> None:
+        nonlocal sent
+        for _ in range(n):
+            assert session.get(fw.url + "/x", timeout=IO_TIMEOUT).status_code == 502
+            sent += 1
+
+    started = time.monotonic()
+    burst(200)
+    elapsed = time.monotonic() - started
+    # Each request tries both servers (both down, so tried anyway) and marks each down again: 400 mark-downs, at
+    # most one line per server per second.
+    down = fw.events("upstream marked down")
+    assert 2 <= len(down) <= 2 * (int(elapsed) + 2), (len(down), elapsed)
+    # Once a second has passed, the next line of a server says how many of its lines were left out.
+    wait_until(lambda: burst(5) or [e for e in fw.events("upstream marked down") if "suppressed" in e] or None,
+               IO_TIMEOUT, what="a marked-down line counting the suppressed ones")
+    down = fw.events("upstream marked down")
+    assert all(e["group"] == "app" and e["upstream"] in {f"{HOST}:{p}" for p in closed} for e in down), down
+
+    def counted():
+        m = scrape(admin)
+        left_out = value(m, "formwall_log_suppressed_total", message="upstream marked down")
+        return m if len(fw.events("upstream marked down")) + left_out == 2 * sent else None
+    # Every mark-down is a line or counted as left out; the lines' `suppressed` fields add up to no more.
+    m = wait_until(counted, IO_TIMEOUT, what="every mark-down written or counted")
+    left_out = value(m, "formwall_log_suppressed_total", message="upstream marked down")
+    assert sum(e.get("suppressed", 0) for e in fw.events("upstream marked down")) <= left_out
+    unreachable = fw.events("upstream unreachable")
+    assert len(unreachable) + value(m, "formwall_log_suppressed_total", message="upstream unreachable") == 2 * sent
