@@ -8,11 +8,14 @@
 * /metrics has the same split as histograms, counted like the audit log.
 * With every server of a group down, each request marks the servers down again: `upstream marked down` is
   rate-limited like `upstream unreachable` (one line per server per second per worker), the next line says how
-  many were left out, and /metrics counts every line left out.
+  many were left out, and /metrics counts every line left out. So is `accept paused` (out of descriptors), which
+  had a rule of its own (the 1st pause and every 100th).
 """
 
 from __future__ import annotations
 
+import resource
+import socket
 import time
 
 import requests
@@ -151,3 +154,26 @@ def test_marked_down_is_rate_limited_and_counted(tmp_path, formwall_factory):
     assert sum(e.get("suppressed", 0) for e in fw.events("upstream marked down")) <= left_out
     unreachable = fw.events("upstream unreachable")
     assert len(unreachable) + value(m, "formwall_log_suppressed_total", message="upstream unreachable") == 2 * sent
+
+
+def test_accept_paused_is_rate_limited_and_counted(formwall_factory, upstream):
+    """Out of descriptors (open files limited to 64), the worker pauses accepting and retries every 50 ms to 1 s
+    while the connections that do not fit wait in the backlog: one `accept paused` line a second at most, the next
+    one with `suppressed`, every one left out counted in /metrics."""
+    admin = free_port()
+    fw = formwall_factory(upstream.url, "--workers", "1", "--admin", f"{HOST}:{admin}",
+                          preexec=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)))
+    wait_ready(admin)
+    conns = []
+    try:
+        for _ in range(80):
+            conns.append(socket.create_connection((HOST, fw.port), timeout=IO_TIMEOUT))
+        paused = wait_until(lambda: [e for e in fw.events("accept paused") if "suppressed" in e] or None,
+                            IO_TIMEOUT, what="an accept-paused line counting the suppressed ones")
+    finally:
+        for c in conns:
+            c.close()
+    lines = fw.events("accept paused")
+    assert paused[0]["pauses"] == paused[0]["suppressed"] + len(lines[:lines.index(paused[0]) + 1]), lines
+    left_out = value(scrape(admin), "formwall_log_suppressed_total", message="accept paused")
+    assert left_out >= sum(e.get("suppressed", 0) for e in lines)
