@@ -407,6 +407,7 @@ struct ConnectionMachine {
             ex.dropBorrowedReplay()
             if reused && ex.replayBorrowed.capacity == 0 { swap(&ex.replayBorrowed, &spareBorrowed) }
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
+            ex.upstreamConnectedAt = now
         case .upstreamTLSFailed(let why):
             guard case .exchanging(let ex) = state, ex.upstream == .connected, !ex.responseStarted else { break }
             out.append(.log(FailureLine(kind: "upstream", msg: "upstream tls failed", requestID: ex.requestID,
@@ -1079,6 +1080,7 @@ struct ConnectionMachine {
                     if rechunk { head.headers.append(name: "Transfer-Encoding", value: "chunked") }
                     HTTPHeadSerializer.withResponseHead(head, close: ex.closeAfter) { _ = try? clientOut.writeBytes($0) }
                     ex.responseStarted = true
+                    ex.upstreamHeadAt = now
                     ex.status = head.status
                     switch head.framing {
                     case .none: ex.response = .complete
@@ -1230,7 +1232,7 @@ struct ConnectionMachine {
             ex.upReceived = false
             ex.reused = false
             ex.replayLog = nil
-            ex.connectStartedAt = now
+            ex.attemptStarted(at: now)
             out.append(.reconnectUpstream(group: ex.group))
             return
         }
@@ -1644,7 +1646,7 @@ struct ConnectionMachine {
     private mutating func dialUpstream(_ ex: Exchange, into out: inout [Action]) {
         ex.upstream = .connecting
         ex.upstreamStartedAt = now
-        ex.connectStartedAt = now
+        ex.attemptStarted(at: now)
         ex.attempts = 1
         out.append(.connectUpstream(group: ex.group))
     }
@@ -1658,7 +1660,7 @@ struct ConnectionMachine {
         guard ex.attempts < config.upstreams[ex.group].servers.count else { return false }
         ex.attempts += 1
         ex.upstream = .connecting
-        ex.connectStartedAt = now
+        ex.attemptStarted(at: now)
         ex.server = nil
         out.append(.retryUpstream(group: ex.group))
         return true

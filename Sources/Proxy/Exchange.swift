@@ -56,6 +56,7 @@ final class Exchange {
     var encodingUninspected = false
 
     var upstream: Upstream = .none
+    /// When the first dial for this request started (the audit record's `upstream_ms` counts from here).
     var upstreamStartedAt: UInt64?
     /// The upstream group (an index into the configuration's `upstreams`): the route's `upstream`, else 0.
     var group = 0
@@ -63,8 +64,13 @@ final class Exchange {
     var server: Int?
     /// Servers dialled for this request so far (a connect failure moves to the next).
     var attempts = 0
-    /// When the current dial started (the connect timeout runs from here).
+    /// When the current dial started: the attempt's start (the connect timeout runs from here, and the audit
+    /// record's `upstream_connect_ms`, `upstream_header_ms` and `upstream_response_ms` count from it).
     var connectStartedAt: UInt64?
+    /// When the current attempt's connection was ready; nil before it was, and again at each new attempt.
+    var upstreamConnectedAt: UInt64?
+    /// When the upstream's final (non-1xx) response head arrived.
+    var upstreamHeadAt: UInt64?
     /// The last time upstream bytes moved either way.
     var upstreamActivity: UInt64 = 0
     /// The connection came from the pool.
@@ -132,6 +138,12 @@ final class Exchange {
 
     var requestComplete: Bool { body?.isComplete ?? true }
     var upstreamConnected: Bool { upstream == .connected }
+
+    /// A dial (the first, the next server of the group, or a replay's fresh connection) starts at `now`.
+    func attemptStarted(at now: UInt64) {
+        connectStartedAt = now
+        upstreamConnectedAt = nil
+    }
 
     /// Forgets the replay log's borrowed runs without reading them.
     func dropBorrowedReplay() {

@@ -43,6 +43,8 @@ final class ExchangeRig {
         /// Servers of a group (by index: the first dial is server 0, each `retryUpstream` the next) that refuse,
         /// or never answer the connect, whatever `connect` says.
         var refuseServers: Set<Int> = []
+        /// A slow application: it answers this many nanoseconds of the clock after `answer` says it would.
+        var answerDelay: UInt64 = 0
         /// What the antivirus answers for every `.scanFile`.
         var scanVerdict: FormStage.ScanVerdict = .clean
         var ignoreServers: Set<Int> = []
@@ -79,6 +81,8 @@ final class ExchangeRig {
         var pooled = false
         var stale = false
         var answered = false
+        /// When the upstream, ready to answer, answers (`answerDelay` after it was ready).
+        var answerDueAt: UInt64?
         var responseOffset = 0
         var ended = false
         var readFailed = false
@@ -388,7 +392,10 @@ final class ExchangeRig {
             }
             return moved
         }
-        if !conn.answered && shouldAnswer(conn) { conn.answered = true }
+        if !conn.answered && conn.answerDueAt == nil && shouldAnswer(conn) {
+            conn.answerDueAt = now + script.answerDelay
+        }
+        if !conn.answered, let due = conn.answerDueAt, now >= due { conn.answered = true }
         if conn.answered && conn.responseOffset < script.response.count && machine.wantsUpstreamRead {
             let input = machine.upstreamIn
             let room = input.maxCapacity - input.readableBytes

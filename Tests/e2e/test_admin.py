@@ -259,6 +259,11 @@ def test_metrics_agree_with_the_audit_log_under_load(formwall_factory, upstream,
     assert value(m, "formwall_request_duration_seconds_bucket", le="+Inf") == total
     assert value(m, "formwall_upstream_duration_seconds_count") == sum(
         1 for r in records if r.get("upstream_ms") is not None)
+    for name, field in [("formwall_upstream_connect_seconds", "upstream_connect_ms"),
+                        ("formwall_upstream_header_seconds", "upstream_header_ms"),
+                        ("formwall_upstream_response_seconds", "upstream_response_ms"),
+                        ("formwall_client_body_seconds", "client_body_ms")]:
+        assert value(m, name + "_count") == sum(1 for r in records if r.get(field) is not None), name
     buckets = sorted((float(dict(k[1])["le"]), v) for k, v in m.items()
                      if k[0] == "formwall_request_duration_seconds_bucket")
     assert [v for _, v in buckets] == sorted(v for _, v in buckets)  # cumulative
