@@ -9,7 +9,7 @@ import Rules
 extension ServeCommand {
     /// The configuration file a restarted proxy process serves: the one last in force, when it is the same
     /// `--config` path; nil: read the disk.
-    static func keptConfigFile(_ kept: LastGoodConfiguration?, path: String?) throws -> ConfigFile? {
+    static func keptConfigFile(_ kept: LastGoodConfiguration?, path: String?) -> ConfigFile? {
         guard let kept, let path, kept.configPath == path, let file = kept.configFile(),
               !file.diagnostics.contains(where: { $0.severity == .error }) else { return nil }
         return file

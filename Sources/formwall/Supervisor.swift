@@ -145,6 +145,9 @@ final class Supervisor {
     private var lastGood: Int32 = -1
     /// The SIGHUP reload under way: when it began and the proxy process it was passed to (nil: none running yet).
     private var reload: (started: UInt64, child: pid_t?)?
+    /// Ends a reload the proxy process never answers (`reloadTimeout`), so later SIGHUPs are not queued forever.
+    private var reloadTimer: TimerID?
+    static let reloadTimeout = 60.0
     /// A SIGHUP arrived during a reload: another one follows it, so the files read are at least as new as the
     /// signal.
     private var reloadQueued = false
@@ -363,14 +366,21 @@ final class Supervisor {
         if everReady { notifier.send(["RELOADING=1", ServiceNotifier.monotonicMicroseconds(now), "STATUS=reloading"]) }
         writeStatus()
         if let child { kill(child, SIGHUP) }
+        reloadTimer = loop.schedule(after: .milliseconds(Int64(Self.reloadTimeout * 1000))) { [unowned self] loop in
+            self.reloadTimer = nil
+            self.finishReload(loop, errors: ["no answer from the proxy process within \(Int(Self.reloadTimeout)) s"],
+                              warnings: [])
+        }
     }
 
     private func finishReload(_ loop: EventLoop, errors: [String], warnings: [String]) {
         guard let started = reload?.started else { return }
         reload = nil
+        if let timer = reloadTimer { _ = loop.cancel(timer) }
+        reloadTimer = nil
         status.reload = SupervisorStatus.Reload(startedNs: started, finishedNs: loop.now(), errors: errors,
                                                 warnings: warnings)
-        let summary = errors.first.map { "reload failed: " + ($0.split(separator: "\n").first.map(String.init) ?? "") }
+        let summary = errors.first.map { "reload failed: " + $0.prefix(300) }
         if everReady { notifier.send(["READY=1", "STATUS=" + (summary ?? "serving")]) }
         writeStatus()
         if reloadQueued {
@@ -437,7 +447,9 @@ final class Supervisor {
     /// way. Every listener stops listening (queued connections are reset, new ones refused); the next proxy process
     /// listens again once it has started.
     private func refuseConnections(_ pid: pid_t) {
-        guard !refusing else { return }
+        // A socket bound to port 0 would give its port back on shutdown (only an explicit port stays bound).
+        let ports = configuration.listeners.map(\.port) + (configuration.admin.map { [$0.port] } ?? [])
+        guard !refusing, !ports.contains(0) else { return }
         refusing = true
         for listener in listeners + (adminListener.map { [$0] } ?? []) { _ = cl_stop_listening(listener.fd) }
         events.write(.error, "not serving", [
