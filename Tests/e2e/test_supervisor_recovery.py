@@ -137,7 +137,8 @@ def test_a_crash_does_not_apply_settings_that_need_a_restart(upstream, formwall_
     port, admin = free_port(), free_port()
     conf = tmp_path / "formwall.conf"
     install(conf, CONF.format(port=port, upstream=upstream.url, max_connections=100, admin=admin))
-    fw = formwall_factory(None, "--config", str(conf), "--workers", "1", port=port)
+    pid_file = tmp_path / "formwall.pid"
+    fw = formwall_factory(None, "--config", str(conf), "--workers", "1", "--pid-file", str(pid_file), port=port)
     first = serving_pid(fw)
     assert request(fw.port, "GET", "/", timeout=5).status == 200
 
@@ -155,6 +156,10 @@ def test_a_crash_does_not_apply_settings_that_need_a_restart(upstream, formwall_
     again = [e for e in fw.events("configuration change needs a restart") if e["pid"] == second]
     assert again and again[0]["settings"] == ["max-connections"], fw.events("configuration change needs a restart")
     assert request(fw.port, "GET", "/", timeout=5).status == 200
+    # `formwall reload` succeeds (nothing failed) and passes the warning on.
+    done = reload_command("--pid-file", str(pid_file), "--config", str(conf))
+    assert done.returncode == 0, done
+    assert f"warning: {conf}: max-connections changed; not applied until formwall restarts" in done.stderr, done
 
 
 def connection_outcome(port: int, timeout: float) -> str:
