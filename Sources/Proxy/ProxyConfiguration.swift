@@ -139,6 +139,20 @@ public struct ProxyConfiguration: Sendable {
     /// Rule files or directories (`--rules`); empty: no policy, every well-formed request is forwarded
     /// (multipart bodies still re-encoded).
     public var rules: [String] = []
+    /// The policy to start with instead of reading `rules` from the disk: the files as they were read when it was
+    /// last in force, and when that was. A proxy process the supervisor restarts gets it (docs/operations.md,
+    /// "Restarts serve the last good configuration"); nil: read the disk.
+    public var lastGoodRules: LastGoodRules?
+
+    /// The rule files of a policy that was in force, as they were read (`Policy.sources`), and when it was loaded.
+    public struct LastGoodRules: Sendable {
+        public var sources: [PolicySource]
+        public var loadedAt: AuditTimestamp
+        public init(sources: [PolicySource], loadedAt: AuditTimestamp) {
+            self.sources = sources
+            self.loadedAt = loadedAt
+        }
+    }
     /// Quarantine store (`--quarantine-dir`); nil: a `quarantine` action fails closed with 503.
     public var quarantine: QuarantineSettings?
     /// Audit log (`--audit-log FILE|-`); nil: no audit log.

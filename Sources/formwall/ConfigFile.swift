@@ -51,6 +51,8 @@ struct ConfigFile {
     }
 
     var path: String
+    /// The file's bytes as read: what a restarted proxy process parses again (`LastGoodConfiguration`).
+    var contents: [UInt8] = []
     var settings: [String: Setting] = [:]
     var groups: [GroupDeclaration] = []
     /// Rule files from `include` (globs expanded, relative to this file), in order.
@@ -67,17 +69,28 @@ struct ConfigFile {
     /// Reads and parses `path`. `valued` and `flags` are `serve`'s long options; a flag is written `NAME on;` or
     /// `NAME off;` in the file.
     static func read(_ path: String, valued: Set<String>, flags: Set<String>) -> ConfigFile {
-        var file = ConfigFile(path: path)
         guard let data = FileManager.default.contents(atPath: path) else {
+            var file = ConfigFile(path: path)
             file.diagnostics.append(Diagnostic(file: path, line: 1, column: 1, severity: .error,
                                                message: "cannot read configuration file '\(path)'"))
             return file
         }
+        return parse(Array(data), path: path, valued: valued, flags: flags)
+    }
+
+    /// Parses `contents` as the file at `path`. With `includes` false, `include` directives are taken as written
+    /// and not looked up: the rule files come from elsewhere (a restarted proxy process's last good policy).
+    static func parse(_ contents: [UInt8], path: String, valued: Set<String>, flags: Set<String>,
+                      includes: Bool = true) -> ConfigFile {
+        var file = ConfigFile(path: path)
+        file.contents = contents
         let names = valued.union(flags).union(["include", "upstream", "server"])
-        let (statements, problems) = RuleParser.parse(String(decoding: data, as: UTF8.self), file: path,
+        let (statements, problems) = RuleParser.parse(String(decoding: contents, as: UTF8.self), file: path,
                                                       directiveNames: names)
         file.diagnostics += problems
-        for statement in statements { file.take(statement, valued: valued, flags: flags) }
+        for statement in statements where includes || statement.name.text != "include" {
+            file.take(statement, valued: valued, flags: flags)
+        }
         return file
     }
 
