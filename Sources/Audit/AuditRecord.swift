@@ -176,8 +176,21 @@ public struct AuditRecord: Sendable {
     public var bytesUpstream: Int
     /// Total time in milliseconds.
     public var durationMs: Double
-    /// Time waiting for the upstream in milliseconds, nil if never contacted.
+    /// Milliseconds from the request's start until its body was received whole from the client; nil when it
+    /// never was (refused or cut mid-body, an early answer).
+    public var clientBodyMs: Double?
+    /// Milliseconds from the first dial to the end of the upstream's part (its response's last byte, or the
+    /// failure), every attempt included; nil if never contacted.
     public var upstreamMs: Double?
+    /// Milliseconds the answering attempt took to connect (nginx's `$upstream_connect_time`); nil when it never
+    /// connected.
+    public var upstreamConnectMs: Double?
+    /// Milliseconds from the answering attempt's start to the response head (`$upstream_header_time`); nil
+    /// without a head.
+    public var upstreamHeaderMs: Double?
+    /// Milliseconds from the answering attempt's start to the response's last byte, or the failure
+    /// (`$upstream_response_time`); nil if never contacted.
+    public var upstreamResponseMs: Double?
     /// The client connection's TLS facts; nil for plain HTTP.
     public var tls: TLSInfo?
     /// The upstream server (`host:port`) that answered, or that was tried last when none did; nil if none was
@@ -199,9 +212,10 @@ public struct AuditRecord: Sendable {
         timestamp: AuditTimestamp, requestID: String, client: String, tls: TLSInfo? = nil, method: String,
         path: AuditText,
         route: String?, decision: Decision, status: Int, reason: String? = nil, wouldStatus: Int? = nil,
-        bytesIn: Int = 0, bytesUpstream: Int = 0, durationMs: Double = 0, upstreamMs: Double? = nil,
-        upstream: String? = nil, parts: [Part] = [], violations: [Violation] = [], anomalies: [String] = [],
-        fields: [Field]? = nil, error: String? = nil
+        bytesIn: Int = 0, bytesUpstream: Int = 0, durationMs: Double = 0, clientBodyMs: Double? = nil,
+        upstreamMs: Double? = nil, upstreamConnectMs: Double? = nil, upstreamHeaderMs: Double? = nil,
+        upstreamResponseMs: Double? = nil, upstream: String? = nil, parts: [Part] = [], violations: [Violation] = [],
+        anomalies: [String] = [], fields: [Field]? = nil, error: String? = nil
     ) {
         self.timestamp = timestamp
         self.requestID = requestID
@@ -217,7 +231,11 @@ public struct AuditRecord: Sendable {
         self.bytesIn = bytesIn
         self.bytesUpstream = bytesUpstream
         self.durationMs = durationMs
+        self.clientBodyMs = clientBodyMs
         self.upstreamMs = upstreamMs
+        self.upstreamConnectMs = upstreamConnectMs
+        self.upstreamHeaderMs = upstreamHeaderMs
+        self.upstreamResponseMs = upstreamResponseMs
         self.upstream = upstream
         self.parts = parts
         self.violations = violations

@@ -3,6 +3,7 @@
 //   12:01:02.345 REJECT 413 POST /api/avatar file_too_large avatar (7.2 MiB > 5 MiB) req=abc123
 //   12:01:03.000 MODIFIED 200 POST /docs type_mismatch doc quarantine=3f…9a (declared …) req=abc124
 //   12:01:04.000 MONITOR 200 POST /m extension_not_allowed would=415 f (.gif not in .png) +3 more req=abc125
+//   12:01:05.000 ALLOW 200 POST /up ms=2449.4 body=2448.9 up=0.2/2449.1/2449.4 req=abc126
 
 extension AuditTail {
     /// Parses a look-back duration: a positive integer with unit `s`, `m`, `h` or `d`, or several
@@ -85,8 +86,26 @@ extension AuditTail {
             words.append(partWords(part))
         }
         if let error = object["error"] as? String { words.append("error=\"\(safe(error))\"") }
+        // Where the time went, for a request that reached the upstream: the whole, the client's body, and the
+        // answering attempt's connect/header/response (`-`: none).
+        if milliseconds(object["upstream_response_ms"]) != nil {
+            words.append("ms=\(millis(object["duration_ms"]))")
+            if milliseconds(object["client_body_ms"]) != nil {
+                words.append("body=\(millis(object["client_body_ms"]))")
+            }
+            words.append("up=" + ["upstream_connect_ms", "upstream_header_ms", "upstream_response_ms"]
+                .map { millis(object[$0]) }.joined(separator: "/"))
+        }
         words.append("req=\(safe(object["request_id"] as? String ?? "?"))")
         return words.joined(separator: " ")
+    }
+
+    /// Milliseconds to one decimal (`2449.4`, `3`), or `-` for a null or missing time.
+    private static func millis(_ value: Any?) -> String {
+        guard let ms = milliseconds(value) else { return "-" }
+        let tenths = Int((ms * 10).rounded())
+        let whole = String(tenths / 10)
+        return tenths % 10 == 0 ? whole : whole + "." + String(abs(tenths % 10))
     }
 
     /// A part's name, followed by `quarantine=<id>` when it was stored in quarantine.
@@ -108,6 +127,15 @@ extension AuditTail {
             words.append("restarts=\(number(object["restarts"]))")
         }
         return words.joined(separator: " ")
+    }
+
+    /// A time member's value: a finite, non-negative number (JSON parsing gives an integer or a double).
+    private static func milliseconds(_ value: Any?) -> Double? {
+        let ms: Double
+        if let int = value as? Int { ms = Double(int) } else if let double = value as? Double { ms = double } else {
+            return nil
+        }
+        return ms.isFinite && ms >= 0 && ms < 1e12 ? ms : nil
     }
 
     private static func number(_ value: Any?) -> String {

@@ -2,6 +2,7 @@
 #include "CLinux.h"
 
 #include <spawn.h>
+#include <stddef.h>
 #include <sys/un.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -127,6 +128,109 @@ int cl_open_tmpfile(const char *directory) {
 
 int cl_mkostemp_cloexec(char *template_path) {
     return mkostemp(template_path, O_CLOEXEC);
+}
+
+int cl_seqpacket_pair(int fds[2]) {
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) return -1;
+    int flags = fcntl(fds[0], F_GETFL);
+    if (flags < 0 || fcntl(fds[0], F_SETFL, flags | O_NONBLOCK) != 0) {
+        int saved = errno;
+        close(fds[0]);
+        close(fds[1]);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+ssize_t cl_send_message(int fd, const void *bytes, size_t length, int attached) {
+    struct iovec iov = {.iov_base = (void *)bytes, .iov_len = length};
+    union {
+        char buffer[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    if (attached >= 0) {
+        message.msg_control = control.buffer;
+        message.msg_controllen = sizeof control.buffer;
+        struct cmsghdr *header = CMSG_FIRSTHDR(&message);
+        header->cmsg_level = SOL_SOCKET;
+        header->cmsg_type = SCM_RIGHTS;
+        header->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(header), &attached, sizeof(int));
+    }
+    ssize_t sent;
+    do {
+        sent = sendmsg(fd, &message, MSG_NOSIGNAL);
+    } while (sent < 0 && errno == EINTR);
+    return sent;
+}
+
+ssize_t cl_receive_message(int fd, void *buffer, size_t capacity, int *attached) {
+    *attached = -1;
+    struct iovec iov = {.iov_base = buffer, .iov_len = capacity};
+    union {
+        char buffer[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } control;
+    struct msghdr message;
+    memset(&message, 0, sizeof message);
+    message.msg_iov = &iov;
+    message.msg_iovlen = 1;
+    message.msg_control = control.buffer;
+    message.msg_controllen = sizeof control.buffer;
+    ssize_t received;
+    do {
+        received = recvmsg(fd, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    } while (received < 0 && errno == EINTR);
+    if (received < 0) return -1;
+    for (struct cmsghdr *header = CMSG_FIRSTHDR(&message); header != NULL; header = CMSG_NXTHDR(&message, header)) {
+        if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) continue;
+        size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int descriptor;
+            memcpy(&descriptor, CMSG_DATA(header) + i * sizeof(int), sizeof(int));
+            // The first is kept; any other is closed, so a confused sender cannot leak descriptors here.
+            if (*attached < 0) {
+                *attached = descriptor;
+            } else {
+                close(descriptor);
+            }
+        }
+    }
+    return received;
+}
+
+int cl_memory_file(const char *name) {
+    return (int)syscall(SYS_memfd_create, name, 1U /* MFD_CLOEXEC */);
+}
+
+int cl_unix_datagram_send(const char *path, const void *bytes, size_t length) {
+    struct sockaddr_un address;
+    size_t size = strlen(path);
+    if (size == 0 || size >= sizeof address.sun_path) {
+        errno = EINVAL;
+        return -1;
+    }
+    memset(&address, 0, sizeof address);
+    address.sun_family = AF_UNIX;
+    memcpy(address.sun_path, path, size);
+    if (path[0] == '@') address.sun_path[0] = 0;
+    socklen_t addressLength = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + size + (path[0] == '@' ? 0 : 1));
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    ssize_t sent;
+    do {
+        sent = sendto(fd, bytes, length, MSG_NOSIGNAL, (struct sockaddr *)&address, addressLength);
+    } while (sent < 0 && errno == EINTR);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return sent == (ssize_t)length ? 0 : -1;
 }
 
 int cl_unix_connect(const char *path, int *in_progress) {

@@ -36,15 +36,16 @@ public struct ReadinessReport: Sendable, Equatable {
     }
 }
 
-/// The slow /readyz checks (upstream reachable, quarantine writable and not full), run asynchronously on the
-/// control loop and cached for `cacheFor`; concurrent requests wait for the probe already running.
+/// The slow /readyz checks (quarantine writable and not full; upstream reachable, for the groups that say
+/// `readiness required;`), run asynchronously on the control loop and cached for `cacheFor`; concurrent requests
+/// wait for the probe already running.
 final class ReadinessProbe {
     /// A cached result is reused this long.
     static let cacheFor: UInt64 = 1_000_000_000
     /// An upstream connect that has not completed by then counts as unreachable.
     static let connectTimeout: Duration = .seconds(1)
 
-    /// The upstream groups to probe: every server of each.
+    /// The upstream groups; every server of each group whose readiness is `required` is probed.
     let groups: [ProxyConfiguration.UpstreamGroup]
     let quarantine: QuarantineStore?
     private var cached: (at: UInt64, checks: [ReadinessReport.Check])?
@@ -59,9 +60,8 @@ final class ReadinessProbe {
         self.quarantine = quarantine
     }
 
-    /// Calls `done` with the upstream and quarantine checks: cached, or once a round of probes finishes. One
-    /// check per upstream group, `upstream` for the default group and `upstream:NAME` for the others: a group is
-    /// reachable when at least one of its servers accepts a connection.
+    /// Calls `done` with the upstream and quarantine checks: cached, or once a round of probes finishes (at once
+    /// when there is nothing to probe). See `upstreamChecks` for the upstream groups'.
     func check(loop: EventLoop, _ done: @escaping ([ReadinessReport.Check]) -> Void) {
         if let cached, loop.now() &- cached.at < Self.cacheFor {
             done(cached.checks)
@@ -69,9 +69,11 @@ final class ReadinessProbe {
         }
         waiting.append(done)
         guard outstanding == 0 else { return }
+        let probed = groups.map { $0.readiness == .required }
         results = groups.map { Array(repeating: nil, count: $0.servers.count) }
-        outstanding = groups.reduce(0) { $0 + $1.servers.count }
-        for (g, group) in groups.enumerated() {
+        outstanding = groups.indices.reduce(0) { $0 + (probed[$1] ? groups[$1].servers.count : 0) }
+        guard outstanding > 0 else { return complete(loop: loop) }
+        for (g, group) in groups.enumerated() where probed[g] {
             for (i, server) in group.servers.enumerated() {
                 let probe = UpstreamProbe.start(loop: loop, address: server.upstream.address,
                                                 timeout: Self.connectTimeout) { [weak self] error in
@@ -87,17 +89,32 @@ final class ReadinessProbe {
         results[group][server] = error
         outstanding -= 1
         guard outstanding == 0 else { return }
-        running = []
-        var checks: [ReadinessReport.Check] = []
-        for (g, group) in groups.enumerated() {
-            let failures = zip(group.servers, results[g]).compactMap { server, result -> String? in
-                guard let result, !result.isEmpty else { return nil }
-                return "\(server.upstream.authority): \(result)"
+        complete(loop: loop)
+    }
+
+    /// One check per upstream group whose readiness is `required`, `upstream` for the default group and
+    /// `upstream:NAME` for the others: a group is reachable when at least one of its servers accepts a
+    /// connection. `results` holds each server's probe outcome (nil: not probed, "": connected, else why not).
+    /// Groups with `readiness optional` (the default) have no check: their health is on /upstreams and /metrics.
+    static func upstreamChecks(_ groups: [ProxyConfiguration.UpstreamGroup],
+                               results: [[String?]]) -> [ReadinessReport.Check] {
+        groups.enumerated().compactMap { g, group in
+            guard group.readiness == .required else { return nil }
+            let outcomes = results.indices.contains(g) ? results[g] : []
+            let failures = group.servers.indices.compactMap { i -> String? in
+                let result = outcomes.indices.contains(i) ? outcomes[i] ?? "not probed" : "not probed"
+                return result.isEmpty ? nil : "\(group.servers[i].upstream.authority): \(result)"
             }
-            checks.append(.init(name: g == 0 ? "upstream" : "upstream:\(group.name)",
-                                ok: failures.count < group.servers.count,
-                                error: failures.isEmpty ? nil : failures.joined(separator: "; ")))
+            return .init(name: g == 0 ? "upstream" : "upstream:\(group.name)",
+                         ok: failures.count < group.servers.count,
+                         error: failures.isEmpty ? nil : failures.joined(separator: "; "))
         }
+    }
+
+    /// The round is over: every check, cached and handed to the waiting requests.
+    private func complete(loop: EventLoop) {
+        running = []
+        var checks = Self.upstreamChecks(groups, results: results)
         if let store = quarantine {
             let problem = Self.probeWritable(store.directory) ?? Self.fullness(store)
             checks.append(.init(name: "quarantine", ok: problem == nil, error: problem))

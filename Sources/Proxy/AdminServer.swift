@@ -21,6 +21,8 @@ public enum AdminRoute: Equatable, Sendable {
     case readyz
     /// `GET /rules`: the policy in force.
     case rules
+    /// `GET /upstreams`: each upstream group and server, up or down, with request and failure counts.
+    case upstreams
     /// Any other path.
     case notFound
     /// Any method but GET.
@@ -35,6 +37,7 @@ public enum AdminRoute: Equatable, Sendable {
         case "/healthz": return .healthz
         case "/readyz": return .readyz
         case "/rules": return .rules
+        case "/upstreams": return .upstreams
         default: return .notFound
         }
     }

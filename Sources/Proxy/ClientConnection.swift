@@ -111,12 +111,12 @@ final class ClientConnection: EventHandler, BatchEndHandler {
         run()
     }
 
-    /// EPOLLERR: the socket failed (a reset). Nothing can be delivered any more.
+    /// EPOLLERR: the socket failed (a reset). Nothing can be delivered any more, but what the client sent before
+    /// it is still readable: the machine gets those bytes first, then the reset.
     func error(loop: EventLoop) {
         guard !closed else { return }
         if flushingUntil != nil { return closeSocket() }
-        queue.append(.clientReset)
-        run()
+        readThenReset()
     }
 
     /// EPOLLHUP: both directions are closed. Epoll reports it even with no interest set, so it must end the
@@ -124,10 +124,29 @@ final class ClientConnection: EventHandler, BatchEndHandler {
     func hangup(loop: EventLoop) {
         guard !closed else { return }
         if flushingUntil != nil { return closeSocket() }
-        if machine.wantsClientRead { readClient() }
-        queue.append(.clientReset)
+        readThenReset()
+    }
+
+    /// Hands the machine what the kernel received before the connection failed, as far as the machine reads
+    /// (a request head that arrived makes a request, with its audit line), then the reset. The kernel keeps
+    /// received bytes readable after a reset and reports the error once they are read.
+    private func readThenReset() {
+        var reads = 0
+        while reads < Self.readsBeforeReset, !closed, machine.wantsClientRead {
+            reads += 1
+            let queued = queue.count
+            readClient()
+            guard queue.count > queued, case .clientData = queue[queue.count - 1] else { break }
+            run()
+        }
+        if closed { return }
+        if case .clientReset = queue.last {} else { queue.append(.clientReset) }
         run()
     }
+
+    /// At most this many reads of what is left before a reset is handed to the machine (each up to the read
+    /// size): a bound on one wake-up's work, well past any request head.
+    private static let readsBeforeReset = 16
 
     private func readClient() {
         // Part data still lent from clientIn (writes deferred to the batch's end, see `deferWrites`) is copied
@@ -284,13 +303,16 @@ final class ClientConnection: EventHandler, BatchEndHandler {
                 }
             case .scanInputEnded:
                 scan?.inputEnded(now: worker.loop.now())
-            case .upstreamHealth(let group, let server, let ok):
-                worker.reportServer(group: group, server: server, ok: ok)
+            case .upstreamHealth(let group, let server, let failure):
+                worker.reportServer(group: group, server: server, failure: failure)
             case .releaseUpstream(let reuse):
                 dropUpstream(reuse: reuse)
             case .shutdownClientWrite:
                 try? transport.shutdownWrite()
             case .closeClient:
+                closeAfterFlushing()
+            case .resetClient:
+                try? socket.resetOnClose()
                 closeAfterFlushing()
             case .requestCounted:
                 worker.requestEnded(nil)

@@ -15,7 +15,8 @@ extension ConnectionMachine {
         if violation != nil {
             decision = .reject
         } else if let error {
-            if ex.responseStarted || status == 499 || error == "client_closed" || error == "client_aborted" {
+            if ex.responseStarted || status == 499 || error == "client_closed" || error == "client_reset"
+                || error == "client_aborted" {
                 decision = .aborted
             } else {
                 decision = status >= 500 ? .error : .reject
@@ -70,6 +71,14 @@ extension ConnectionMachine {
         let allSent = ex.requestComplete && !ex.bodyDiscarded && ex.body?.sink.sending == nil
             && upstreamOut.isEmpty && ex.upstreamAccepted > 0
         let sent = allSent ? payload : min(payload, ex.upstreamAccepted)
+        // The record is built as the upstream's part ends (its response's last byte, a failure, a cut): `now` is
+        // that end. Times of the attempt that answered count from its dial, as nginx's $upstream_*_time do.
+        let attempt = ex.connectStartedAt ?? ex.upstreamStartedAt
+        func ms(_ from: UInt64?, _ to: UInt64?) -> Double? {
+            guard let from, let to else { return nil }
+            return Double(to &- from) / 1e6
+        }
+        let contacted = ex.upstreamStartedAt == nil ? nil : now
         return AuditRecord(
             timestamp: context.timestamp(), requestID: ex.requestID, client: ex.forwardedClient ?? peer,
             tls: tlsInfo,
@@ -77,7 +86,11 @@ extension ConnectionMachine {
             path: AuditText(ex.head.target), route: matched, decision: decision, status: status,
             reason: violation?.kind.name ?? reason ?? decidedBy?.kind.name, wouldStatus: wouldReject?.status, bytesIn: Int(clamping: ex.body?.bytesIn ?? 0),
             bytesUpstream: Int(clamping: sent), durationMs: Double(now &- ex.startedAt) / 1e6,
-            upstreamMs: ex.upstreamStartedAt.map { Double(now &- $0) / 1e6 },
+            clientBodyMs: ms(ex.startedAt, ex.requestCompletedAt),
+            upstreamMs: ms(ex.upstreamStartedAt, contacted),
+            upstreamConnectMs: ms(ex.connectStartedAt, ex.upstreamConnectedAt),
+            upstreamHeaderMs: ms(attempt, ex.upstreamHeadAt),
+            upstreamResponseMs: ms(attempt, contacted),
             upstream: ex.upstreamStartedAt == nil ? nil : serverName(ex),
             parts: parts, violations: violations, anomalies: anomalies.names + reencodeOff, fields: fields, error: error)
     }

@@ -134,16 +134,19 @@ struct ConnectionMachine {
         case scanFile(TemporaryFile, id: Int)
         /// The file of scan `id` is complete: end the stream and wait for the verdict.
         case scanInputEnded(id: Int)
-        /// What this exchange learnt about a server's health (passive health checks): `ok` once its response
-        /// head arrived; not `ok` when connecting failed or timed out, or it closed, answered garbage or fell
-        /// silent before answering.
-        case upstreamHealth(group: Int, server: Int, ok: Bool)
+        /// What this exchange learnt about a server's health (passive health checks): no `failure` once its
+        /// response head arrived; a `failure` when connecting failed or timed out, or it closed, answered garbage
+        /// or fell silent before answering.
+        case upstreamHealth(group: Int, server: Int, failure: UpstreamFailure?)
         /// Detach the upstream connection: back to the pool, or closed. Once per upstream connection used.
         case releaseUpstream(reuse: Bool)
         /// Send FIN to the client (lingering starts).
         case shutdownClientWrite
         /// Close the client connection. No event is handled after it.
         case closeClient
+        /// Close the client connection with a reset once what is queued for it is written: a response was cut
+        /// in a framing where a FIN would read as its end (close-delimited). No event is handled after it.
+        case resetClient
         /// A request ended without an audit record (no audit log configured): count it.
         case requestCounted
         /// A request ended: count it, and write its audit record. Indirect (boxed), like `log`: the record is
@@ -251,6 +254,8 @@ struct ConnectionMachine {
     /// that made progress, or the tick that first saw them waiting); 0 while `clientOut` is empty.
     private var clientWaitingSince: UInt64 = 0
     private var lastTick: UInt64
+    /// The response was cut where the client cannot see a cut (close-delimited): the connection ends with a reset.
+    private var resetWhenClosing = false
     /// Bytes still allowed to be discarded while answering and lingering; nil until discarding starts.
     private var lingerBudget: Int?
     /// The storage of an earlier exchange's `replayBorrowed`, emptied, for the next (one allocation per
@@ -380,7 +385,7 @@ struct ConnectionMachine {
                 break
             }
         case .clientReset:
-            peerGone(into: &out)
+            peerGone("client_reset", into: &out)
             return
         case .clientWrote:
             clientWaitingSince = clientOut.readableBytes == 0 ? 0 : now
@@ -402,20 +407,22 @@ struct ConnectionMachine {
             ex.dropBorrowedReplay()
             if reused && ex.replayBorrowed.capacity == 0 { swap(&ex.replayBorrowed, &spareBorrowed) }
             if ex.upstreamStartedAt == nil { ex.upstreamStartedAt = now }
+            ex.upstreamConnectedAt = now
         case .upstreamTLSFailed(let why):
             guard case .exchanging(let ex) = state, ex.upstream == .connected, !ex.responseStarted else { break }
             out.append(.log(FailureLine(kind: "upstream", msg: "upstream tls failed", requestID: ex.requestID,
                                         error: why, upstream: serverName(ex))))
+            let failure = UpstreamFailure("upstream_tls_failed", error: why)
             if ex.upstreamAccepted == 0 {
                 // Nothing of the request went up: the next server of the group may take it.
-                if retryNextServer(ex, into: &out) {
+                if retryNextServer(ex, failure, into: &out) {
                     upstreamIn.clear()
-                    ex.upReadEnded = false
+                    ex.upstreamRead = .open
                     ex.upWriteFailed = false
                     break
                 }
             } else {
-                reportHealth(ex, ok: false, into: &out)
+                reportHealth(ex, failure, into: &out)
             }
             abort(status: 502, kind: "upstream_tls_failed", into: &out)
             return
@@ -429,7 +436,7 @@ struct ConnectionMachine {
             ex.server = server
             out.append(.log(FailureLine(kind: "upstream", msg: "upstream unreachable", requestID: ex.requestID,
                                         error: why, upstream: serverName(ex))))
-            if retryNextServer(ex, into: &out) { break }
+            if retryNextServer(ex, UpstreamFailure("upstream_unreachable", error: why), into: &out) { break }
             ex.upstream = .none
             abort(status: 502, kind: "upstream_unreachable", into: &out)
             return
@@ -438,8 +445,10 @@ struct ConnectionMachine {
                 ex.upReceived = true
                 ex.upstreamActivity = now
             }
-        case .upstreamEOF, .upstreamReadFailed:
-            if case .exchanging(let ex) = state { ex.upReadEnded = true }
+        case .upstreamEOF:
+            if case .exchanging(let ex) = state { ex.upstreamRead = .ended }
+        case .upstreamReadFailed:
+            if case .exchanging(let ex) = state { ex.upstreamRead = .failed }
         case .upstreamWriteFailed:
             if case .exchanging(let ex) = state { ex.upWriteFailed = true }
         case .upstreamWrote(let n):
@@ -1028,7 +1037,7 @@ struct ConnectionMachine {
                 switch consume result {
                 case .failure(let error):
                     log(kind: "upstream", "malformed upstream response head", error: "\(error)", into: &out)
-                    reportHealth(ex, ok: false, into: &out)
+                    reportHealth(ex, UpstreamFailure("bad_upstream_response", error: "\(error)"), into: &out)
                     abort(status: 502, kind: "bad_upstream_response", into: &out)
                     return true
                 case .success(.needMore(let consumed)):
@@ -1038,7 +1047,7 @@ struct ConnectionMachine {
                 case .success(.complete(let head, let consumed)):
                     upstreamIn.moveReaderIndex(forwardBy: consumed)
                     progressed = true
-                    if !head.isInformational { reportHealth(ex, ok: true, into: &out) }
+                    if !head.isInformational { reportHealth(ex, nil, into: &out) }
                     if head.isInformational {
                         // Our own 100 Continue already went out; pass other 1xx (103 Early Hints) through.
                         if head.status != 100 {
@@ -1066,14 +1075,18 @@ struct ConnectionMachine {
                         ex.closeAfter = true
                         head.headers.removeAll(named: "transfer-encoding")
                     }
+                    // A close-delimited body goes to an HTTP/1.1 client chunked: its end (or a cut) stays visible.
+                    let rechunk = head.framing == .closeDelimited && ex.head.version != .http1_0
+                    if rechunk { head.headers.append(name: "Transfer-Encoding", value: "chunked") }
                     HTTPHeadSerializer.withResponseHead(head, close: ex.closeAfter) { _ = try? clientOut.writeBytes($0) }
                     ex.responseStarted = true
+                    ex.upstreamHeadAt = now
                     ex.status = head.status
                     switch head.framing {
                     case .none: ex.response = .complete
                     case .contentLength(let n): ex.response = n == 0 ? .complete : .contentLength(remaining: n)
                     case .chunked: ex.response = .chunked(ChunkedDecoder(limits: config.http))
-                    case .closeDelimited: ex.response = .closeDelimited
+                    case .closeDelimited: ex.response = .closeDelimited(rechunk: rechunk)
                     }
                     var storage = head.headers.takeStorage()
                     pools?.fieldStorage.recycle(&storage)
@@ -1130,13 +1143,36 @@ struct ConnectionMachine {
                 ex.response = ended ? .complete : .chunked(decoder)
                 progressed = true
                 if offset == 0 && !ended { return progressed }
-            case .closeDelimited:
+            case .closeDelimited(let rechunk):
                 let avail = upstreamIn.readableBytes
                 if avail == 0 {
-                    if ex.upReadEnded { ex.response = .complete; continue }
-                    return progressed
+                    switch ex.upstreamRead {
+                    case .open:
+                        return progressed
+                    case .ended:
+                        if rechunk {
+                            // Written whole or not yet: a full output waits for the client to take some.
+                            guard clientOut.maxCapacity - clientOut.readableBytes >= Self.lastChunk.count else {
+                                return progressed
+                            }
+                            _ = try? clientOut.writeBytes(Self.lastChunk)
+                        }
+                        ex.response = .complete
+                        continue
+                    case .failed:
+                        // A reset is not the end of the body: the client must not see an end.
+                        upstreamEnded(ex, into: &out)
+                        return true
+                    }
                 }
-                copyToClient(count: min(avail, clientOut.maxCapacity - clientOut.readableBytes))
+                let room = clientOut.maxCapacity - clientOut.readableBytes
+                if rechunk {
+                    let count = min(avail, room - ChunkedEncoder.maxChunkHeaderLength - 2)
+                    guard count > 0 else { return progressed }
+                    writeChunkToClient(count: count)
+                } else {
+                    copyToClient(count: min(avail, room))
+                }
                 progressed = true
             case .complete:
                 finishExchange(ex, into: &out)
@@ -1144,6 +1180,20 @@ struct ConnectionMachine {
             }
         }
         return progressed
+    }
+
+    /// The last chunk, with no trailer.
+    private static let lastChunk: [UInt8] = Array("0\r\n\r\n".utf8)
+    private static let crlf: [UInt8] = [13, 10]
+
+    /// `copyToClient` as one chunk: its size line, the bytes, CRLF.
+    private func writeChunkToClient(count: Int) {
+        withUnsafeTemporaryAllocation(byteCount: ChunkedEncoder.maxChunkHeaderLength, alignment: 1) { header in
+            guard let n = ChunkedEncoder.writeChunkHeader(size: count, to: header) else { return }
+            _ = try? clientOut.writeBytes(UnsafeRawBufferPointer(rebasing: header[..<n]))
+        }
+        copyToClient(count: count)
+        _ = try? clientOut.writeBytes(Self.crlf)
     }
 
     private func copyToClient(count: Int) {
@@ -1177,12 +1227,12 @@ struct ConnectionMachine {
             }
             upstreamIn.clear()
             ex.upstream = .connecting
-            ex.upReadEnded = false
+            ex.upstreamRead = .open
             ex.upWriteFailed = false
             ex.upReceived = false
             ex.reused = false
             ex.replayLog = nil
-            ex.connectStartedAt = now
+            ex.attemptStarted(at: now)
             out.append(.reconnectUpstream(group: ex.group))
             return
         }
@@ -1191,14 +1241,17 @@ struct ConnectionMachine {
             out.append(.releaseUpstream(reuse: false))
             ex.upstream = .none
             out.append(.ended(auditRecord(ex, status: ex.status, reason: "upstream_closed",
-                                                 error: "upstream_closed_mid_response")))
+                                          error: ex.upstreamRead == .failed ? "upstream_reset_mid_response"
+                                                                           : "upstream_closed_mid_response")))
+            if case .closeDelimited(rechunk: false) = ex.response { resetWhenClosing = true }
+            if ex.dechunk { resetWhenClosing = true }
             clientEOF = true
             state = .closing(discard: false)
             if clientOut.readableBytes == 0 { finishClosing(into: &out) }
         } else {
             out.append(.log(FailureLine(kind: "upstream", msg: "upstream closed before answering",
                                         requestID: ex.requestID, upstream: serverName(ex))))
-            reportHealth(ex, ok: false, into: &out)
+            reportHealth(ex, UpstreamFailure("upstream_closed"), into: &out)
             abort(status: 502, kind: "upstream_closed", into: &out)
         }
     }
@@ -1362,12 +1415,12 @@ struct ConnectionMachine {
         if clientOut.readableBytes == 0 { finishClosing(into: &out) }
     }
 
-    /// The client can no longer receive anything: an exchange in progress is recorded as cut by the client.
-    private mutating func peerGone(into out: inout [Action]) {
+    /// The client can no longer receive anything: an exchange in progress is recorded as cut by the client, with
+    /// `why` (`client_reset`, `client_closed`) as its reason and error.
+    private mutating func peerGone(_ why: String, into out: inout [Action]) {
         if case .exchanging(let ex) = state {
             drop(ex, into: &out)
-            out.append(.ended(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status,
-                                                 reason: "client_closed", error: "client_closed")))
+            out.append(.ended(auditRecord(ex, status: ex.status == 0 ? 499 : ex.status, reason: why, error: why)))
         }
         close(into: &out)
     }
@@ -1387,7 +1440,7 @@ struct ConnectionMachine {
         lingerBudget = budget
         if budget < 0 {
             // Past the budget: close with unread input (the kernel resets) rather than read forever.
-            if case .exchanging = state { peerGone(into: &out) } else { close(into: &out) }
+            if case .exchanging = state { peerGone("client_closed", into: &out) } else { close(into: &out) }
             return
         }
         if case .lingering(let until, _) = state {
@@ -1424,7 +1477,7 @@ struct ConnectionMachine {
             drop(ex, into: &out)
         }
         state = .closed
-        out.append(.closeClient)
+        out.append(resetWhenClosing ? .resetClient : .closeClient)
     }
 
     /// A timeout's seconds as nanoseconds, clamped to 0 … 10^9 s (a configured value never overflows).
@@ -1495,11 +1548,10 @@ struct ConnectionMachine {
             } else if heldUp, ex.upstreamConnected, over(max(ex.upstreamActivity, lastActivity), t.upstreamResponse) {
                 // The upstream has taken no byte of the body and sent nothing for the response timeout, and the
                 // client waits on it (nginx's proxy_send_timeout): the upstream's failure.
+                let error = "no request byte taken for \(t.upstreamResponse) s"
                 out.append(.log(FailureLine(kind: "upstream", msg: "upstream stopped reading the request",
-                                            requestID: ex.requestID,
-                                            error: "no request byte taken for \(t.upstreamResponse) s",
-                                            upstream: serverName(ex))))
-                reportHealth(ex, ok: false, into: &out)
+                                            requestID: ex.requestID, error: error, upstream: serverName(ex))))
+                reportHealth(ex, UpstreamFailure("upstream_timeout", error: error), into: &out)
                 abort(status: 504, kind: "upstream_timeout", into: &out)
             } else if receiving,
                       BodyRate.tooSlow(bytes: ex.body?.bytesIn ?? 0, readingNanos: ex.bodyReadWanted,
@@ -1507,16 +1559,18 @@ struct ConnectionMachine {
                 abort(status: 408, kind: "client_body_too_slow", into: &out)
             } else if ex.upstream == .connecting, let started = ex.connectStartedAt,
                       over(started, t.upstreamConnect) {
+                let error = "no connection within \(t.upstreamConnect) s"
                 out.append(.log(FailureLine(kind: "upstream", msg: "upstream connect timed out", requestID: ex.requestID,
-                                            error: "no connection within \(t.upstreamConnect) s", upstream: serverName(ex))))
-                if !retryNextServer(ex, into: &out) {
+                                            error: error, upstream: serverName(ex))))
+                if !retryNextServer(ex, UpstreamFailure("upstream_connect_timeout", error: error), into: &out) {
                     abort(status: 504, kind: "upstream_connect_timeout", into: &out)
                 }
             } else if ex.upstreamConnected, let done = ex.requestCompletedAt ?? ex.bodyDiscardedAt,
                       over(max(ex.upstreamActivity, done, responseHeldUpAt), t.upstreamResponse) {
                 // Silent this long while Formwall wanted to read it: time in which the client held the response
                 // up (`responseHeldUpAt`) is the client's, and its send timeout's.
-                reportHealth(ex, ok: false, into: &out)
+                reportHealth(ex, UpstreamFailure("upstream_timeout", error: "no response for \(t.upstreamResponse) s"),
+                             into: &out)
                 abort(status: 504, kind: "upstream_timeout", into: &out)
             }
         }
@@ -1592,27 +1646,30 @@ struct ConnectionMachine {
     private mutating func dialUpstream(_ ex: Exchange, into out: inout [Action]) {
         ex.upstream = .connecting
         ex.upstreamStartedAt = now
-        ex.connectStartedAt = now
+        ex.attemptStarted(at: now)
         ex.attempts = 1
         out.append(.connectUpstream(group: ex.group))
     }
 
-    /// After a failed or timed-out connect (nothing of the request went upstream): the next server of the group,
-    /// if one is left untried. False when every server was tried; the caller answers.
-    private mutating func retryNextServer(_ ex: Exchange, into out: inout [Action]) -> Bool {
-        reportHealth(ex, ok: false, into: &out)
+    /// After a failed or timed-out connect (nothing of the request went upstream): the server's `failure`
+    /// reported, the next server of the group, if one is left untried. False when every server was tried; the
+    /// caller answers.
+    private mutating func retryNextServer(_ ex: Exchange, _ failure: UpstreamFailure,
+                                          into out: inout [Action]) -> Bool {
+        reportHealth(ex, failure, into: &out)
         guard ex.attempts < config.upstreams[ex.group].servers.count else { return false }
         ex.attempts += 1
         ex.upstream = .connecting
-        ex.connectStartedAt = now
+        ex.attemptStarted(at: now)
         ex.server = nil
         out.append(.retryUpstream(group: ex.group))
         return true
     }
 
-    private func reportHealth(_ ex: Exchange, ok: Bool, into out: inout [Action]) {
+    /// Passive health: the exchange's server answered (`failure` nil) or failed.
+    private func reportHealth(_ ex: Exchange, _ failure: UpstreamFailure?, into out: inout [Action]) {
         guard let server = ex.server else { return }
-        out.append(.upstreamHealth(group: ex.group, server: server, ok: ok))
+        out.append(.upstreamHealth(group: ex.group, server: server, failure: failure))
     }
 
     /// The server the exchange is talking to, `host:port`, for logs and the audit record.

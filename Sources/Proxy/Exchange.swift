@@ -12,7 +12,9 @@ final class Exchange {
         /// Passing the body through.
         case contentLength(remaining: UInt64)
         case chunked(ChunkedDecoder)
-        case closeDelimited
+        /// Until the upstream closes. With `rechunk`, each piece goes to the client as a chunk and the last chunk
+        /// only after a clean end, so an HTTP/1.1 client can tell a cut response from a whole one.
+        case closeDelimited(rechunk: Bool)
         /// Done.
         case complete
     }
@@ -54,6 +56,7 @@ final class Exchange {
     var encodingUninspected = false
 
     var upstream: Upstream = .none
+    /// When the first dial for this request started (the audit record's `upstream_ms` counts from here).
     var upstreamStartedAt: UInt64?
     /// The upstream group (an index into the configuration's `upstreams`): the route's `upstream`, else 0.
     var group = 0
@@ -61,8 +64,13 @@ final class Exchange {
     var server: Int?
     /// Servers dialled for this request so far (a connect failure moves to the next).
     var attempts = 0
-    /// When the current dial started (the connect timeout runs from here).
+    /// When the current dial started: the attempt's start (the connect timeout runs from here, and the audit
+    /// record's `upstream_connect_ms`, `upstream_header_ms` and `upstream_response_ms` count from it).
     var connectStartedAt: UInt64?
+    /// When the current attempt's connection was ready; nil before it was, and again at each new attempt.
+    var upstreamConnectedAt: UInt64?
+    /// When the upstream's final (non-1xx) response head arrived.
+    var upstreamHeadAt: UInt64?
     /// The last time upstream bytes moved either way.
     var upstreamActivity: UInt64 = 0
     /// The connection came from the pool.
@@ -71,8 +79,17 @@ final class Exchange {
     var retried = false
     /// Response bytes arrived on the current connection.
     var upReceived = false
+    /// How the upstream's sending side stands.
+    enum ReadSide {
+        case open
+        /// FIN: the upstream sent all it will send.
+        case ended
+        /// A reset or read error: what was read may be all, or a part (never an end of a close-delimited body).
+        case failed
+    }
+    var upstreamRead: ReadSide = .open
     /// The upstream's sending side ended (FIN or a read error).
-    var upReadEnded = false
+    var upReadEnded: Bool { upstreamRead != .open }
     /// Writing to the upstream failed; the response may still be read.
     var upWriteFailed = false
     /// Every byte written on a reused connection while it fits `pool.replayLimit`; nil once it does not.
@@ -121,6 +138,12 @@ final class Exchange {
 
     var requestComplete: Bool { body?.isComplete ?? true }
     var upstreamConnected: Bool { upstream == .connected }
+
+    /// A dial (the first, the next server of the group, or a replay's fresh connection) starts at `now`.
+    func attemptStarted(at now: UInt64) {
+        connectStartedAt = now
+        upstreamConnectedAt = nil
+    }
 
     /// Forgets the replay log's borrowed runs without reading them.
     func dropBorrowedReplay() {

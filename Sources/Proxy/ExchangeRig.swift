@@ -43,6 +43,8 @@ final class ExchangeRig {
         /// Servers of a group (by index: the first dial is server 0, each `retryUpstream` the next) that refuse,
         /// or never answer the connect, whatever `connect` says.
         var refuseServers: Set<Int> = []
+        /// A slow application: it answers this many nanoseconds of the clock after `answer` says it would.
+        var answerDelay: UInt64 = 0
         /// What the antivirus answers for every `.scanFile`.
         var scanVerdict: FormStage.ScanVerdict = .clean
         var ignoreServers: Set<Int> = []
@@ -79,6 +81,8 @@ final class ExchangeRig {
         var pooled = false
         var stale = false
         var answered = false
+        /// When the upstream, ready to answer, answers (`answerDelay` after it was ready).
+        var answerDueAt: UInt64?
         var responseOffset = 0
         var ended = false
         var readFailed = false
@@ -99,11 +103,13 @@ final class ExchangeRig {
     private(set) var logs: [String] = []
     private(set) var shutdownSent = false
     private(set) var closed = false
+    /// The client connection ended with a reset (`.resetClient`), not a FIN.
+    private(set) var resetSent = false
     private(set) var released: [Bool] = []
     /// `.scanFile` actions (antivirus scans asked for).
     private(set) var scans = 0
-    /// `upstreamHealth` reports: (server, ok).
-    private(set) var health: [(server: Int, ok: Bool)] = []
+    /// `upstreamHealth` reports: (server, ok, the failure's reason).
+    private(set) var health: [(server: Int, ok: Bool, reason: String?)] = []
     /// The server index the rig reports for the current dial: 0, then one more per `retryUpstream`.
     private var serversTried = 0
     /// An action came after `.closeClient` (an invariant violation).
@@ -297,8 +303,8 @@ final class ExchangeRig {
             scans += 1
         case .scanInputEnded(let id):
             queue.append(.scanResult(script.scanVerdict, id: id))
-        case .upstreamHealth(_, let server, let ok):
-            health.append((server, ok))
+        case .upstreamHealth(_, let server, let failure):
+            health.append((server, failure == nil, failure?.reason))
         case .releaseUpstream(let reuse):
             released.append(reuse)
             current = nil
@@ -306,6 +312,9 @@ final class ExchangeRig {
             shutdownSent = true
         case .closeClient:
             closed = true
+        case .resetClient:
+            closed = true
+            resetSent = true
         case .requestCounted:
             records.append(nil)
         case .requestEnded(let record):
@@ -383,7 +392,10 @@ final class ExchangeRig {
             }
             return moved
         }
-        if !conn.answered && shouldAnswer(conn) { conn.answered = true }
+        if !conn.answered && conn.answerDueAt == nil && shouldAnswer(conn) {
+            conn.answerDueAt = now + script.answerDelay
+        }
+        if !conn.answered, let due = conn.answerDueAt, now >= due { conn.answered = true }
         if conn.answered && conn.responseOffset < script.response.count && machine.wantsUpstreamRead {
             let input = machine.upstreamIn
             let room = input.maxCapacity - input.readableBytes

@@ -121,14 +121,30 @@ extension MetricsSnapshot {
         p.sample("formwall_connection_limit_total", labels: [("action", "closed_idle")], r.connectionLimit.closedIdle)
         p.sample("formwall_connection_limit_total", labels: [("action", "paused")], r.connectionLimit.paused)
         p.counters("formwall_upstream_errors_total", help: "Requests that involved the upstream and ended in error, by upstream server.", label: "server", r.upstreamErrors)
+        p.upstreamHealth(upstreams)
         p.family("formwall_tls_handshakes_total", "counter", help: "TLS handshakes completed with clients.")
         p.sample("formwall_tls_handshakes_total", r.tlsHandshakes)
         p.counters("formwall_tls_handshake_failures_total", help: "TLS handshakes with clients that failed, by reason.", label: "reason", r.tlsHandshakeFailures)
+        p.counters("formwall_log_suppressed_total",
+                   help: "Event-log lines left out by the rate limit (one per key per second per worker), by msg.",
+                   label: "message", r.logSuppressed)
         p.family("formwall_request_duration_seconds", "histogram", help: "Time from request start to its end.")
         p.histogram("formwall_request_duration_seconds", r.requestDuration)
         p.family("formwall_upstream_duration_seconds", "histogram",
                  help: "Time from contacting the upstream to the request's end, for requests that contacted it.")
         p.histogram("formwall_upstream_duration_seconds", r.upstreamDuration)
+        p.family("formwall_upstream_connect_seconds", "histogram",
+                 help: "Time the answering upstream attempt took to connect (audit upstream_connect_ms).")
+        p.histogram("formwall_upstream_connect_seconds", r.timing.connect)
+        p.family("formwall_upstream_header_seconds", "histogram",
+                 help: "Time from the answering upstream attempt's start to the response head (upstream_header_ms).")
+        p.histogram("formwall_upstream_header_seconds", r.timing.header)
+        p.family("formwall_upstream_response_seconds", "histogram",
+                 help: "Time from the answering upstream attempt's start to the response's end (upstream_response_ms).")
+        p.histogram("formwall_upstream_response_seconds", r.timing.response)
+        p.family("formwall_client_body_seconds", "histogram",
+                 help: "Time from a request's start until its body was received whole (client_body_ms).")
+        p.histogram("formwall_client_body_seconds", r.timing.clientBody)
         p.family("formwall_rule_reloads_total", "counter", help: "Rule reloads on SIGHUP, by result.")
         p.sample("formwall_rule_reloads_total", labels: [("result", "ok")], ruleReloadsOK)
         p.sample("formwall_rule_reloads_total", labels: [("result", "failed")], ruleReloadsFailed)

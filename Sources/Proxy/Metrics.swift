@@ -68,10 +68,41 @@ public struct RequestMetrics: Sendable, Equatable {
         public var paused = 0
     }
     public var connectionLimit = ConnectionLimit()
+    /// Event-log lines left out by the rate limit (at most one line per key per second per worker), by `msg`.
+    public var logSuppressed: [String: Int] = [:]
     /// Whole-request durations, seconds.
     public var requestDuration = Histogram(bounds: Histogram.durationBounds)
     /// Time waiting for the upstream, seconds, for requests that contacted it.
     public var upstreamDuration = Histogram(bounds: Histogram.durationBounds)
+    /// Passive health counts per upstream group and server (`[group][server]`): not from the audit record but
+    /// from the worker's balancers, copied in with the rest on a scrape.
+    public var upstreamServers: [[UpstreamServerStats]] = []
+    /// The split of the upstream's time (audit `upstream_connect_ms`, `upstream_header_ms`,
+    /// `upstream_response_ms`) and the client's body time (`client_body_ms`), seconds, each for the records that
+    /// have it: a slow application shows in `header`, a slow client in `clientBody`.
+    public struct Timing: Sendable, Equatable {
+        public var connect = Histogram(bounds: Histogram.durationBounds)
+        public var header = Histogram(bounds: Histogram.durationBounds)
+        public var response = Histogram(bounds: Histogram.durationBounds)
+        public var clientBody = Histogram(bounds: Histogram.durationBounds)
+
+        /// Observes a record's times.
+        mutating func record(_ r: AuditRecord) {
+            if let ms = r.upstreamConnectMs { connect.observe(ms / 1000) }
+            if let ms = r.upstreamHeaderMs { header.observe(ms / 1000) }
+            if let ms = r.upstreamResponseMs { response.observe(ms / 1000) }
+            if let ms = r.clientBodyMs { clientBody.observe(ms / 1000) }
+        }
+
+        /// Adds another worker's histograms.
+        mutating func merge(_ other: Timing) {
+            connect.merge(other.connect)
+            header.merge(other.header)
+            response.merge(other.response)
+            clientBody.merge(other.clientBody)
+        }
+    }
+    public var timing = Timing()
 
     /// Empty counters.
     public init() {}
@@ -95,6 +126,7 @@ public struct RequestMetrics: Sendable, Equatable {
         if r.decision == .error, let server = r.upstream { upstreamErrors[server, default: 0] += 1 }
         requestDuration.observe(r.durationMs / 1000)
         if let ms = r.upstreamMs { upstreamDuration.observe(ms / 1000) }
+        timing.record(r)
     }
 
     /// Adds `other`'s counts to these (another worker's share).
@@ -113,8 +145,11 @@ public struct RequestMetrics: Sendable, Equatable {
         tlsHandshakeFailures.merge(other.tlsHandshakeFailures, uniquingKeysWith: +)
         connectionLimit.closedIdle += other.connectionLimit.closedIdle
         connectionLimit.paused += other.connectionLimit.paused
+        logSuppressed.merge(other.logSuppressed, uniquingKeysWith: +)
         requestDuration.merge(other.requestDuration)
         upstreamDuration.merge(other.upstreamDuration)
+        UpstreamServerStats.merge(&upstreamServers, other.upstreamServers)
+        timing.merge(other.timing)
     }
 }
 
@@ -179,6 +214,8 @@ public struct MetricsSnapshot: Sendable {
     public var ruleReloadsFailed = 0
     /// Times the supervisor restarted the proxy process before this one.
     public var supervisorRestarts = 0
+    /// The upstream groups and their servers' health.
+    public var upstreams = UpstreamHealth()
     /// How full the quarantine store is; nil without one.
     public var quarantine: QuarantineUsage?
 

@@ -139,6 +139,20 @@ public struct ProxyConfiguration: Sendable {
     /// Rule files or directories (`--rules`); empty: no policy, every well-formed request is forwarded
     /// (multipart bodies still re-encoded).
     public var rules: [String] = []
+    /// The policy to start with instead of reading `rules` from the disk: the files as they were read when it was
+    /// last in force, and when that was. A proxy process the supervisor restarts gets it (docs/operations.md,
+    /// "Restarts serve the last good configuration"); nil: read the disk.
+    public var lastGoodRules: LastGoodRules?
+
+    /// The rule files of a policy that was in force, as they were read (`Policy.sources`), and when it was loaded.
+    public struct LastGoodRules: Sendable {
+        public var sources: [PolicySource]
+        public var loadedAt: AuditTimestamp
+        public init(sources: [PolicySource], loadedAt: AuditTimestamp) {
+            self.sources = sources
+            self.loadedAt = loadedAt
+        }
+    }
     /// Quarantine store (`--quarantine-dir`); nil: a `quarantine` action fails closed with 503.
     public var quarantine: QuarantineSettings?
     /// Audit log (`--audit-log FILE|-`); nil: no audit log.
@@ -242,6 +256,15 @@ public struct ProxyConfiguration: Sendable {
         /// ... is skipped for this many seconds (`fail-timeout`, default 10), like nginx's `max_fails` and
         /// `fail_timeout`. When every server is down, they are all tried anyway.
         public var failTimeout: Double = 10
+        /// Whether /readyz checks the group (`readiness required|optional`).
+        public enum Readiness: String, Sendable {
+            /// /readyz probes every server of the group and fails while none accepts a connection.
+            case required
+            /// /readyz ignores the group; its health is on /upstreams and /metrics.
+            case optional
+        }
+        /// `readiness`. Default optional: one application's outage does not make the proxy unready.
+        public var readiness: Readiness = .optional
 
         public init(name: String, servers: [Server]) {
             self.name = name

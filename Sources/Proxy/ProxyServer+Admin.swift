@@ -1,3 +1,4 @@
+import Audit
 import Quarantine
 import Reactor
 
@@ -23,6 +24,8 @@ extension ProxyServer {
             reply(.json(200, "{\"status\":\"ok\"}"))
         case .rules:
             reply(.json(200, rulesInfo?.json ?? "{\"files\":[],\"digest\":null,\"loaded_at\":null}"))
+        case .upstreams:
+            collectMetrics(loop: loop) { snapshot in reply(.json(200, snapshot.upstreams.json)) }
         case .metrics:
             collectMetrics(loop: loop) { snapshot in
                 reply(AdminResponse(status: 200, contentType: PrometheusText.contentType,
@@ -60,15 +63,17 @@ extension ProxyServer {
             store.rescanIfDue()
             snapshot.quarantine = store.usage
         }
-        let gather = MetricsGather(expected: registry.count) { merged in
+        let gather = MetricsGather(expected: registry.count) { [configuration] merged in
             snapshot.requests = merged
+            snapshot.upstreams = UpstreamHealth(groups: configuration.upstreams, stats: merged.upstreamServers,
+                                                now: loop.now(), wallClock: AuditTimestamp.now())
             done(snapshot)
         }
         let back = ControlLoopBox(value: gather)
         let control = loop.handle
         registry.forEach { handle, worker in
             let posted = handle.execute { _ in
-                let copy = worker.value.metrics
+                let copy = worker.value.scrapedMetrics
                 control.execute { _ in back.value.add(copy) }
             }
             if !posted { gather.add(RequestMetrics()) }

@@ -26,14 +26,20 @@ public final class ProxyServer {
     /// The TLS listeners' certificates in force (SIGHUP builds a new one from the same files).
     private var tlsServerContext: TLSServerContext?
     /// Where SIGHUP finds the rule files: set when a configuration file lists them (its `include`s are read
-    /// again); nil: `configuration.rules`.
-    public var rulePaths: (() throws -> [String])?
+    /// again), with what it has to say about the rest of the file (settings that need a restart); nil:
+    /// `configuration.rules`.
+    public var rulePaths: (() throws -> (paths: [String], warnings: [String]))?
+    /// Called on the control loop when a SIGHUP reload is over: every worker uses the new policy, or it failed.
+    public var onReloadFinished: ((ReloadOutcome) -> Void)?
     /// The admin listener's socket (`--admin`), bound in `init`, served by `run`.
     private let adminListener: TCPListener?
     /// Control-loop state (main thread only): reload counts, the policy's files and digest, draining.
     private(set) var ruleReloads = (ok: 0, failed: 0)
     /// The policy in force (nil without `--rules`); updated on each successful reload.
     public private(set) var rulesInfo: RulesInfo?
+    /// The rule paths of the policy in force (`--rules`, or the rule files a configuration file names) and the
+    /// files as they were read: enough to compile it again (`ProxyConfiguration.lastGoodRules`).
+    public private(set) var rulesInForce: (paths: [String], sources: [PolicySource]) = ([], [])
     private(set) var draining = false
     /// How many times the supervisor restarted the proxy process before this one (exported as a metric).
     public var supervisorRestarts = 0
@@ -48,9 +54,11 @@ public final class ProxyServer {
         self.configuration = configuration
         Self.blockSignals()
         try Self.checkSpoolDirectory(configuration.spoolDirectory)
+        let lastGood = configuration.lastGoodRules
         let policy = try Self.loadPolicy(configuration.rules, quarantine: configuration.quarantine != nil,
-                                         upstreamGroups: configuration.upstreams.map(\.name))
-        rulesInfo = policy.map { RulesInfo(policy: $0) }
+                                         upstreamGroups: configuration.upstreams.map(\.name), from: lastGood?.sources)
+        rulesInfo = policy.map { RulesInfo(policy: $0, at: lastGood?.loadedAt ?? .now()) }
+        rulesInForce = (configuration.rules, policy?.sources ?? [])
         if let q = configuration.quarantine {
             do {
                 let store = try QuarantineStore(directory: q.directory, maxBytes: Int64(clamping: q.maxBytes),
@@ -108,7 +116,7 @@ public final class ProxyServer {
                 // Each worker judges with its own copy of the policy (`workerCopy`), compiled on its own thread.
                 let own = Self.workerCopy(of: policy) {
                     try Self.loadPolicy(config.rules, quarantine: config.quarantine != nil,
-                                        upstreamGroups: config.upstreams.map(\.name))
+                                        upstreamGroups: config.upstreams.map(\.name), from: lastGood?.sources)
                 }
                 let worker = Worker(loop: loop, config: config, stats: stats, policy: own, quarantine: store,
                                     audit: audit, index: numbering.add(1, ordering: .relaxed).oldValue,
@@ -137,12 +145,18 @@ public final class ProxyServer {
     /// such part would otherwise fail with 503.
     ///
     /// `upstreamGroups` (nil: not checked, as `inspect` does) are the declared group names; a route naming
-    /// another group is refused.
-    public static func loadPolicy(_ paths: [String], quarantine: Bool, upstreamGroups: [String]? = nil) throws -> Policy? {
+    /// another group is refused. With `sources` the files are read from them, not from the disk
+    /// (`Policy.load(paths:from:)`).
+    public static func loadPolicy(_ paths: [String], quarantine: Bool, upstreamGroups: [String]? = nil,
+                                  from sources: [PolicySource]? = nil) throws -> Policy? {
         guard !paths.isEmpty else { return nil }
         let policy: Policy
         do {
-            policy = try Policy.load(paths: paths)
+            if let sources {
+                policy = try Policy.load(paths: paths, from: sources)
+            } else {
+                policy = try Policy.load(paths: paths)
+            }
         } catch {
             throw ConfigurationError("invalid rules:\n" + error.diagnostics.map(\.description).joined(separator: "\n"))
         }
@@ -190,26 +204,38 @@ public final class ProxyServer {
 
     /// Re-reads the rule files; on success every worker switches to the new policy for new requests
     /// (requests in flight finish under the old one). On failure the old policy stays and the errors are logged.
-    public func reloadRules() {
+    /// `done` runs on `control` (the control loop) once every worker has switched, or at once on failure.
+    public func reloadRules(on control: EventLoop, then done: @escaping (ReloadOutcome) -> Void) {
+        var outcome = ReloadOutcome()
         let paths: [String]
-        do { paths = try rulePaths?() ?? configuration.rules } catch {
+        do {
+            let found = try rulePaths?() ?? (paths: configuration.rules, warnings: [])
+            paths = found.paths
+            outcome.warnings = found.warnings
+        } catch {
             ruleReloads.failed += 1
             configuration.eventLog.write(.error, "rules reload failed", [
                 .error(error), .string("action", "keeping the previous rules"),
             ])
+            outcome.errors.append("\(error)")
+            done(outcome)
             return
         }
-        guard !paths.isEmpty else { return }
+        guard !paths.isEmpty else { done(outcome); return }
         let upstreamGroups = configuration.upstreams.map(\.name)
         let hasQuarantine = configuration.quarantine != nil
         do {
             let fresh = try Self.loadPolicy(paths, quarantine: hasQuarantine, upstreamGroups: upstreamGroups)
             ruleReloads.ok += 1
             rulesInfo = RulesInfo(policy: fresh ?? Policy())
-            // The line is written once every worker has switched, so "reloaded" means in force everywhere.
+            rulesInForce = (paths, fresh?.sources ?? [])
+            // The line is written, and `done` called, once every worker has switched, so "reloaded" means in
+            // force everywhere.
             let pending = Countdown(registry.count)
             let events = configuration.eventLog
             let rules = paths
+            let finished = ControlLoopBox(value: ReloadCompletion { done(outcome) })
+            let back = control.handle
             registry.forEach { handle, worker in
                 let own = Self.workerCopy(of: fresh) {
                     try Self.loadPolicy(paths, quarantine: hasQuarantine, upstreamGroups: upstreamGroups)
@@ -218,6 +244,7 @@ public final class ProxyServer {
                     worker.value.policy = own
                     guard pending.finishOne() else { return }
                     events.write(.info, "rules reloaded", [LogField("rules", .strings(rules))])
+                    _ = back.execute { _ in finished.value.run() }
                 }
             }
         } catch {
@@ -226,6 +253,8 @@ public final class ProxyServer {
                 LogField("rules", .strings(paths)), .error(error),
                 .string("action", "keeping the previous rules"),
             ])
+            outcome.errors.append("\(error)")
+            done(outcome)
         }
     }
 
@@ -272,12 +301,13 @@ public final class ProxyServer {
     }
 
     /// SIGHUP: reads the certificates and keys again. On success new connections use them (open ones keep
-    /// theirs); on failure the old ones stay and the error is logged.
-    public func reloadCertificates() {
+    /// theirs); on failure the old ones stay, the error is logged and returned.
+    @discardableResult
+    public func reloadCertificates() -> String? {
         if !configuration.upstreamTLS.verify, configuration.upstreams.contains(where: { $0.servers.contains { $0.upstream.tls } }) {
             Self.warnInsecureUpstream(configuration)
         }
-        guard let current = tlsServerContext else { return }
+        guard let current = tlsServerContext else { return nil }
         do {
             let fresh = try current.reloaded()
             tlsServerContext = fresh
@@ -285,10 +315,12 @@ public final class ProxyServer {
             configuration.eventLog.write(.info, "certificates reloaded", [
                 LogField("certificates", .strings(configuration.tls?.certificates.map(\.certificate) ?? [])),
             ])
+            return nil
         } catch {
             configuration.eventLog.write(.error, "certificates reload failed", [
                 .error(error), .string("action", "keeping the previous certificates"),
             ])
+            return "certificates: \(error)"
         }
     }
 
@@ -301,9 +333,16 @@ public final class ProxyServer {
             registry.forEach { handle, worker in _ = handle.execute { _ in worker.value.reopenAudit() } }
         }
         let events = configuration.eventLog
-        try control.onSignal(SIGHUP) { [weak self] _, _ in
+        try control.onSignal(SIGHUP) { [weak self] loop, _ in
             events.write(.debug, "signal received", [.string("signal", "SIGHUP")])
-            self?.reloadRules(); self?.reloadCertificates(); reopenAll(); onReload(); onReopen()
+            guard let self else { return }
+            let certificates = self.reloadCertificates()
+            reopenAll(); onReload(); onReopen()
+            self.reloadRules(on: loop) { [weak self] outcome in
+                var outcome = outcome
+                if let certificates { outcome.errors.append(certificates) }
+                self?.onReloadFinished?(outcome)
+            }
         }
         try control.onSignal(SIGUSR1) { _, _ in
             events.write(.debug, "signal received", [.string("signal", "SIGUSR1")])
@@ -388,6 +427,21 @@ final class ListenerHandout: Sendable {
             return (0..<count).compactMap { _ in fds.popLast() }
         }
     }
+}
+
+/// What one SIGHUP reload did, once it is over.
+public struct ReloadOutcome: Sendable {
+    /// What failed, one message each (the rules' diagnostics, the certificates' error); empty: all reloaded.
+    public var errors: [String] = []
+    /// What was left as it was without failing the reload: configuration settings that need a restart.
+    public var warnings: [String] = []
+    public init() {}
+}
+
+/// A callback carried to the control loop in a `ControlLoopBox`.
+final class ReloadCompletion {
+    let run: () -> Void
+    init(_ run: @escaping () -> Void) { self.run = run }
 }
 
 /// Counts down from `n`; `finishOne` is true for exactly the call that reaches zero.

@@ -149,7 +149,8 @@ final class Worker {
         }
     }
 
-    /// Per kind of failure: when its last line was printed, and how many were suppressed since.
+    /// Per rate-limiting key (a kind of failure, a server marked down...): when its last line was printed, and
+    /// how many were suppressed since.
     private var failureLines: [String: (at: UInt64, suppressed: Int)] = [:]
 
     /// Writes a failure line on stderr (level error): at most one per `kind` (upstream, spool, quarantine) per
@@ -159,11 +160,13 @@ final class Worker {
     }
 
     /// Writes an event line, at most one per `kind` per second in this worker; the next one written says how many
-    /// were left out (`suppressed`).
+    /// were left out (`suppressed`). Every line left out is counted by `msg` (/metrics
+    /// `formwall_log_suppressed_total`). Every event a request or a connection can cause goes through here.
     func logEvent(kind: String, level: LogLevel, _ msg: StaticString, _ fields: [LogField]) {
         let now = loop.now()
         if let last = failureLines[kind], now &- last.at < 1_000_000_000 {
             failureLines[kind] = (last.at, last.suppressed + 1)
+            if config.admin != nil { metrics.logSuppressed["\(msg)", default: 0] += 1 }
             return
         }
         let suppressed = failureLines[kind]?.suppressed ?? 0
@@ -288,10 +291,9 @@ final class Worker {
             limitReached(closedIdle: false)
         } else if !atLimit {
             acceptPauses += 1
-            if acceptPauses == 1 || acceptPauses % 100 == 0 {
-                events.write(.warn, "accept paused", [.int("worker", index), .int("pauses", acceptPauses),
-                                                      .string("error", "out of descriptors or memory")])
-            }
+            logEvent(kind: "accept", level: .warn, "accept paused", [
+                .int("worker", index), .int("pauses", acceptPauses), .string("error", "out of descriptors or memory"),
+            ])
         }
         for l in listeners { try? loop.setInterest([], for: l.registration) }
         acceptBackoffMs = acceptBackoffMs == 0 ? 50 : min(acceptBackoffMs * 2, 1000)
@@ -349,15 +351,24 @@ final class Worker {
         balancers[group].pick(excluding: tried, now: loop.iterationTime)
     }
 
+    /// What a scrape takes from this worker: its request metrics with every group's per-server health counts.
+    var scrapedMetrics: RequestMetrics {
+        var copy = metrics
+        copy.upstreamServers = balancers.map(\.stats)
+        return copy
+    }
+
     /// A request started or finished on a server (least-conn counts).
     func serverStarted(group: Int, server: Int) { balancers[group].started(server) }
     func serverFinished(group: Int, server: Int) { balancers[group].finished(server) }
 
-    /// Passive health: what a request learnt about a server. The report that marks it down is logged.
-    func reportServer(group: Int, server: Int, ok: Bool) {
-        guard balancers[group].report(server, ok: ok, now: loop.iterationTime) else { return }
+    /// Passive health: what a request learnt about a server (nil: it answered). The report that marks it down
+    /// is logged, at most once a second per server (with every server of a group down, each request marks one
+    /// down again).
+    func reportServer(group: Int, server: Int, failure: UpstreamFailure?) {
+        guard balancers[group].report(server, failure: failure, now: loop.iterationTime) else { return }
         let g = config.upstreams[group]
-        events.write(.warn, "upstream marked down", [
+        logEvent(kind: "down \(group) \(server)", level: .warn, "upstream marked down", [
             .string("upstream", g.servers[server].upstream.authority), .string("group", g.name),
             .int("failures", g.maxFails), .seconds("down_s", g.failTimeout), .int("worker", index),
         ])

@@ -111,6 +111,15 @@ public final class TCPSocket {
         try setOption(level: cl_ipproto_tcp(), name: cl_tcp_nodelay(), value: enabled ? 1 : 0, "TCP_NODELAY")
     }
 
+    /// Makes the next `close` abortive (SO_LINGER with a zero timeout): the peer gets a reset instead of a FIN,
+    /// and bytes not yet sent are dropped. For a response cut in a framing where a FIN would read as its end.
+    public func resetOnClose() throws {
+        var value = linger(l_onoff: 1, l_linger: 0)
+        _ = try Syscall.run("SO_LINGER on fd \(fd)") {
+            Glibc.setsockopt(fd, SOL_SOCKET, SO_LINGER, &value, socklen_t(MemoryLayout<linger>.size))
+        }
+    }
+
     /// Sets an integer socket option (e.g. SO_SNDBUF).
     public func setOption(level: Int32, name: Int32, value: Int32, _ label: String = "setsockopt") throws {
         _ = try Syscall.run("\(label) on fd \(fd)") { cl_setsockopt_int(fd, level, name, value) }

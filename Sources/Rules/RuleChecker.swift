@@ -19,6 +19,16 @@ public enum RuleChecker {
         return finish(statements: statements, diagnostics: loader.diagnostics, sources: loader.sources)
     }
 
+    /// Compiles the files at `paths` as they were when `sources` (a policy's `Policy.sources`) were read: every
+    /// file, directory listing and `include` is looked up among them instead of on the disk, so the policy comes
+    /// out as it was compiled then, whatever the files hold now.
+    public static func compile(paths: [String], from sources: [PolicySource]) -> (policy: Policy?, diagnostics: [Diagnostic]) {
+        var loader = RuleLoader()
+        loader.stored = Dictionary(sources.map { ($0.path, $0.contents) }, uniquingKeysWith: { first, _ in first })
+        let statements = loader.load(paths: paths)
+        return finish(statements: statements, diagnostics: loader.diagnostics, sources: loader.sources)
+    }
+
     /// Compiles rule text held in memory; `include` paths resolve relative to `file`'s directory.
     public static func compile(source: String, file: String) -> (policy: Policy?, diagnostics: [Diagnostic]) {
         var loader = RuleLoader()
@@ -54,6 +64,14 @@ extension Policy {
         return policy
     }
 
+    /// Compiles the files at `paths` again from the bytes a policy was compiled from (`Policy.sources`), not from
+    /// the disk (`RuleChecker.compile(paths:from:)`).
+    public static func load(paths: [String], from sources: [PolicySource]) throws(PolicyLoadError) -> Policy {
+        let (policy, diagnostics) = RuleChecker.compile(paths: paths, from: sources)
+        guard let policy else { throw PolicyLoadError(diagnostics: diagnostics) }
+        return policy
+    }
+
     /// Compiles rule text held in memory (`file` names it in diagnostics and anchors `include`).
     public static func parse(_ source: String, file: String = "<string>") throws(PolicyLoadError) -> Policy {
         let (policy, diagnostics) = RuleChecker.compile(source: source, file: file)
@@ -69,18 +87,19 @@ struct RuleLoader {
     private(set) var sources: [PolicySource] = []
     private var loaded: Set<String> = []
     private var stack: [(canonical: String, display: String)] = []
+    /// The files to read instead of the disk's, by path (`RuleChecker.compile(paths:from:)`); nil: the disk.
+    var stored: [String: [UInt8]]?
 
     mutating func load(paths: [String]) -> [RuleStatement] {
         var statements: [RuleStatement] = []
         for path in paths {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            guard let isDirectory = kind(of: path) else {
                 diagnostics.append(Diagnostic(file: path, line: 1, column: 1, severity: .error,
                                               message: "cannot read '\(path)': no such file or directory"))
                 continue
             }
-            if isDirectory.boolValue {
-                let files = Self.ruleFiles(in: path)
+            if isDirectory {
+                let files = names(in: path).filter { $0.hasSuffix(".rules") }.sorted().map { Self.join(path, $0) }
                 if files.isEmpty {
                     // Most likely a wrong path: a policy of nothing would forward everything without a word.
                     diagnostics.append(Diagnostic(file: path, line: 1, column: 1, severity: .error,
@@ -103,10 +122,37 @@ struct RuleLoader {
         return expand(source: source, file: file)
     }
 
-    /// The `*.rules` files directly inside `directory`, sorted by name.
+    /// The `*.rules` files directly inside `directory` on the disk, sorted by name.
     static func ruleFiles(in directory: String) -> [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        return names.filter { $0.hasSuffix(".rules") }.sorted().map { join(directory, $0) }
+        RuleLoader().names(in: directory).filter { $0.hasSuffix(".rules") }.sorted().map { join(directory, $0) }
+    }
+
+    /// Whether `path` is a directory (true) or a file (false); nil when it is neither.
+    private func kind(of path: String) -> Bool? {
+        guard let stored else {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { return nil }
+            return isDirectory.boolValue
+        }
+        if stored[path] != nil { return false }
+        let prefix = Self.join(path, "")
+        return stored.keys.contains { $0.hasPrefix(prefix) } ? true : nil
+    }
+
+    /// The names directly inside `directory`, in no particular order.
+    private func names(in directory: String) -> [String] {
+        guard let stored else { return (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] }
+        let prefix = Self.join(directory, "")
+        return stored.keys.compactMap { path in
+            guard path.hasPrefix(prefix) else { return nil }
+            let name = path.dropFirst(prefix.count)
+            return name.isEmpty || name.contains("/") ? nil : String(name)
+        }
+    }
+
+    private func contents(_ path: String) -> [UInt8]? {
+        guard let stored else { return FileManager.default.contents(atPath: path).map { Array($0) } }
+        return stored[path]
     }
 
     private mutating func loadFile(_ path: String, from include: RuleToken?) -> [RuleStatement] {
@@ -117,7 +163,7 @@ struct RuleLoader {
             return []
         }
         guard !loaded.contains(canonical) else { return [] }
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let data = contents(path) else {
             if let include {
                 diagnostics.append(Diagnostic(.error, at: include.location, "include file not found: '\(path)'"))
             } else {
@@ -129,7 +175,7 @@ struct RuleLoader {
         loaded.insert(canonical)
         stack.append((canonical, path))
         defer { stack.removeLast() }
-        sources.append(PolicySource(path: path, contents: Array(data)))
+        sources.append(PolicySource(path: path, contents: data))
         return expand(source: String(decoding: data, as: UTF8.self), file: path)
     }
 
@@ -153,8 +199,7 @@ struct RuleLoader {
             let lastComponent = (target as NSString).lastPathComponent
             if lastComponent.contains("*") {
                 let folder = (target as NSString).deletingLastPathComponent
-                let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
-                for name in names where Self.glob(lastComponent, matches: name) {
+                for name in names(in: folder).sorted() where Self.glob(lastComponent, matches: name) {
                     statements += loadFile(Self.join(folder, name), from: argument)
                 }
             } else {

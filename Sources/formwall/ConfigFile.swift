@@ -17,6 +17,7 @@ import Rules
 ///     balance least-conn;
 ///     max-fails 3;
 ///     fail-timeout 10;
+///     readiness required;             # /readyz fails while no server of the group accepts
 /// }
 /// trusted-proxies 10.0.0.0/8 172.16.0.0/12;
 /// proxy-protocol on;
@@ -40,15 +41,18 @@ struct ConfigFile {
         var balance: (String, SourceLocation)?
         var maxFails: (String, SourceLocation)?
         var failTimeout: (String, SourceLocation)?
+        var readiness: (String, SourceLocation)?
 
         /// Everything the block says, as text (to notice a change on reload).
         var summary: String {
             ([name] + servers.map { "\($0.address) \($0.weight ?? "1")" }
-                + [balance?.0, maxFails?.0, failTimeout?.0].map { $0 ?? "-" }).joined(separator: ";")
+                + [balance?.0, maxFails?.0, failTimeout?.0, readiness?.0].map { $0 ?? "-" }).joined(separator: ";")
         }
     }
 
     var path: String
+    /// The file's bytes as read: what a restarted proxy process parses again (`LastGoodConfiguration`).
+    var contents: [UInt8] = []
     var settings: [String: Setting] = [:]
     var groups: [GroupDeclaration] = []
     /// Rule files from `include` (globs expanded, relative to this file), in order.
@@ -65,17 +69,28 @@ struct ConfigFile {
     /// Reads and parses `path`. `valued` and `flags` are `serve`'s long options; a flag is written `NAME on;` or
     /// `NAME off;` in the file.
     static func read(_ path: String, valued: Set<String>, flags: Set<String>) -> ConfigFile {
-        var file = ConfigFile(path: path)
         guard let data = FileManager.default.contents(atPath: path) else {
+            var file = ConfigFile(path: path)
             file.diagnostics.append(Diagnostic(file: path, line: 1, column: 1, severity: .error,
                                                message: "cannot read configuration file '\(path)'"))
             return file
         }
+        return parse(Array(data), path: path, valued: valued, flags: flags)
+    }
+
+    /// Parses `contents` as the file at `path`. With `includes` false, `include` directives are taken as written
+    /// and not looked up: the rule files come from elsewhere (a restarted proxy process's last good policy).
+    static func parse(_ contents: [UInt8], path: String, valued: Set<String>, flags: Set<String>,
+                      includes: Bool = true) -> ConfigFile {
+        var file = ConfigFile(path: path)
+        file.contents = contents
         let names = valued.union(flags).union(["include", "upstream", "server"])
-        let (statements, problems) = RuleParser.parse(String(decoding: data, as: UTF8.self), file: path,
+        let (statements, problems) = RuleParser.parse(String(decoding: contents, as: UTF8.self), file: path,
                                                       directiveNames: names)
         file.diagnostics += problems
-        for statement in statements { file.take(statement, valued: valued, flags: flags) }
+        for statement in statements where includes || statement.name.text != "include" {
+            file.take(statement, valued: valued, flags: flags)
+        }
         return file
     }
 
@@ -169,7 +184,7 @@ struct ConfigFile {
                 } else {
                     error(inner.location, "'server' takes an address and optionally 'weight N'")
                 }
-            case "balance", "max-fails", "fail-timeout":
+            case "balance", "max-fails", "fail-timeout", "readiness":
                 guard args.count == 1 else {
                     error(inner.location, "'\(inner.name.text)' takes one value")
                     continue
@@ -178,11 +193,12 @@ struct ConfigFile {
                 switch inner.name.text {
                 case "balance": group.balance = value
                 case "max-fails": group.maxFails = value
+                case "readiness": group.readiness = value
                 default: group.failTimeout = value
                 }
             default:
                 error(inner.location, "unknown directive '\(inner.name.text)' in an upstream group "
-                    + "(server, balance, max-fails, fail-timeout)")
+                    + "(server, balance, max-fails, fail-timeout, readiness)")
             }
         }
         if group.servers.isEmpty { error(nameToken.location, "upstream group '\(group.name)' has no 'server'") }

@@ -22,11 +22,15 @@ enum ServeCommand: Command {
     a child process with them. When the proxy process dies (a crash, SIGKILL, the OOM killer) the supervisor
     starts a new one at once (with backoff 0.1 s … 5 s if it keeps dying quickly), logs the exit on stderr and
     as a `worker_exit` audit record. Connections arriving meanwhile wait in the listen backlog; only requests
-    in flight in the dead process are lost.
+    in flight in the dead process are lost. The new process serves the configuration last in force (the
+    settings formwall started with, the rules of the last successful start or reload), not the files on disk,
+    and logs an error at each start while those are invalid. A proxy process that exits before it is ready is
+    not waited for: the listeners refuse connections until one starts.
 
     Signals (to the supervisor, which passes them on): SIGTERM and SIGINT stop accepting, let in-flight
     requests finish (up to --drain-timeout) and exit 0. SIGHUP reloads what can be reloaded; SIGUSR1 reopens
-    logs.
+    logs. `formwall reload --pid-file FILE` sends SIGHUP and exits 1 if the reload failed. Under systemd
+    (NOTIFY_SOCKET set, Type=notify) the supervisor sends READY=1, RELOADING=1 and STOPPING=1.
 
     Options:
       --config FILE                   read options from a configuration file (rule-file syntax; every option
@@ -133,8 +137,8 @@ enum ServeCommand: Command {
                                       (reject, default), or forward the part unscanned and say so (allow)
       --antivirus-timeout SEC         longest wait for a verdict once a part ended (default 30)
       --admin HOST:PORT               admin listener (default off), e.g. 127.0.0.1:9901: plain HTTP GET
-                                      /metrics (Prometheus text), /healthz, /readyz, /rules. Bind it to
-                                      a loopback or private address: it has no authentication
+                                      /metrics (Prometheus text), /healthz, /readyz, /rules, /upstreams.
+                                      Bind it to a loopback or private address: it has no authentication
       --single-process                no supervisor: one process that binds and serves itself (for
                                       debugging, or under an init that restarts it)
       --log-level debug|info|warn|error
@@ -144,7 +148,8 @@ enum ServeCommand: Command {
       --log-format json|text          event lines as JSON (default) or as `formwall: msg key=value`
                                       text for a terminal
       --pid-file FILE                 write the pid to signal (the supervisor's, or with --single-process
-                                      the one process's) to FILE (0644) once started; removed at exit
+                                      the one process's) to FILE (0644) once started; removed at exit.
+                                      The supervisor also keeps FILE.status (0600) for `formwall reload`
       --help                          show this help
 
     Exit status: 0 after SIGTERM/SIGINT; 1 when start-up fails (address in use, invalid rules, a route naming
@@ -166,20 +171,31 @@ enum ServeCommand: Command {
             printError("unexpected argument '\(parsed.positionals[0])'. Run `formwall serve --help`.")
             return 2
         }
+        let inherited: SupervisorEnvironment.Inherited?
+        do { inherited = try SupervisorEnvironment.take() } catch {
+            printError("\(error)")
+            return 2
+        }
+        // A proxy process the supervisor restarts serves the configuration last in force, not the disk's.
+        let lastGood = inherited?.lastGood.map { fd in
+            defer { close(fd) }
+            return Result { try LastGoodConfiguration.read(fd) }
+        }
+        let kept = try? lastGood?.get()
         let source: OptionSource
         var config: ProxyConfiguration
         do {
-            let file = try parsed.value("config").map { try readConfigFile($0) }
+            let file = try keptConfigFile(kept, path: parsed.value("config"))
+                ?? parsed.value("config").map { try readConfigFile($0) }
             source = OptionSource(commandLine: parsed, file: file)
             config = try configuration(from: source, resolve: true)
         } catch {
             printError("\(error)")
             return 2
         }
-        let inherited: SupervisorEnvironment.Inherited?
-        do { inherited = try SupervisorEnvironment.take() } catch {
-            printError("\(error)")
-            return 2
+        if let kept {
+            config.rules = kept.rules
+            config.lastGoodRules = kept.lastGoodRules
         }
         // The supervised proxy process runs with the same arguments; only the top process writes the pid file.
         let pidFile = inherited == nil ? source.value("pid-file") : nil
@@ -188,6 +204,12 @@ enum ServeCommand: Command {
         }
         // From here on every line is an event line (docs/operations.md, "Logs on stderr"), start-up failures included.
         let events = config.eventLog
+        if case .failure(let error) = lastGood {
+            events.write(.error, "last good configuration unreadable", [
+                .error(error), .string("action", "reading the configuration on disk"),
+            ])
+        }
+        if let kept { reportDisk(against: kept, in: source, config) }
         if let supervisor = inherited?.supervisor {
             // Drain (SIGTERM) if the supervisor dies; it may already have, just before this call.
             _ = cl_set_parent_death_signal(SIGTERM)
@@ -226,20 +248,11 @@ enum ServeCommand: Command {
         if let path = parsed.value("config") {
             // SIGHUP reads the file again: its `include`s and `rules` may name other files now. What else changed
             // needs a restart, and is said so.
-            let started = source.file?.settings.mapValues(\.values) ?? [:]
-            let groups = source.file?.groups.map(\.summary) ?? []
+            let started = source.file
             server.rulePaths = {
                 let file = try readConfigFile(path)
-                let fresh = OptionSource(commandLine: parsed, file: file)
-                let changed = Set(started.keys).union(file.settings.keys)
-                    .filter { $0 != "rules" && started[$0] != file.settings[$0]?.values }
-                let names = changed.sorted() + (file.groups.map(\.summary) != groups ? ["upstream groups"] : [])
-                if !names.isEmpty {
-                    events.write(.warn, "configuration change needs a restart", [
-                        .string("config", path), LogField("settings", .strings(names)),
-                    ])
-                }
-                return parsedRules(fresh)
+                return (parsedRules(OptionSource(commandLine: parsed, file: file)),
+                        warnRestartNeeded(from: started, to: file, events))
             }
         }
         if let pidFile {
@@ -254,10 +267,14 @@ enum ServeCommand: Command {
         listening.append(.int("max_connections", config.maxConnections))
         if let descriptors { listening.append(.int("descriptor_limit", Int(clamping: descriptors.now))) }
         if let admin = config.admin { listening.append(.string("admin", "\(admin)")) }
+        if let kept {
+            listening.append(.string("last_good_at", AuditTimestamp(millisecondsSinceEpoch: kept.loadedAt).rfc3339))
+        }
         if config.upstreams.count > 1 || config.upstreams[0].servers.count > 1 {
             listening.append(LogField("upstream_groups", .strings(config.upstreams.map(\.name))))
         }
         events.write(.info, "listening", listening)
+        if let channel = inherited?.status { tellSupervisor(channel, server: server, file: source.file) }
         do {
             try server.run()
         } catch {
@@ -292,7 +309,8 @@ enum ServeCommand: Command {
 
     /// Runs the supervisor (the default): validates, binds, then keeps a proxy process running.
     static func supervise(_ config: ProxyConfiguration, pidFile: String?) -> Int32 {
-        let supervisor = Supervisor(configuration: config, arguments: CommandLine.arguments)
+        let supervisor = Supervisor(configuration: config, arguments: CommandLine.arguments,
+                                    statusPath: pidFile.map(SupervisorStatus.path(forPIDFile:)))
         do {
             try Supervisor.validate(config)
             try supervisor.bind()

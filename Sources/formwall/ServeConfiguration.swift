@@ -228,6 +228,12 @@ extension ServeCommand {
             if let (text, location) = declaration.failTimeout {
                 group.failTimeout = try seconds(text, "\(at(location)): fail-timeout")
             }
+            if let (text, location) = declaration.readiness {
+                guard let readiness = Group.Readiness(rawValue: text) else {
+                    throw ConfigurationError("\(at(location)): readiness must be required or optional, got '\(text)'")
+                }
+                group.readiness = readiness
+            }
             groups.append(group)
         }
         if let text = source.value("upstream") {

@@ -6,13 +6,19 @@
 //                                                              and listen()s on it once start-up succeeded
 //   bind the --admin socket ─────────────────────────spawn──► FORMWALL_ADMIN_FD=5 (the admin listener)
 //   restart count ───────────────────────────────────spawn──► FORMWALL_RESTARTS=2 (exported in /metrics)
+//   status socket pair ──────────────────────────────spawn──► FORMWALL_STATUS_FD=6 (SupervisorChannel)
+//   the last good configuration (memfd) ─────────────spawn──► FORMWALL_LAST_GOOD_FD=7: served instead of the disk
+//   "ready" / "reloaded" + memfd ◄──────────────── status ───  after start-up and after each SIGHUP
 //   SIGCHLD ─► reap ─► stderr + audit `worker_exit` ─► spawn again (backoff 0, 0.1, 0.2 … 5 s)
-//   SIGHUP, SIGUSR1 ──────────────── forwarded ──────────────► reload rules / reopen logs
-//   SIGTERM, SIGINT ─► close listeners, forward ─────────────► drain, exit 0 ─► supervisor exits with its status
+//   SIGHUP ─► RELOADING=1 to systemd, forwarded ─────────────► reload rules ─► "reloaded" ─► READY=1, status file
+//   SIGUSR1 ──────────────────────── forwarded ──────────────► reopen logs
+//   SIGTERM, SIGINT ─► STOPPING=1, close listeners, forward ─► drain, exit 0 ─► supervisor exits with its status
 //
-// After the first proxy process has listened, the sockets stay listening in the supervisor while no proxy process
-// runs, so the kernel keeps completing handshakes and queueing connections in their backlogs; the next proxy
-// process accepts them. Nothing is refused.
+// After a proxy process has listened, the sockets stay listening in the supervisor while no proxy process runs,
+// so the kernel keeps completing handshakes and queueing connections in their backlogs; the next proxy process
+// accepts them. Only when a proxy process exits before it said it was ready (it could not start) does the
+// supervisor stop them listening (shutdown(SHUT_RD)): queued connections are reset and new ones refused, rather
+// than left waiting for a process that may never come, until a proxy process starts and listens again.
 
 import Audit
 import CLinux
@@ -33,6 +39,10 @@ enum SupervisorEnvironment {
     static let adminFD = "FORMWALL_ADMIN_FD"
     /// How many times the supervisor restarted the proxy process before starting this one.
     static let restarts = "FORMWALL_RESTARTS"
+    /// The proxy process's end of the status socket pair (`SupervisorMessage`).
+    static let statusFD = "FORMWALL_STATUS_FD"
+    /// A memory file holding the configuration last in force (`LastGoodConfiguration`), when there is one.
+    static let lastGoodFD = "FORMWALL_LAST_GOOD_FD"
 
     /// glibc's tunables, which the proxy process starts with. Each worker thread keeps freed small blocks (up to
     /// 1,032 bytes) in its own cache, 7 of a size by default; a worker with 64 requests in flight frees more
@@ -50,12 +60,15 @@ enum SupervisorEnvironment {
         return given + ":" + tcacheCount
     }
 
-    /// What the proxy process inherited: the listener descriptors, the supervisor's pid and restart count.
+    /// What the proxy process inherited: the listener descriptors, the supervisor's pid and restart count, the
+    /// status channel and the last good configuration.
     struct Inherited {
         var listeners: [Int32]
         var supervisor: pid_t?
         var admin: Int32?
         var restarts = 0
+        var status: Int32?
+        var lastGood: Int32?
     }
 
     /// Reads and removes the variables (so nothing the proxy starts sees them); nil when not supervised.
@@ -65,7 +78,11 @@ enum SupervisorEnvironment {
         let supervisor = environment[supervised].flatMap { pid_t($0) }
         let adminText = environment[adminFD]
         let restartCount = environment[restarts].flatMap { Int($0) } ?? 0
-        for name in [listenFDs, supervised, adminFD, restarts] { unsetenv(name) }
+        let descriptor = { (name: String) in environment[name].flatMap { Int32($0) }.flatMap { $0 >= 0 ? $0 : nil } }
+        let status = descriptor(statusFD)
+        let lastGood = descriptor(lastGoodFD)
+        for name in [listenFDs, supervised, adminFD, restarts, statusFD, lastGoodFD] { unsetenv(name) }
+        for fd in [status, lastGood].compactMap({ $0 }) { _ = cl_set_cloexec(fd, 1) }
         var admin: Int32?
         if let adminText {
             guard let fd = Int32(adminText), fd >= 0 else {
@@ -77,7 +94,8 @@ enum SupervisorEnvironment {
         guard !fds.isEmpty, fds.allSatisfy({ ($0 ?? -1) >= 0 }) else {
             throw ConfigurationError("\(listenFDs) must list descriptors like 3,4, got '\(text)'")
         }
-        return Inherited(listeners: fds.map { $0! }, supervisor: supervisor, admin: admin, restarts: restartCount)
+        return Inherited(listeners: fds.map { $0! }, supervisor: supervisor, admin: admin, restarts: restartCount,
+                         status: status, lastGood: lastGood)
     }
 }
 
@@ -116,12 +134,41 @@ final class Supervisor {
     private var stopping = false
     private var exitCode: Int32 = 0
     private let events: EventLog
+    /// The supervisor's end of the current proxy process's status socket pair, and its registration.
+    private var channel: (fd: Int32, registration: Registration)?
+    /// Whether the current proxy process said it was ready; whether any ever did (systemd's READY=1).
+    private var childReady = false
+    private var everReady = false
+    /// The listeners stopped listening because a proxy process could not start.
+    private var refusing = false
+    /// The memory file holding the configuration last in force (`LastGoodConfiguration`); -1: none yet.
+    private var lastGood: Int32 = -1
+    /// The SIGHUP reload under way: when it began and the proxy process it was passed to (nil: none running yet).
+    private var reload: (started: UInt64, child: pid_t?)?
+    /// Ends a reload the proxy process never answers (`reloadTimeout`), so later SIGHUPs are not queued forever.
+    private var reloadTimer: TimerID?
+    static let reloadTimeout = 60.0
+    /// A SIGHUP arrived during a reload: another one follows it, so the files read are at least as new as the
+    /// signal.
+    private var reloadQueued = false
+    private let notifier: ServiceNotifier
+    /// `<pid-file>.status` (`SupervisorStatus`); nil without `--pid-file`.
+    private let statusPath: String?
+    private var status: SupervisorStatus
 
-    /// A supervisor that will run `/proc/self/exe` with `arguments` (argv, including argv[0]).
-    init(configuration: ProxyConfiguration, arguments: [String]) {
+    /// A supervisor that will run `/proc/self/exe` with `arguments` (argv, including argv[0]), telling systemd
+    /// (`$NOTIFY_SOCKET`) and `statusPath` how it goes.
+    init(configuration: ProxyConfiguration, arguments: [String], statusPath: String? = nil) {
         self.configuration = configuration
         self.arguments = arguments
         events = configuration.eventLog
+        notifier = ServiceNotifier(environment: ProcessInfo.processInfo.environment)
+        self.statusPath = statusPath
+        status = SupervisorStatus(pid: getpid())
+    }
+
+    deinit {
+        if lastGood >= 0 { close(lastGood) }
     }
 
     /// Checks what the proxy process would check at start-up, so a mistake is one error and exit status 1
@@ -184,18 +231,25 @@ final class Supervisor {
         let loop = try EventLoop()
         try loop.onSignal(SIGCHLD) { [unowned self] loop, _ in self.reap(loop) }
         for s in [SIGHUP, SIGUSR1] {
-            try loop.onSignal(s) { [unowned self] _, s in
+            try loop.onSignal(s) { [unowned self] loop, s in
                 self.events.write(.debug, "signal received", [.string("signal", Self.name(of: s)),
                                                               .int("child_pid", Int(self.child ?? 0))])
-                if let child = self.child { kill(child, s) }
+                if s == SIGHUP {
+                    self.beginReload(loop)
+                } else if let child = self.child {
+                    kill(child, s)
+                }
             }
         }
         for s in [SIGTERM, SIGINT] {
             try loop.onSignal(s) { [unowned self] loop, s in self.stop(loop, signal: s) }
         }
+        writeStatus()
         start(loop)
         try loop.run()
+        if let channel { closeChannel(channel, loop) }
         loop.close()
+        if let statusPath { unlink(statusPath) }
         return exitCode
     }
 
@@ -210,6 +264,20 @@ final class Supervisor {
         let tunables = SupervisorEnvironment.mallocTunables(environment[SupervisorEnvironment.tunables])
         environment[SupervisorEnvironment.tunables] = tunables
         if let admin = adminListener { environment[SupervisorEnvironment.adminFD] = String(admin.fd) }
+        // systemd hears from the supervisor only.
+        environment[ServiceNotifier.variable] = nil
+        var pair: [Int32] = [-1, -1]
+        guard cl_seqpacket_pair(&pair) == 0 else {
+            events.write(.error, "proxy process spawn failed", [.string("error", "status socket pair: "
+                + String(cString: strerror(errno)))])
+            scheduleRestart(loop, after: backoff.delay(afterUptime: 0))
+            return
+        }
+        _ = cl_set_cloexec(pair[1], 0)
+        environment[SupervisorEnvironment.statusFD] = String(pair[1])
+        if lastGood >= 0, cl_set_cloexec(lastGood, 0) == 0 {
+            environment[SupervisorEnvironment.lastGoodFD] = String(lastGood)
+        }
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for p in argv + envp { free(p) } }
@@ -218,15 +286,114 @@ final class Supervisor {
             cl_spawn("/proc/self/exe", argv, envp, blocked.baseAddress, Int32(blocked.count), &pid)
         }
         childStarted = loop.now()
+        close(pair[1])
+        if lastGood >= 0 { _ = cl_set_cloexec(lastGood, 1) }
         guard code == 0 else {
+            close(pair[0])
             events.write(.error, "proxy process spawn failed", [.string("error", String(cString: strerror(code)))])
             scheduleRestart(loop, after: backoff.delay(afterUptime: 0))
             return
         }
         child = pid
+        childReady = false
+        do {
+            let registration = try loop.register(fd: pair[0], interest: .readable, handler: ChannelHandler(self))
+            channel = (pair[0], registration)
+        } catch {
+            close(pair[0])
+        }
         events.write(.info, "proxy process started",
                      [.int("child_pid", Int(pid)),
                       .string("glibc_tunables", tunables)])
+        // A reload asked for while no proxy process ran: this one does it once it has started.
+        if let reload, reload.child == nil {
+            self.reload = (reload.started, pid)
+            kill(pid, SIGHUP)
+        }
+    }
+
+    // MARK: The status channel
+
+    /// Reads what the proxy process said; closes the channel at its end.
+    fileprivate func readChannel(_ loop: EventLoop) {
+        guard let channel else { return }
+        let (messages, closed) = SupervisorMessage.receiveAll(from: channel.fd)
+        for (message, attached) in messages { received(message, attached: attached, loop) }
+        if closed { closeChannel(channel, loop) }
+    }
+
+    private func closeChannel(_ channel: (fd: Int32, registration: Registration), _ loop: EventLoop) {
+        try? loop.deregister(channel.registration)
+        close(channel.fd)
+        self.channel = nil
+    }
+
+    private func received(_ message: SupervisorMessage, attached: Int32?, _ loop: EventLoop) {
+        if let attached {
+            if lastGood >= 0 { close(lastGood) }
+            lastGood = attached
+        }
+        switch message.event {
+        case .ready:
+            childReady = true
+            refusing = false
+            status.serving = true
+            events.write(.info, "proxy process ready", [.int("child_pid", Int(child ?? 0))])
+            if !everReady {
+                everReady = true
+                notifier.send(["READY=1", "STATUS=serving", "MAINPID=\(getpid())"])
+            } else {
+                notifier.send(["STATUS=serving"])
+            }
+            writeStatus()
+        case .reloaded:
+            finishReload(loop, errors: message.errors, warnings: message.warnings)
+        }
+    }
+
+    // MARK: Reloads
+
+    /// SIGHUP: passed to the proxy process (or to the next one, when none runs), whose answer ends the reload.
+    /// A SIGHUP during a reload queues one more after it.
+    private func beginReload(_ loop: EventLoop) {
+        guard reload == nil else {
+            reloadQueued = true
+            return
+        }
+        let now = loop.now()
+        reload = (now, child)
+        status.reload = SupervisorStatus.Reload(startedNs: now)
+        if everReady { notifier.send(["RELOADING=1", ServiceNotifier.monotonicMicroseconds(now), "STATUS=reloading"]) }
+        writeStatus()
+        if let child { kill(child, SIGHUP) }
+        reloadTimer = loop.schedule(after: .milliseconds(Int64(Self.reloadTimeout * 1000))) { [unowned self] loop in
+            self.reloadTimer = nil
+            self.finishReload(loop, errors: ["no answer from the proxy process within \(Int(Self.reloadTimeout)) s"],
+                              warnings: [])
+        }
+    }
+
+    private func finishReload(_ loop: EventLoop, errors: [String], warnings: [String]) {
+        guard let started = reload?.started else { return }
+        reload = nil
+        if let timer = reloadTimer { _ = loop.cancel(timer) }
+        reloadTimer = nil
+        status.reload = SupervisorStatus.Reload(startedNs: started, finishedNs: loop.now(), errors: errors,
+                                                warnings: warnings)
+        let summary = errors.first.map { "reload failed: " + $0.prefix(300) }
+        if everReady { notifier.send(["READY=1", "STATUS=" + (summary ?? "serving")]) }
+        writeStatus()
+        if reloadQueued {
+            reloadQueued = false
+            beginReload(loop)
+        }
+    }
+
+    private func writeStatus() {
+        guard let statusPath else { return }
+        do { try status.write(to: statusPath) } catch {
+            events.write(.error, "status file write failed", [.string("path", statusPath), .error(error)])
+        }
     }
 
     /// Reaps every exited child; the proxy process's exit leads to a restart, or ends the supervisor when stopping.
@@ -237,6 +404,9 @@ final class Supervisor {
             let pid = cl_reap_child(&status, &signal)
             guard pid > 0 else { return }
             guard pid == child else { continue }
+            // What it said before it died counts (it may have become ready, or finished a reload).
+            readChannel(loop)
+            if let channel { closeChannel(channel, loop) }
             child = nil
             exited(loop, pid: pid, status: status, signal: signal)
         }
@@ -253,6 +423,13 @@ final class Supervisor {
             return
         }
         let uptime = Double(loop.now() &- childStarted) / 1e9
+        let wasReady = childReady
+        childReady = false
+        self.status.serving = false
+        if let reload, reload.child == pid {
+            finishReload(loop, errors: ["the proxy process exited during the reload; the next one serves the "
+                + "last good configuration"], warnings: [])
+        }
         restarts += 1
         let delay = backoff.delay(afterUptime: uptime)
         var fields: [LogField] = [.int("child_pid", Int(pid))]
@@ -261,7 +438,24 @@ final class Supervisor {
         events.write(.error, "proxy process exited", fields)
         writeAudit(WorkerExitRecord(pid: Int(pid), signal: signal != 0 ? Self.name(of: signal) : nil,
                                     exitStatus: signal == 0 ? Int(status) : nil, restarts: restarts))
+        if !wasReady { refuseConnections(pid) }
+        writeStatus()
         scheduleRestart(loop, after: delay)
+    }
+
+    /// A proxy process exited before it was ready: no connection waits for the next one, which may fail the same
+    /// way. Every listener stops listening (queued connections are reset, new ones refused); the next proxy process
+    /// listens again once it has started.
+    private func refuseConnections(_ pid: pid_t) {
+        // A socket bound to port 0 would give its port back on shutdown (only an explicit port stays bound).
+        let ports = configuration.listeners.map(\.port) + (configuration.admin.map { [$0.port] } ?? [])
+        guard !refusing, !ports.contains(0) else { return }
+        refusing = true
+        for listener in listeners + (adminListener.map { [$0] } ?? []) { _ = cl_stop_listening(listener.fd) }
+        events.write(.error, "not serving", [
+            .int("child_pid", Int(pid)), .string("reason", "the proxy process exited before it was ready"),
+            .string("action", "refusing connections until a proxy process starts"),
+        ])
     }
 
     private func scheduleRestart(_ loop: EventLoop, after delay: Double) {
@@ -277,6 +471,7 @@ final class Supervisor {
         if let child { kill(child, signal) }
         guard !stopping else { return }
         stopping = true
+        notifier.send(["STOPPING=1", "STATUS=draining"])
         for listener in listeners { try? listener.close() }
         listeners = []
         try? adminListener?.close()
@@ -308,4 +503,11 @@ final class Supervisor {
         guard let abbreviation = cl_signal_abbreviation(signal) else { return "SIG\(signal)" }
         return "SIG" + String(cString: abbreviation)
     }
+}
+
+/// Reads the status channel when the proxy process wrote to it (or closed it).
+private final class ChannelHandler: EventHandler {
+    unowned let supervisor: Supervisor
+    init(_ supervisor: Supervisor) { self.supervisor = supervisor }
+    func readable(loop: EventLoop) { supervisor.readChannel(loop) }
 }

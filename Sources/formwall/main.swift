@@ -3,7 +3,8 @@ import Foundation
 // formwall: the command-line entry point. Each subcommand is a `Command` type with its own help.
 
 let commands: [any Command.Type] = [
-    ServeCommand.self, DemoCommand.self, InspectCommand.self, CheckCommand.self, TailCommand.self, QuarantineCommand.self,
+    ServeCommand.self, ReloadCommand.self, DemoCommand.self, InspectCommand.self, CheckCommand.self, TailCommand.self,
+    QuarantineCommand.self,
 ]
 
 let topHelp = """

@@ -14,7 +14,8 @@ import Testing
         let expectedKeys: Set = [
             "ts", "request_id", "client", "tls", "method", "path", "route", "decision", "status", "reason", "would_status",
             "bytes_in",
-            "bytes_upstream", "duration_ms", "upstream_ms", "upstream", "parts", "violations", "anomalies", "error",
+            "bytes_upstream", "duration_ms", "client_body_ms", "upstream_ms", "upstream_connect_ms",
+            "upstream_header_ms", "upstream_response_ms", "upstream", "parts", "violations", "anomalies", "error",
         ]
         #expect(Set(object.keys) == expectedKeys)
         #expect(object["ts"] as? String == "2026-11-29T12:01:02.345Z")
@@ -25,6 +26,9 @@ import Testing
         #expect(object["bytes_in"] as? Int == 7_549_747)
         #expect(object["duration_ms"] as? Double == 12.5)
         #expect(object["upstream_ms"] is NSNull)
+        #expect(object["upstream_connect_ms"] is NSNull && object["upstream_header_ms"] is NSNull)
+        #expect(object["upstream_response_ms"] is NSNull)
+        #expect(object["client_body_ms"] as? Double == 12.125)
         #expect(object["error"] as? String == "upstream reset")
         #expect(object["anomalies"] as? [String] == ["lf_only_line_endings"])
 
@@ -58,6 +62,14 @@ import Testing
         #expect(object["reason"] is NSNull)
         #expect(object["upstream_ms"] is NSNull)
         #expect(object["error"] is NSNull)
+    }
+
+    /// The upstream's time split renders in order after `upstream_ms`, each at most 3 decimals.
+    @Test func upstreamTimesRenderInOrder() throws {
+        let record = sampleRecord(id: "t1")
+        let line = String(decoding: record.jsonLine, as: UTF8.self)
+        #expect(line.contains(#""duration_ms":12.5,"client_body_ms":12.125,"upstream_ms":9.25,"#
+            + #""upstream_connect_ms":0.042,"upstream_header_ms":9.001,"upstream_response_ms":9.25,"upstream":null"#))
     }
 
     @Test func fieldsAreOptInAndTruncatedAtACharacterBoundary() throws {

@@ -28,7 +28,22 @@ import TestRandom
             == "\u{1B}[2m12:01:02.345\u{1B}[0m \u{1B}[1;31mREJECT\u{1B}[0m 413 POST /api/avatar file_too_large avatar"
             + " (7.2 MiB > 5 MiB) req=abc123")
         let allowed = try #require(parseObject(String(decoding: sampleRecord(id: "x9").jsonLine, as: UTF8.self)))
-        #expect(AuditTail.humanLine(allowed, color: false) == "12:01:02.345 ALLOW 200 POST /api/avatar req=x9")
+        #expect(AuditTail.humanLine(allowed, color: false)
+            == "12:01:02.345 ALLOW 200 POST /api/avatar ms=12.5 body=12.1 up=0/9/9.3 req=x9")
+    }
+
+    /// A request that never reached the upstream shows no times; one that connected nowhere shows `-` for the
+    /// connect and header times.
+    @Test func humanLineTimesOnlyForUpstreamRequests() throws {
+        var record = sampleRecord(id: "t2")
+        record.upstreamConnectMs = nil
+        record.upstreamHeaderMs = nil
+        record.upstreamResponseMs = 2000
+        let failed = try #require(parseObject(String(decoding: record.jsonLine, as: UTF8.self)))
+        #expect(AuditTail.humanLine(failed, color: false).hasSuffix(" ms=12.5 body=12.1 up=-/-/2000 req=t2"))
+        record.upstreamResponseMs = nil
+        let none = try #require(parseObject(String(decoding: record.jsonLine, as: UTF8.self)))
+        #expect(AuditTail.humanLine(none, color: false) == "12:01:02.345 ALLOW 200 POST /api/avatar req=t2")
     }
 
     @Test func humanLinesCannotCarryTerminalEscapes() throws {

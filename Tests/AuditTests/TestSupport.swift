@@ -85,7 +85,9 @@ func sampleRecord(id: String, decision: AuditRecord.Decision = .allow, route: St
         method: "POST", path: path, route: route, decision: decision,
         status: decision == .reject ? 413 : 200, reason: decision == .reject ? "file_too_large" : nil,
         bytesIn: 7_549_747, bytesUpstream: decision == .reject ? 0 : 7_549_747, durationMs: 12.5,
-        upstreamMs: decision == .reject ? nil : 9.25,
+        clientBodyMs: 12.125, upstreamMs: decision == .reject ? nil : 9.25,
+        upstreamConnectMs: decision == .reject ? nil : 0.0421, upstreamHeaderMs: decision == .reject ? nil : 9.0006,
+        upstreamResponseMs: decision == .reject ? nil : 9.25,
         parts: [
             .init(index: 0, name: "title", kind: .field, size: 5, action: "pass"),
             .init(index: 1, name: "avatar", kind: .file, filename: "me.png", declaredType: "image/png",

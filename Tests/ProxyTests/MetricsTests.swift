@@ -156,7 +156,7 @@ private func record(route: String? = "/upload", decision: AuditRecord.Decision =
         #expect(lines.contains(#"formwall_connection_limit_total{action="paused"} 0"#))
         // Every family is announced exactly once, HELP before TYPE, before its samples.
         let types = lines.filter { $0.hasPrefix("# TYPE ") }.map { $0.split(separator: " ")[2] }
-        #expect(Set(types).count == types.count && types.count == 19)
+        #expect(Set(types).count == types.count && types.count == 24)
         #expect(text.hasSuffix("\n"))
     }
 

@@ -65,7 +65,7 @@ private final class HeldUpUpload {
         var headDone = false
         var bodyBytes = 0
         var mismatch: Int?
-        #expect(try bench.run {
+        #expect(try bench.run(seconds: 180) {
             push()
             var data: [UInt8] = []
             while true {

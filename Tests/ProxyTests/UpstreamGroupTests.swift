@@ -22,6 +22,8 @@ private func group(_ weights: [Int], balance: ProxyConfiguration.UpstreamGroup.B
     return g
 }
 
+private let refused = UpstreamFailure("upstream_unreachable", error: "connect: Connection refused")
+
 @Suite struct UpstreamBalancerTests {
     @Test func roundRobinFollowsWeightsSmoothly() throws {
         var b = UpstreamBalancer(group: try group([5, 1, 1]))
@@ -58,28 +60,28 @@ private func group(_ weights: [Int], balance: ProxyConfiguration.UpstreamGroup.B
 
     @Test func maxFailsMarksAServerDownForFailTimeout() throws {
         var b = UpstreamBalancer(group: try group([1, 1], maxFails: 2, failTimeout: 5))
-        do { let v = b.report(0, ok: false, now: 0); #expect(!v) }
-        do { let v = b.report(0, ok: false, now: 0); #expect(v) }
+        do { let v = b.report(0, failure: refused, now: 0); #expect(!v) }
+        do { let v = b.report(0, failure: refused, now: 0); #expect(v) }
         #expect(b.isDown(0, now: 4_999_999_999))
         for _ in 0..<4 { do { let v = b.pick(excluding: [], now: 1); #expect(v == 1) } }
         #expect(!b.isDown(0, now: 5_000_000_000))
         // A success in between resets the count.
-        do { let v = b.report(1, ok: false, now: 0); #expect(!v) }
-        do { let v = b.report(1, ok: true, now: 0); #expect(!v) }
-        do { let v = b.report(1, ok: false, now: 0); #expect(!v) }
+        do { let v = b.report(1, failure: refused, now: 0); #expect(!v) }
+        do { let v = b.report(1, failure: nil, now: 0); #expect(!v) }
+        do { let v = b.report(1, failure: refused, now: 0); #expect(!v) }
     }
 
     @Test func everyServerDownIsTriedAnyway() throws {
         var b = UpstreamBalancer(group: try group([1, 1], maxFails: 1))
-        _ = b.report(0, ok: false, now: 0)
-        _ = b.report(1, ok: false, now: 0)
+        _ = b.report(0, failure: refused, now: 0)
+        _ = b.report(1, failure: refused, now: 0)
         do { let v = b.pick(excluding: [], now: 1); #expect(v != nil) }
         do { let v = b.pick(excluding: [0], now: 1); #expect(v == 1) }
     }
 
     @Test func maxFailsZeroNeverMarksDown() throws {
         var b = UpstreamBalancer(group: try group([1], maxFails: 0))
-        for _ in 0..<10 { do { let v = b.report(0, ok: false, now: 0); #expect(!v) } }
+        for _ in 0..<10 { do { let v = b.report(0, failure: refused, now: 0); #expect(!v) } }
         #expect(!b.isDown(0, now: 0))
     }
 }
@@ -102,6 +104,7 @@ private func group(_ weights: [Int], balance: ProxyConfiguration.UpstreamGroup.B
         #expect(r.connections.count == 3)
         #expect(r.health.map(\.server) == [0, 1, 2])
         #expect(r.health.map(\.ok) == [false, false, true])
+        #expect(r.health.map(\.reason) == ["upstream_unreachable", "upstream_unreachable", nil])
         let record = try #require(r.records.first ?? nil)
         #expect(record.upstream == "127.0.0.1:9002")
         #expect(record.decision == .allow)
@@ -128,6 +131,7 @@ private func group(_ weights: [Int], balance: ProxyConfiguration.UpstreamGroup.B
         #expect(String(decoding: r.clientReceived, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         #expect(r.connections.count == 2)
         #expect(r.logs.contains { $0.contains("upstream connect timed out") && $0.contains("127.0.0.1:9000") })
+        #expect(r.health.map(\.reason) == ["upstream_connect_timeout", nil])
     }
 
     @Test func aSingleServerThatTimesOutIs504() throws {
@@ -149,6 +153,7 @@ private func group(_ weights: [Int], balance: ProxyConfiguration.UpstreamGroup.B
         #expect(r.connections.count == 1)
         #expect(r.health.map(\.server) == [0])
         #expect(r.health.map(\.ok) == [false])
+        #expect(r.health.map(\.reason) == ["upstream_timeout"])
     }
 }
 

@@ -35,9 +35,10 @@ final class WorkerBench {
     }
 
     /// Runs the loop until `condition` holds (each iteration waits for readiness, at most 100 ms); false after
-    /// 20 s.
-    func run(until condition: () throws -> Bool) throws -> Bool {
-        let limit = loop.now() + 20_000_000_000
+    /// `seconds` (a bound on a hang, not a measure: moving tens of MiB through a debug build on a loaded machine
+    /// takes a good part of the default).
+    func run(seconds: UInt64 = 20, until condition: () throws -> Bool) throws -> Bool {
+        let limit = loop.now() + seconds * 1_000_000_000
         while try !condition() {
             if loop.now() >= limit { return false }
             _ = try loop.runOnce(timeout: .milliseconds(100))

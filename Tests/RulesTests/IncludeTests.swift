@@ -76,6 +76,29 @@ import Testing
         #expect(RuleLoader.ruleFiles(in: directory) == [directory + "/a.rules", directory + "/b.rules"])
     }
 
+    @Test func aPolicyCompilesAgainFromItsSourcesWhateverTheDiskHoldsNow() throws {
+        let directory = try temporaryDirectory([
+            "main.rules": "include \"conf.d/*.rules\";\nmode monitor;\n",
+            "conf.d/1.rules": "route /one { field a; }\n",
+            "conf.d/2.rules": "include \"../shared/x.rules\";\n",
+            "shared/x.rules": "route /two { }\n",
+            "more/b.rules": "route /b { }\n",
+            "more/a.rules": "route /a { }\n",
+        ])
+        let paths = [directory + "/main.rules", directory + "/more"]
+        let policy = try Policy.load(paths: paths)
+        // The disk changes: a file broken, one removed, one added.
+        try "bogus;\n".write(toFile: directory + "/conf.d/1.rules", atomically: true, encoding: .utf8)
+        try FileManager.default.removeItem(atPath: directory + "/shared/x.rules")
+        try "route /c { }\n".write(toFile: directory + "/more/c.rules", atomically: true, encoding: .utf8)
+        #expect(throws: PolicyLoadError.self) { try Policy.load(paths: paths) }
+        let again = try Policy.load(paths: paths, from: policy.sources)
+        #expect(again == policy)
+        #expect(again.routes.map(\.prefix) == ["/one", "/two", "/a", "/b"])
+        // A path the sources never held is missing, as on a disk without it.
+        #expect(throws: PolicyLoadError.self) { try Policy.load(paths: [directory + "/other.rules"], from: policy.sources) }
+    }
+
     @Test func diagnosticsAcrossFilesNameTheirFile() throws {
         let directory = try temporaryDirectory([
             "a.rules": "route /x { }\n",

@@ -30,7 +30,8 @@ RULES = """route /u {
 
 RECORD_KEYS = ["ts", "request_id", "client", "tls", "method", "path", "route", "decision", "status", "reason", "would_status",
                "bytes_in",
-               "bytes_upstream", "duration_ms", "upstream_ms", "upstream", "parts", "violations", "anomalies", "error"]
+               "bytes_upstream", "duration_ms", "client_body_ms", "upstream_ms", "upstream_connect_ms",
+               "upstream_header_ms", "upstream_response_ms", "upstream", "parts", "violations", "anomalies", "error"]
 
 
 def one_request(port, n):

@@ -15,7 +15,8 @@ from policy_helpers import RULES, Formwall, Part, Upstream, multipart, new_id, p
 
 KEYS = ["ts", "request_id", "client", "tls", "method", "path", "route", "decision", "status", "reason", "would_status",
         "bytes_in",
-        "bytes_upstream", "duration_ms", "upstream_ms", "upstream", "parts", "violations", "anomalies", "error"]
+        "bytes_upstream", "duration_ms", "client_body_ms", "upstream_ms", "upstream_connect_ms", "upstream_header_ms",
+        "upstream_response_ms", "upstream", "parts", "violations", "anomalies", "error"]
 PART_KEYS = ["index", "name", "kind", "filename", "declared_type", "sniffed_type", "size", "sha256", "action",
              "quarantine_id", "disarmed"]
 

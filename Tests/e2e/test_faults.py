@@ -13,12 +13,13 @@ import os
 import resource
 import socket
 import struct
+import subprocess
 import threading
 import time
 
 import pytest
 
-from e2e_helpers import HOST, IO_TIMEOUT, wait_until
+from e2e_helpers import HOST, IO_TIMEOUT, json_lines, wait_audit_record, wait_until
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # A busy loop burns ~1 s of CPU per second; an idle Formwall a few milliseconds.
@@ -397,3 +398,68 @@ def test_response_length_of_int64_max_is_relayed(raw_upstream, formwall_factory)
     assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
     assert b"\r\nContent-Length: 9223372036854775807\r\n" in answer
     assert answer.endswith(b"\r\n\r\nx")
+
+
+def test_every_reset_request_whose_head_arrived_has_its_audit_line(upstream, formwall_factory, tmp_path):
+    """300 clients each send a whole request head and half of a 1 MiB body, then reset (SO_LINGER 0). The
+    bytes the kernel received before the reset are still readable when epoll reports it, so every one of
+    them is a request Formwall saw, and each has its one audit line: aborted, client_reset."""
+    audit = tmp_path / "audit.jsonl"
+    fw = formwall_factory(upstream.url, "--workers", "1", "--audit-log", str(audit))
+    count = 300
+    half = b"x" * (512 << 10)
+    for i in range(count):
+        s = connect(fw.port)
+        s.sendall(b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                  + f"X-Request-Id: reset-{i}\r\nContent-Length: {1 << 20}\r\n\r\n".encode() + half)
+        rst_close(s)
+
+    def all_recorded():
+        ids = {r.get("request_id") for r in json_lines(audit)}
+        return ids if all(f"reset-{i}" in ids for i in range(count)) else None
+
+    try:
+        wait_until(all_recorded, 20, what=f"the audit lines of all {count} reset requests")
+    except TimeoutError:
+        ids = {r.get("request_id") for r in json_lines(audit)}
+        recorded = sum(f"reset-{i}" in ids for i in range(count))
+        pytest.fail(f"{recorded} of {count} reset requests have an audit line")
+    records = [r for r in json_lines(audit) if str(r.get("request_id", "")).startswith("reset-")]
+    assert len(records) == count, "one line per request, not more"
+    for r in records:
+        assert r["decision"] == "aborted", r
+        assert r["status"] == 499, r
+        assert "client_reset" in (r.get("error") or "") or r.get("reason") == "client_reset", r
+
+
+def resets_after_close_delimited_body(size: int):
+    """An upstream that answers 200 with no Content-Length and no chunking (the body ends at the close), sends
+    `size` bytes of it, then resets."""
+    def behave(conn, up):
+        read_head(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n" + b"d" * size)
+        rst_close(conn)
+    return behave
+
+
+@pytest.mark.parametrize("http10", [False, True], ids=["http1.1", "http1.0"])
+def test_upstream_reset_in_a_close_delimited_body_is_no_end_for_the_client(raw_upstream, formwall_factory,
+                                                                           tmp_path, http10):
+    """A close-delimited response cut by an upstream reset must not reach the client as complete: curl reports
+    the cut (HTTP/1.1: the body comes chunked and its last chunk never does, exit 18; HTTP/1.0: the connection
+    is reset, exit 56), and the audit line says aborted."""
+    up = raw_upstream(resets_after_close_delimited_body(100_000))
+    audit = tmp_path / "audit.jsonl"
+    fw = formwall_factory(up.url, "--workers", "1", "--audit-log", str(audit))
+    out = tmp_path / "body"
+    cmd = ["curl", "-sS", "-o", str(out), "-H", "X-Request-Id: cut-download", "--max-time", "20",
+           f"{fw.url}/download"]
+    if http10:
+        cmd.insert(1, "-0")
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    assert done.returncode in (18, 56), f"curl exit {done.returncode}: the cut looked complete ({done.stderr})"
+    got = out.read_bytes() if out.exists() else b""
+    assert got == b"d" * len(got), "only the upstream's bytes"
+    record = wait_audit_record(audit, "cut-download")
+    assert record["decision"] == "aborted", record
+    assert record["status"] == 200 and record["reason"] == "upstream_closed", record

@@ -398,13 +398,21 @@ def test_systemd_unit_verifies(tmp_path):
     binary = formwall_binary()
     if not binary.exists():
         pytest.skip(f"no formwall binary at {binary}")
-    # `verify` requires ExecStart's binary to exist. Rather than install one at /usr/local/bin on the test
-    # machine, verify a copy in which that one path, and nothing else, points at the built binary.
-    exec_start = "ExecStart=/usr/local/bin/formwall "
+    # `verify` requires ExecStart's and ExecReload's binary to exist. Rather than install one at /usr/local/bin on
+    # the test machine, verify a copy in which that one path, and nothing else, points at the built binary.
     text = UNIT.read_text()
-    assert text.count(exec_start) == 1
+    for key in ("ExecStart", "ExecReload"):
+        command = f"{key}=/usr/local/bin/formwall "
+        assert text.count(command) == 1, key
+        text = text.replace(command, f"{key}={binary.resolve()} ")
     copy = tmp_path / "formwall.service"
-    copy.write_text(text.replace(exec_start, f"ExecStart={binary.resolve()} "))
+    copy.write_text(text)
+    # ExecReload's options are `formwall reload`'s.
+    reload_help = run([str(binary), "reload", "--help"]).stdout
+    (exec_reload,) = unit_settings()["ExecReload"]
+    assert exec_reload.split()[1] == "reload"
+    for option in re.findall(r"(--[a-z-]+)", exec_reload):
+        assert re.search(rf"^\s+{option}\b", reload_help, re.M), option
     result = run([analyze, "verify", str(copy)], cwd=tmp_path)
     output = (result.stdout + result.stderr).strip()
     assert result.returncode == 0 and not output, output
@@ -426,8 +434,13 @@ def unit_settings() -> dict[str, list[str]]:
 
 def test_systemd_unit_settings():
     s = unit_settings()
-    assert s["ExecStart"] == ["/usr/local/bin/formwall serve --config /etc/formwall/formwall.conf"]
-    assert s["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    pid_file = "/run/formwall/formwall.pid"   # in RuntimeDirectory=formwall
+    assert s["ExecStart"] == ["/usr/local/bin/formwall serve --config /etc/formwall/formwall.conf "
+                              f"--pid-file {pid_file}"]
+    # A reload that checks, signals and waits for the outcome (exit 1 when it failed), not a bare kill -HUP.
+    assert s["ExecReload"] == [f"/usr/local/bin/formwall reload --pid-file {pid_file} "
+                               "--config /etc/formwall/formwall.conf"]
+    assert s["Type"] == ["notify"] and s["NotifyAccess"] == ["main"] and s["RuntimeDirectory"] == ["formwall"]
     for key, value in {"DynamicUser": "yes", "ProtectSystem": "strict", "NoNewPrivileges": "yes",
                        "PrivateTmp": "yes", "ProtectHome": "yes", "CapabilityBoundingSet": "",
                        "KillSignal": "SIGTERM", "StateDirectory": "formwall", "LogsDirectory": "formwall"}.items():

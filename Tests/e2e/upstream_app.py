@@ -23,7 +23,8 @@ A ``request_start`` line is logged as soon as a request head has been read.
 
 Query parameters on any path shape the response (so tests can drive the upstream through the
 proxy): ``status=N``, ``resp=length|chunked|close`` (framing), ``size=N`` (answer N deterministic
-bytes instead of JSON), ``delay=S`` (wait S seconds before answering), ``stall=S`` (wait S seconds
+bytes instead of JSON), ``delay=S`` (wait S seconds before answering), ``pause=S`` (wait S seconds between the
+response head and its body), ``stall=S`` (wait S seconds
 after the head before reading the body: an upstream that holds a streaming body up), ``die=1`` (headers and part
 of the body, Content-Length or chunked per ``resp``, then close), ``hdr=Name:Value`` (extra response header, repeatable).
 
@@ -428,9 +429,10 @@ def make_handler(upstream: Upstream):
                 body = (json.dumps(record, sort_keys=True) + "\n").encode()
                 ctype = "application/json"
             die = upstream.mode == "die-mid-response" or query.get("die", ["0"])[0] == "1"
-            self.respond(status, ctype, body, framing, extra_headers, die)
+            pause = float(query.get("pause", [0])[0])
+            self.respond(status, ctype, body, framing, extra_headers, die, pause)
 
-        def respond(self, status, ctype, body, framing, extra_headers, die) -> None:
+        def respond(self, status, ctype, body, framing, extra_headers, die, pause=0.0) -> None:
             no_body = self.command == "HEAD" or status in (204, 304) or 100 <= status < 200
             reason = {200: "OK", 201: "Created", 204: "No Content", 304: "Not Modified",
                       404: "Not Found", 500: "Internal Server Error"}.get(status, "Status")
@@ -466,6 +468,9 @@ def make_handler(upstream: Upstream):
             if self.close_connection and framing != "close":
                 head.append("Connection: close")
             self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            if pause > 0:
+                self.wfile.flush()
+                time.sleep(pause)  # the behaviour under test (a slow response body), not a test wait
             if not no_body:
                 if framing == "chunked":
                     step = 7919  # odd chunk sizes

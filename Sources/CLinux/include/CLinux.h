@@ -266,4 +266,30 @@ int cl_mkostemp_cloexec(char *template_path);
 /// Returns freed heap memory to the kernel (glibc `malloc_trim(0)`); 1 if some was released.
 static inline int cl_malloc_trim(void) { return malloc_trim(0); }
 
+// ---- The supervisor's channels -----------------------------------------------------------------------------------
+
+/// A connected pair of AF_UNIX SOCK_SEQPACKET sockets (message boundaries kept, end of file when a side closes),
+/// both close-on-exec; `fds[0]` non-blocking. Returns 0 or -1 with errno set.
+int cl_seqpacket_pair(int fds[2]);
+
+/// Sends one message of `length` bytes on `fd`, with descriptor `attached` (SCM_RIGHTS) unless it is -1. Returns
+/// the bytes sent or -1 with errno set.
+ssize_t cl_send_message(int fd, const void *bytes, size_t length, int attached);
+
+/// Receives one message into `buffer` without blocking; a descriptor sent with it is stored in `attached`
+/// (close-on-exec), else -1. Returns its length, 0 at end of file, or -1 with errno set (EAGAIN: none waiting).
+/// A message longer than `capacity` is cut to it.
+ssize_t cl_receive_message(int fd, void *buffer, size_t capacity, int *attached);
+
+/// An anonymous memory file (memfd_create), close-on-exec; -1 with errno set.
+int cl_memory_file(const char *name);
+
+/// Sends `length` bytes as one datagram to the AF_UNIX socket at `path` (a leading '@' names the abstract
+/// namespace), from a fresh socket: the systemd notification protocol. Returns 0 or -1 with errno set.
+int cl_unix_datagram_send(const char *path, const void *bytes, size_t length);
+
+/// Stops a listening socket accepting: connections in its queue are reset and new ones refused, while the
+/// socket keeps its address; listen(2) on it again resumes. Returns 0 or -1 with errno set.
+static inline int cl_stop_listening(int fd) { return shutdown(fd, SHUT_RD); }
+
 #endif
