@@ -630,6 +630,23 @@ def test_compose_spools_to_a_disk_volume_on_the_read_only_root():
                          if keyword == "VOLUME")
 
 
+def test_compose_commented_commands_use_real_options():
+    """The `command:` lines compose.yaml suggests (commented out) use `formwall serve` options, and its antivirus
+    profile says how formwall talks to that clamd: `--antivirus clamd:tcp:clamd:3310` (before: the file said no
+    directive talked to clamd, though --antivirus exists)."""
+    known = serve_options()
+    text = COMPOSE.read_text()
+    suggested = [json.loads(m) for m in re.findall(r"^\s*#\s*command:\s*(\[.*?\])", text, re.M)]
+    assert suggested
+    for argv in suggested:
+        for option in options_in(["formwall", "serve", *argv]):
+            assert option in known, f"compose.yaml suggests --{option}, not a `formwall serve` option"
+    services = yaml.safe_load(text)["services"]
+    port = services["clamd"]["expose"][0]
+    assert any(argv[:2] == ["--antivirus", f"clamd:tcp:clamd:{port}"] for argv in suggested), suggested
+    assert "no directive" not in text
+
+
 def test_compose_file():
     compose = yaml.safe_load(COMPOSE.read_text())
     services = compose["services"]
