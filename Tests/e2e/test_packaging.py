@@ -13,6 +13,10 @@ that reads it, and the places where two files must agree are compared:
   deployment what docs/deploy/README.md says.
 * Every `formwall serve` option used on a command line in these files, and every directive of the example
   formwall.conf files, is an option in `formwall serve --help` ($FORMWALL_BIN).
+* The examples are safe as shipped: `formwall check --config docker/formwall.conf` passes where the file
+  stands; the image's policy (docker/rules/) turns on no example route; the spool is a disk-backed volume on
+  the read-only root in compose and Kubernetes; no example trusts X-Forwarded-For from a whole network; a
+  NetworkPolicy keeps the admin port from other pods and a PodDisruptionBudget ships.
 """
 
 from __future__ import annotations
