@@ -2,7 +2,8 @@
 # Builds the release binary with the Swift runtime linked in statically and lays out dist/:
 #
 #   dist/formwall         the binary; at run time it needs only glibc, libstdc++, libssl3 and zlib1g
-#   dist/rules/*.rules    the example policies (rules/)
+#   dist/rules/*.rules    the policy the example configuration includes (docker/rules/: the catch-all of rules/,
+#                         which refuses every file upload; none of the example routes of rules/ is on)
 #   dist/formwall.conf    the example main configuration (docker/formwall.conf), which includes rules/*.rules
 #
 # Prints the binary's absolute path. docker/Dockerfile runs this very script, and copies the binary from
@@ -22,7 +23,7 @@ bin_dir=$("${BUILD[@]}" --show-bin-path)
 rm -rf "$DIST"
 mkdir -p "$DIST/rules"
 install -m 0755 "$bin_dir/formwall" "$DIST/formwall"
-install -m 0644 rules/*.rules "$DIST/rules/"
+install -m 0644 docker/rules/*.rules "$DIST/rules/"
 install -m 0644 docker/formwall.conf "$DIST/formwall.conf"
 
 echo "$(pwd)/$DIST/formwall"

@@ -1,8 +1,8 @@
 // Reading the audit log back, for `formwall tail`.
 //
-//   FILE.K.gz … FILE.1.gz (only when --since reaches back)   ┐
-//   FILE (from the start)                                    ├─▶ split lines ─▶ filter ─▶ format ─▶ [String]
-//   FILE appended / rotated / truncated (each pollOnce)      ┘
+//   FILE.N[.gz], FILE-DATE[.gz] (when --since reaches back) ┐
+//   FILE (from the start)                                   ├─▶ split lines ─▶ filter ─▶ format ─▶ [String]
+//   FILE appended / rotated / truncated (each pollOnce)     ┘
 //
 // The tail never sleeps by itself: `pollOnce()` does one non-blocking round of reading and
 // returns the new output lines, so tests drive it step by step; `follow(every:until:emit:)`
@@ -193,25 +193,22 @@ public final class AuditTail {
     // MARK: Rotated generations
 
     private func readGenerations(newerThan cutoff: Int64, into out: inout [String]) throws {
-        var generations: [String] = []
-        var n = 1
-        while true {
-            let compressed = AuditLog.generationPath(path, n)
-            let plain = AuditLog.generationPath(path, n, compressed: false)
-            if let st = try AuditSyscall.statPath(compressed) {
-                // A generation is written after its last record: older than the cutoff means all of it
-                // (and every older generation) is.
-                if (Int64(st.st_mtim.tv_sec) + 1) * 1000 < cutoff { break }
-                generations.append(compressed)
-            } else if n == 1, try AuditSyscall.statPath(plain) != nil {
-                generations.append(plain)  // retired, compression not finished yet
-            } else {
-                break
+        var generations: [(path: String, compressed: Bool)] = []
+        for generation in try Self.generations(of: path) {
+            var (file, compressed) = (generation.path, generation.compressed)
+            var found = try AuditSyscall.statPath(file)
+            if found == nil, let copy = generation.compressedCopy {
+                // The plain copy was being compressed, and is gone now: the compressed copy is complete.
+                (file, compressed) = (copy, true)
+                found = try AuditSyscall.statPath(file)
             }
-            n += 1
+            // A generation is written after its last record (and logrotate keeps that time when it compresses
+            // one): older than the cutoff means all of it is.
+            guard let st = found, (Int64(st.st_mtim.tv_sec) + 1) * 1000 >= cutoff else { continue }
+            generations.append((file, compressed))
         }
         var partial: [UInt8] = []
-        for generation in generations.reversed() {
+        for (generation, compressed) in generations {
             func sink(_ chunk: UnsafeRawBufferPointer) {
                 var start = 0
                 while let newline = chunk[start...].firstIndex(of: 0x0A) {
@@ -222,7 +219,7 @@ public final class AuditTail {
                 }
                 if start < chunk.count { partial.append(contentsOf: chunk[start...]) }
             }
-            if generation.hasSuffix(".gz") {
+            if compressed {
                 try Gzip.decompressFile(generation, sink)
             } else {
                 let file = try AuditSyscall.open(generation, O_RDONLY | O_CLOEXEC)

@@ -238,11 +238,17 @@ public enum RuleFiles {
     /// `pattern` resolved against `directory` (unless absolute); a `*` in its last component expands to the
     /// matching names, sorted. A pattern without `*` gives itself, whether or not it exists.
     public static func expand(_ pattern: String, relativeTo directory: String) -> [String] {
-        let target = pattern.hasPrefix("/") ? pattern : RuleLoader.join(directory, pattern)
+        let target = resolve(pattern, relativeTo: directory)
         let last = (target as NSString).lastPathComponent
         guard last.contains("*") else { return [target] }
         let folder = (target as NSString).deletingLastPathComponent
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
         return names.filter { RuleLoader.glob(last, matches: $0) }.map { RuleLoader.join(folder, $0) }
+    }
+
+    /// `path` resolved against `directory`: unchanged when absolute (or when `directory` is empty), else
+    /// `directory/path`. No globbing and no check that it exists.
+    public static func resolve(_ path: String, relativeTo directory: String) -> String {
+        path.hasPrefix("/") ? path : RuleLoader.join(directory, path)
     }
 }

@@ -28,7 +28,8 @@ enum CheckCommand: Command {
     the way `serve` reads it: every directive and value, the upstream groups, and the rule files it includes,
     and that every route's `upstream NAME;` names a declared group. A host name that does not resolve on this
     machine is a warning (it may resolve where formwall runs, e.g. a container network). The file count then
-    includes the configuration file and the rule files it includes.
+    includes the configuration file and the rule files it names (`include`, `rules`). Paths in the file are
+    relative to its directory, as `serve` reads them.
 
     Exit status: 0 when there are no errors (warnings alone pass), 1 when there is at least one error,
     2 for a usage error (no paths, unknown option).
@@ -60,7 +61,7 @@ enum CheckCommand: Command {
         if let path = parsed.value("config") {
             let file = ConfigFile.read(path, valued: ServeCommand.valuedOptions, flags: ServeCommand.flagOptions)
             diagnostics += file.diagnostics
-            files += 1 + file.rules.count
+            files += 1 + file.rules.count + (file.settings["rules"]?.values ?? []).reduce(0) { $0 + countFiles($1) }
             if !file.diagnostics.contains(where: { $0.severity == .error }) {
                 do {
                     let config = try ServeCommand.configuration(

@@ -24,6 +24,8 @@ import Rules
 /// include rules/*.rules;              # rule files, relative to this file
 /// ```
 ///
+/// Every path the file names is relative to the file's directory (`include`, `rules`, `audit-log`, the TLS files…:
+/// `pathValued`), whatever the working directory, so `check --config` and `serve --config` read the same files.
 /// Reading is pure apart from the file itself and `include` globbing: values are checked later, by the same code
 /// that checks command-line options, with this file's `file:line:col` in each message.
 struct ConfigFile {
@@ -65,6 +67,12 @@ struct ConfigFile {
     static let repeatable: Set<String> = ["listen", "rules", "audit-field", "tls-certificate", "tls-key"]
     /// Options whose several arguments are one comma-separated value on the command line.
     static let listValued: Set<String> = ["trusted-proxies"]
+    /// Options whose value is a path: a relative one is taken relative to the file's directory, like `include`
+    /// (`audit-log -`, standard output, stays as it is). `antivirus clamd unix:PATH` is one too (`resolved`).
+    static let pathValued: Set<String> = [
+        "rules", "audit-log", "quarantine-dir", "pid-file", "spool-dir", "tls-certificate", "tls-key",
+        "tls-client-ca", "upstream-ca", "upstream-tls-certificate", "upstream-tls-key",
+    ]
 
     /// Reads and parses `path`. `valued` and `flags` are `serve`'s long options; a flag is written `NAME on;` or
     /// `NAME off;` in the file.
@@ -113,7 +121,6 @@ struct ConfigFile {
         switch name {
         case "include":
             guard arguments.count == 1 else { return error(location, "'include' takes one path or pattern") }
-            let directory = (path as NSString).deletingLastPathComponent
             let found = RuleFiles.expand(arguments[0], relativeTo: directory)
             if found.isEmpty {
                 error(statement.arguments[0].location, "include '\(arguments[0])' matches no file")
@@ -132,9 +139,9 @@ struct ConfigFile {
                 set(name, [arguments.joined(separator: ",")], at: location)
             } else if name == "antivirus" {
                 // `antivirus clamd unix:/run/clamav/clamd.ctl;` is `--antivirus clamd:unix:/run/clamav/clamd.ctl`.
-                set(name, [arguments.joined(separator: ":")], at: location)
+                set(name, [resolved(name, arguments.joined(separator: ":"))], at: location)
             } else if arguments.count == 1 {
-                set(name, arguments, at: location)
+                set(name, [resolved(name, arguments[0])], at: location)
             } else {
                 error(statement.arguments[1].location, "'\(name)' takes one value, got \(arguments.count)")
             }
@@ -143,6 +150,20 @@ struct ConfigFile {
                 .map { "; did you mean '\($0)'?" } ?? ""
             error(location, "unknown directive '\(name)'\(hint) (directives are `formwall serve` long options)")
         }
+    }
+
+    /// The directory this file's relative paths start from (empty: the working directory, where a relative
+    /// configuration path itself was found).
+    private var directory: String { (path as NSString).deletingLastPathComponent }
+
+    /// `value` of option `name` with a relative path made relative to this file's directory.
+    private func resolved(_ name: String, _ value: String) -> String {
+        let socket = "clamd:unix:"
+        if name == "antivirus", value.hasPrefix(socket) {
+            return socket + RuleFiles.resolve(String(value.dropFirst(socket.count)), relativeTo: directory)
+        }
+        guard Self.pathValued.contains(name), !(name == "audit-log" && value == "-") else { return value }
+        return RuleFiles.resolve(value, relativeTo: directory)
     }
 
     private mutating func set(_ name: String, _ values: [String], at location: SourceLocation) {

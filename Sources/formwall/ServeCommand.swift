@@ -35,7 +35,8 @@ enum ServeCommand: Command {
     Options:
       --config FILE                   read options from a configuration file (rule-file syntax; every option
                                       below is a directive of the same name: `workers 2;`, `proxy-protocol
-                                      on;`), plus upstream groups and `include rules/*.rules;`. Options on
+                                      on;`), plus upstream groups and `include rules/*.rules;`. A relative
+                                      path in the file is relative to the file's directory. Options on
                                       the command line override the file. Check it with
                                       `formwall check --config FILE`; docs/configuration.md
       --listen HOST:PORT              address to accept clients on (required), e.g. 127.0.0.1:8080; repeat it

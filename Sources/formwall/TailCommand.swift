@@ -39,8 +39,9 @@ enum TailCommand: Command {
       --route PREFIX         show only requests whose matched route starts with PREFIX
                              (requests that matched no route are never shown)
       --since AGE            show only requests from the last AGE: a number with unit s, m, h or d, or
-                             several run together (45s, 10m, 1h30m, 7d); also reads rotated FILE.N.gz
-                             generations that may hold such records
+                             several run together (45s, 10m, 1h30m, 7d); also reads the rotated
+                             generations that may hold such records, oldest first: numbered (FILE.1,
+                             FILE.2.gz) and logrotate's dateext (FILE-20261207, FILE-20261207-1796674244.gz)
       --json                 print the matching audit lines unchanged, byte for byte, instead of human lines
       --color, --no-color    force ANSI colours on or off in human lines (default: on only when stdout
                              is a terminal)

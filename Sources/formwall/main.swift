@@ -15,6 +15,10 @@ Usage: formwall <command> [options]
 Commands:
 \(commands.map { "  " + $0.name.padding(toLength: 12, withPad: " ", startingAt: 0) + $0.summary }.joined(separator: "\n"))
 
+Options:
+  --help      show this help (also -h, help)
+  --version   print the version
+
 Run `formwall <command> --help` for a command's options.
 """
 

@@ -5,6 +5,8 @@ import gzip
 import json
 import os
 import queue
+import re
+import shutil
 import signal
 import subprocess
 import threading
@@ -12,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from e2e_helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = os.environ.get("FORMWALL_BIN", str(ROOT / ".build/debug/formwall"))
@@ -151,6 +155,84 @@ def test_since_reads_rotated_generations(tmp_path):
     path.write_text(record("live", "allow", "/a", ago=1) + "\n")
     assert ids(tail(path, "--json", "--since", "5m").stdout) == ["g1", "live"]
     assert ids(tail(path, "--json").stdout) == ["live"]  # without --since only the live file is read
+
+
+LOGROTATE_CONF = ROOT / "docker" / "logrotate"
+
+
+def logrotate_binary() -> str:
+    found = shutil.which("logrotate") or ("/usr/sbin/logrotate" if Path("/usr/sbin/logrotate").exists() else None)
+    if found is None:
+        pytest.skip("logrotate not installed (Debian package logrotate; scripts/install-deps.sh)")
+    return found
+
+
+@pytest.mark.parametrize("naming", ["dateext", "numbered"])
+def test_since_reads_every_rotation_the_real_logrotate_makes(tmp_path, naming):
+    """docker/logrotate as shipped (dateext with dateformat -%Y%m%d-%s, compress, delaycompress), aimed at a
+    scratch directory, forced five times by the real logrotate with records written between the runs; and the
+    same file without dateext (numbered). `tail --since` reads every record, oldest first (before: the dated
+    names were skipped, 5 of 29 records found)."""
+    logrotate = logrotate_binary()
+    logs = tmp_path / "log"
+    logs.mkdir()
+    text = LOGROTATE_CONF.read_text().replace("/var/log/formwall/", f"{logs}/")
+    text = re.sub(r"\n\s*postrotate\n.*?endscript", "", text, flags=re.S)  # nothing to signal here
+    if naming == "numbered":
+        text = re.sub(r"\n\s*(dateext|dateformat .*)(?=\n)", "", text)
+    assert "postrotate" not in text and ("dateext" in text) == (naming == "dateext")
+    conf = tmp_path / "logrotate.conf"
+    conf.write_text(text)
+    path = logs / "audit.log"
+    written = []
+    batches = [6, 3, 7, 4, 4, 5]  # five rotations and the live file
+    for n, count in enumerate(batches):
+        with path.open("a") as f:
+            for _ in range(count):
+                written.append(f"r{len(written)}")
+                f.write(record(written[-1], "allow", "/a", ago=600 - len(written)) + "\n")
+        if n == len(batches) - 1:
+            break
+        if naming == "dateext":  # -%s names a rotation by its second: one rotation per second
+            second = int(time.time())
+            wait_until(lambda: int(time.time()) > second, 5, what="the next second")
+        result = subprocess.run([logrotate, "-f", "-s", str(tmp_path / "state"), str(conf)], capture_output=True,
+                                text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
+    names = sorted(p.name for p in logs.iterdir())
+    rotated = [name for name in names if name != "audit.log"]
+    assert len(rotated) == 5 and len([name for name in rotated if name.endswith(".gz")]) == 4, names
+    if naming == "dateext":
+        assert all(re.fullmatch(r"audit\.log-\d{8}-\d+(\.gz)?", name) for name in rotated), names
+    else:
+        assert set(rotated) == {"audit.log.1", *(f"audit.log.{n}.gz" for n in range(2, 6))}, names
+    result = tail(path, "--json", "--since", "1h")
+    assert result.returncode == 0, result.stderr
+    assert ids(result.stdout) == written, f"{len(ids(result.stdout))} of {len(written)} records"
+
+
+def test_since_orders_and_picks_rotations_by_name(tmp_path):
+    """Numbered generations (older first: higher numbers), then dated ones by name; a generation present plain
+    and compressed (a compression under way) is read once; lock, temporary and other logs' files are not read."""
+    path = tmp_path / "audit.log"
+
+    def put(name, request_id, compressed=False):
+        data = (record(request_id, "allow", "/a", ago=60) + "\n").encode()
+        (tmp_path / name).write_bytes(gzip.compress(data) if compressed else data)
+
+    put("audit.log.2.gz", "n2", compressed=True)
+    put("audit.log.1", "n1")
+    put("audit.log-20261206.gz", "d1", compressed=True)
+    put("audit.log-20261207_0930", "d2")
+    put("audit.log-20261207_0930.gz", "d2", compressed=True)
+    put("audit.log.lock", "lock")
+    put("audit.log.1.gz.tmp", "tmp")
+    put("audit.log-old", "old")
+    put("audit.log.xz", "xz")
+    put("other.log.1", "other")
+    put("audit.logs.1", "logs")
+    path.write_text(record("live", "allow", "/a", ago=1) + "\n")
+    assert ids(tail(path, "--json", "--since", "5m").stdout) == ["n2", "n1", "d1", "d2", "live"]
 
 
 def test_malformed_lines_are_skipped_and_counted(tmp_path):

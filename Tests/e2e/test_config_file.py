@@ -7,6 +7,7 @@ request is read twice, independently: from the audit record's `upstream` field, 
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 import requests
 
 from e2e_helpers import HOST, IO_TIMEOUT, events_with, formwall_binary, free_port, json_lines, port_accepts, wait_until
+from tls_certs import make_certs
 
 
 def write_config(tmp_path: Path, text: str, name: str = "formwall.conf") -> Path:
@@ -253,9 +255,55 @@ def test_serve_refuses_a_route_naming_an_undeclared_group(tmp_path, upstream_fac
     assert f"{tmp_path}/r.rules:2:14: route /x names upstream group 'missing'" in proc.stderr, proc.stderr
 
 
-def run_check(*args: str) -> subprocess.CompletedProcess:
+def run_check(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([str(formwall_binary()), "check", *args], capture_output=True, text=True,
-                          timeout=IO_TIMEOUT)
+                          timeout=IO_TIMEOUT, cwd=cwd)
+
+
+def test_every_path_in_the_file_is_relative_to_the_file(tmp_path, upstream_factory, formwall_factory):
+    """A file in etc/ names everything relatively, and formwall runs in another directory (as under systemd,
+    whose working directory is /) with a relative --config: the rules, audit log, quarantine store, pid file,
+    spool and TLS files are the ones beside the file, and nothing is written where it runs. `check --config`
+    resolves them the same way (before: all but `include` were taken relative to the working directory, so serve
+    exited 1 on the missing spool directory, and check failed on `rules extra.rules`)."""
+    up = upstream_factory("echo")
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "spool").mkdir(mode=0o700)
+    certs = make_certs(etc)
+    (etc / "extra.rules").write_text("route / {\n    unknown allow;\n    file doc {\n        max 3;\n"
+                                     "        action quarantine;\n    }\n}\n")
+    port = free_port()
+    conf = write_config(etc, f"""listen https://{HOST}:{port};
+upstream {up.url};
+workers 1;
+rules extra.rules;
+audit-log audit.log;
+quarantine-dir quarantine;
+pid-file formwall.pid;
+upstream-body spool;
+spool-dir spool;
+tls-certificate certs/{certs.server.cert.name};
+tls-key certs/{certs.server.key.name};
+""")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    relative_conf = os.path.relpath(conf, elsewhere)
+    assert relative_conf == "../etc/formwall.conf"
+
+    checked = run_check("--config", relative_conf, cwd=elsewhere)
+    assert checked.returncode == 0 and "2 files, 0 errors" in checked.stdout, checked.stdout + checked.stderr
+
+    fw = formwall_factory(None, "--config", relative_conf, port=port, preexec=lambda: os.chdir(elsewhere))
+    r = requests.post(f"https://{HOST}:{port}/upload", files={"doc": ("a.txt", b"hello")}, data={"caption": "hi"},
+                      verify=str(certs.ca.cert), timeout=IO_TIMEOUT)
+    assert r.status_code == 200, r.text
+    (rec,) = wait_audit(etc / "audit.log", 1)
+    (doc,) = [part for part in rec["parts"] if part["name"] == "doc"]
+    assert rec["decision"] == "modified" and doc["action"] == "quarantine", rec
+    assert list((etc / "quarantine").rglob(doc["quarantine_id"] + "*")), list((etc / "quarantine").rglob("*"))
+    assert (etc / "formwall.pid").read_text().strip() == str(fw.proc.pid)
+    assert list(elsewhere.iterdir()) == []
 
 
 def test_check_reports_every_mistake_with_its_position(tmp_path):

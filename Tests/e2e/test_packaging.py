@@ -13,6 +13,10 @@ that reads it, and the places where two files must agree are compared:
   deployment what docs/deploy/README.md says.
 * Every `formwall serve` option used on a command line in these files, and every directive of the example
   formwall.conf files, is an option in `formwall serve --help` ($FORMWALL_BIN).
+* The examples are safe as shipped: `formwall check --config docker/formwall.conf` passes where the file
+  stands; the image's policy (docker/rules/) turns on no example route; the spool is a disk-backed volume on
+  the read-only root in compose and Kubernetes; no example trusts X-Forwarded-For from a whole network; a
+  NetworkPolicy keeps the admin port from other pods and a PodDisruptionBudget ships.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ DOCKERFILE = REPO / "docker" / "Dockerfile"
 RELEASE_SH = REPO / "scripts" / "release.sh"
 COMPOSE = REPO / "docker" / "compose.yaml"
 CONF = REPO / "docker" / "formwall.conf"
+IMAGE_RULES = REPO / "docker" / "rules"
 UNIT = REPO / "docker" / "formwall.service"
 LOGROTATE = REPO / "docker" / "logrotate"
 K8S = REPO / "docs" / "deploy" / "kubernetes"
@@ -216,7 +221,7 @@ def check_conf_in_image_layout(tmp_path, conf_text: str, rules: dict[str, str]) 
 
 
 def test_example_conf_passes_formwall_check(tmp_path):
-    rules = {p.name: p.read_text() for p in sorted((REPO / "rules").glob("*.rules"))}
+    rules = {p.name: p.read_text() for p in sorted(IMAGE_RULES.glob("*.rules"))}
     result = check_conf_in_image_layout(tmp_path, CONF.read_text(), rules)
     assert result.returncode == 0, result.stdout + result.stderr
     # The rules were really read: one more file than the rules directory (the configuration itself).
@@ -225,6 +230,38 @@ def test_example_conf_passes_formwall_check(tmp_path):
     broken = check_conf_in_image_layout(tmp_path / "broken", CONF.read_text().replace("workers 2;", "workers two;"),
                                         rules)
     assert broken.returncode == 1 and "error: workers needs a positive whole number" in broken.stderr, broken.stderr
+
+
+def test_example_conf_passes_formwall_check_where_it_stands():
+    """`formwall check --config docker/formwall.conf` in the repository, as README.md and the file itself say
+    (before: include 'rules/*.rules' matches no file): its rules/ is docker/rules/, what the image ships."""
+    serve_options()  # skips without a binary
+    for cwd in (REPO, REPO / "docker"):
+        config = os.path.relpath(CONF, cwd)
+        result = run([str(formwall_binary()), "check", "--config", config], cwd=cwd)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"{len(list(IMAGE_RULES.glob('*.rules'))) + 1} files, 0 errors" in result.stdout, result.stdout
+
+
+def rule_routes(text: str) -> list[str]:
+    return re.findall(r"^\s*route\s+(\S+)\s*\{", re.sub(r"#[^\n]*", "", text), re.M)
+
+
+def test_the_image_turns_on_no_example_route():
+    """The image's policy (release.sh lays docker/rules/ out as dist/rules/, the Dockerfile copies it to
+    /etc/formwall/rules/) is the catch-all of rules/ alone: no upload route of the examples or the demo is on
+    in an image someone runs as it is (before: every file of rules/, demo.rules' /upload among them)."""
+    text = RELEASE_SH.read_text()
+    assert 'install -m 0644 docker/rules/*.rules "$DIST/rules/"' in text
+    assert re.search(r"^[^#]*\brules/\*\.rules", text.replace("docker/rules/*.rules", ""), re.M) is None
+    files = sorted(IMAGE_RULES.glob("*.rules"))
+    assert [p.name for p in files] == ["catch-all.rules"]
+    assert files[0].read_text() == (REPO / "rules" / "catch-all.rules").read_text()
+    assert [route for p in files for route in rule_routes(p.read_text())] == ["/"]
+    catch_all = (REPO / "rules" / "catch-all.rules").read_text()
+    assert re.search(r"^\s*files-max 0;", catch_all, re.M), "the catch-all takes no file"
+    examples = {route for p in (REPO / "rules").glob("*.rules") for route in rule_routes(p.read_text())}
+    assert "/upload" in examples  # the demo's route exists, in rules/ only
 
 
 def test_configmap_conf_passes_formwall_check(tmp_path):
@@ -535,11 +572,17 @@ def test_kubernetes_deployment_shape():
     workers = int(re.search(r"^workers (\d+);", conf, re.M).group(1))
     assert str(workers) == str(container["resources"]["limits"]["cpu"])
 
-    # Every path the configuration writes is a mounted volume (the root file system is read-only).
-    mounts = {m["mountPath"] for m in container["volumeMounts"]}
-    assert "/etc/formwall" in mounts and "/tmp" in mounts
+    # Every path the configuration writes is a mounted volume (the root file system is read-only); the spool
+    # is on disk, not in memory.
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert "/etc/formwall" in mounts
     quarantine = re.search(r"^quarantine-dir (\S+);", conf, re.M).group(1)
     assert any(quarantine.startswith(m + "/") for m in mounts), quarantine
+    spool = spool_dir(conf)
+    assert spool in mounts, f"spool-dir {spool} is not a mounted volume: serve would exit at start-up"
+    spool_volume = next(v for v in pod["volumes"] if v["name"] == mounts[spool])
+    assert "emptyDir" in spool_volume and spool_volume["emptyDir"].get("medium") != "Memory", spool_volume
+    assert spool_volume["emptyDir"].get("sizeLimit"), spool_volume
     # The config volume lays out formwall.conf with rules/ next to it, for `include rules/*.rules;`.
     volume = next(v for v in pod["volumes"] if v["name"] == "config")
     paths = {item["path"] for item in volume["configMap"]["items"]}
@@ -549,10 +592,76 @@ def test_kubernetes_deployment_shape():
     service = docs[("Service", "formwall")]
     assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"], "the admin port stays private"
 
+    labels = deployment["spec"]["selector"]["matchLabels"]
+    pdb = docs[("PodDisruptionBudget", "formwall")]
+    assert pdb["spec"]["selector"]["matchLabels"] == labels
+    assert pdb["spec"].get("maxUnavailable") == 1 or 0 < pdb["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+    # The admin port is closed to other pods: every ingress rule that opens it names where from.
+    policy = docs[("NetworkPolicy", "formwall")]
+    assert policy["spec"]["podSelector"]["matchLabels"] == labels and "Ingress" in policy["spec"]["policyTypes"]
+    for rule in policy["spec"]["ingress"]:
+        ports = {p["port"] for p in rule.get("ports", [])}
+        assert ports, f"a rule without ports opens the admin port too: {rule}"
+        if ports & {"admin", 9901}:
+            assert rule.get("from"), f"the admin port open to every pod: {rule}"
+    assert any("http" in {p["port"] for p in r["ports"]} for r in policy["spec"]["ingress"])
+
     hpa = docs[("HorizontalPodAutoscaler", "formwall")]
     assert hpa["apiVersion"] == "autoscaling/v2"
     assert hpa["spec"]["scaleTargetRef"]["name"] == "formwall"
     assert hpa["spec"]["metrics"][0]["resource"]["name"] == "cpu"
+
+
+def spool_dir(conf: str) -> str:
+    """The spool directory a configuration file gives `serve` (the default /tmp without `spool-dir`)."""
+    found = re.search(r"^\s*spool-dir (\S+);", conf, re.M)
+    return found.group(1) if found else "/tmp"
+
+
+def test_no_example_trusts_forwarded_headers_from_a_whole_network():
+    """`trusted-proxies` in an example names the balancer's own addresses, never a private range (before: the
+    Kubernetes ConfigMap trusted X-Forwarded-For from all of 10.0.0.0/8)."""
+    import ipaddress
+    for where, text in example_confs().items():
+        for line in re.findall(r"^\s*#?\s*trusted-proxies ([^;]*);", text, re.M):
+            for entry in line.split():
+                network = ipaddress.ip_network(entry, strict=False)
+                assert network.prefixlen >= (24 if network.version == 4 else 64), f"{where}: trusts {entry}"
+
+
+def test_compose_spools_to_a_disk_volume_on_the_read_only_root():
+    """formwall.conf's spool-dir is a volume in compose, so `serve` can write there on the read-only root
+    (before: only a tmpfs at /tmp, so the spool was in RAM, and uncommenting the suggested spool-dir made serve
+    exit and restart in a loop); and the image creates it for the formwall user."""
+    service = yaml.safe_load(COMPOSE.read_text())["services"]["formwall"]
+    assert service["read_only"] is True
+    spool = spool_dir(CONF.read_text())
+    assert spool != "/tmp"
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in service["volumes"]}
+    assert spool in mounts and not mounts[spool].startswith(("/", ".")), "a named volume, on disk"
+    assert all(not t.startswith(spool) and not spool.startswith(t.split(":")[0]) for t in service.get("tmpfs", []))
+    runtime = "\n".join(rest for keyword, rest, _ in dockerfile_stages()[-1]["instructions"])
+    assert re.search(rf"mkdir -p[^&]*{re.escape(spool)}", runtime) and re.search(rf"chown[^&]*{re.escape(spool)}",
+                                                                               runtime)
+    assert spool in next(exec_form(rest) for keyword, rest, _ in dockerfile_stages()[-1]["instructions"]
+                         if keyword == "VOLUME")
+
+
+def test_compose_commented_commands_use_real_options():
+    """The `command:` lines compose.yaml suggests (commented out) use `formwall serve` options, and its antivirus
+    profile says how formwall talks to that clamd: `--antivirus clamd:tcp:clamd:3310` (before: the file said no
+    directive talked to clamd, though --antivirus exists)."""
+    known = serve_options()
+    text = COMPOSE.read_text()
+    suggested = [json.loads(m) for m in re.findall(r"^\s*#\s*command:\s*(\[.*?\])", text, re.M)]
+    assert suggested
+    for argv in suggested:
+        for option in options_in(["formwall", "serve", *argv]):
+            assert option in known, f"compose.yaml suggests --{option}, not a `formwall serve` option"
+    services = yaml.safe_load(text)["services"]
+    port = services["clamd"]["expose"][0]
+    assert any(argv[:2] == ["--antivirus", f"clamd:tcp:clamd:{port}"] for argv in suggested), suggested
+    assert "no directive" not in text
 
 
 def test_compose_file():

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 from e2e_helpers import (
+    IO_TIMEOUT,
     FilePart,
     RawConn,
     build_multipart,
@@ -14,6 +16,7 @@ from e2e_helpers import (
     expected_files,
     sha256,
 )
+from upstream_app import deterministic_bytes
 
 
 def test_direct_curl_form_upload_is_parsed(upstream, tmp_path):
@@ -74,6 +77,23 @@ def test_direct_die_mid_response_mode(upstream_factory):
         conn.send(b"GET / HTTP/1.1\r\nHost: up\r\n\r\n")
         resp = conn.read_response()
     assert resp.status == 200 and resp.framing == "length" and resp.complete is False
+
+
+def test_deterministic_body_is_sent_after_its_head_as_it_is_made(upstream):
+    """`size=N` makes its bytes while sending them, head first: a proxy's --upstream-response-timeout measures
+    the time to the head, and a 30 MB body takes about a second of SHA-256 in Python on a fast machine (more on a
+    loaded one). A body of 1 TiB, which no machine could make in time, so shows its head and first MiB at once
+    (before: the whole body was made before the head, and nothing came)."""
+    size = 1 << 40
+    first = 1 << 20
+    with RawConn(upstream.port) as conn:
+        conn.send(b"GET /big?size=%d HTTP/1.1\r\nHost: up\r\nConnection: close\r\n\r\n" % size)
+        deadline = time.monotonic() + IO_TIMEOUT
+        while b"\r\n\r\n" not in conn.buf or len(conn.buf) - conn.buf.find(b"\r\n\r\n") - 4 < first:
+            assert conn._fill(deadline), "closed early"
+    head, _, body = bytes(conn.buf).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 ") and b"\r\nContent-Length: %d" % size in head, head
+    assert body[:first] == deterministic_bytes(first)
 
 
 def test_oracle_multipart_parse_is_independent_of_read_boundaries():
