@@ -1,3 +1,4 @@
+import CLinux
 import TestRandom
 import Testing
 @testable import Inspect
@@ -136,6 +137,29 @@ import Testing
             }
             #expect(verdict(data, slices: slices, shortTags: short) == whole, "round \(round): \(data)")
         }
+    }
+
+    /// The shim's filter lets through every `<` that starts a form the scan matches, in either case, at any
+    /// position of a buffer (the vector loop and the tail).
+    @Test func quickFilterKeepsEveryForm() {
+        let initials = SniffClassifier.activeTags.map { $0.utf8Start.pointee } + Array("?%!jc".utf8)
+        for b in initials + initials.map({ $0 >= 0x61 ? $0 - 0x20 : $0 }) {
+            for at in [0, 5, 63, 64, 100, 198] {
+                var data = [UInt8](repeating: 0x3C, count: 200)
+                for k in stride(from: 1, to: 200, by: 2) { data[k] = 0x80 }
+                for k in 0..<at where data[k] == 0x3C { data[k] = 0x3D }
+                data[at] = 0x3C
+                data[at + 1] = b
+                let found = data.withUnsafeBytes { raw in
+                    cl_find_markup_open(raw.baseAddress, raw.count).map { UnsafeRawPointer($0) - raw.baseAddress! }
+                }
+                #expect(found == at, "\(b) at \(at)")
+            }
+        }
+        let none: [UInt8] = Array(repeating: 0, count: 300).enumerated().map { $0.offset % 2 == 0 ? 0x3C : 0x61 }
+        #expect(none.withUnsafeBytes { cl_find_markup_open($0.baseAddress, $0.count) } == nil)
+        // A `<` as the last byte comes back: what follows it is in the next slice.
+        #expect(none.dropLast().withUnsafeBytes { cl_find_markup_open($0.baseAddress, $0.count) } != nil)
     }
 
     @Test func randomBinaryHoldsNoMarkup() {
