@@ -903,7 +903,7 @@ public final class FormStage {
             return nil
         }
         guard let format else { return nil }
-        let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings))
+        let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings), members: memberChecks())
         if let finding = inspector.feed(probe) { return finding }
         if take < span.count, let finding = inspector.feed(UnsafeRawBufferPointer(rebasing: span[take...])) {
             return finding
@@ -916,12 +916,22 @@ public final class FormStage {
     private func archiveEnd(_ cur: Current) -> ArchiveFinding? {
         if let settings = cur.archiveSettings, let probe = cur.archiveProbe.take() {
             guard let format = probe.withUnsafeBytes({ ArchiveInspector.format(sniffing: $0) }) else { return nil }
-            let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings))
+            let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings), members: memberChecks())
             return inspector.feed(probe) ?? inspector.finish()
         }
         guard let inspector = cur.archive else { return nil }
         cur.archive = nil
         return inspector.finish()
+    }
+
+    /// What the current part's rule says of archive members beyond the archive settings: their names get the
+    /// filename checks, and their content the markup scan under `deny-embedded-markup`. Read only once an archive
+    /// was found (most files are not).
+    private func memberChecks() -> ArchiveMemberChecks {
+        guard let ev = takeEvaluator() else { return ArchiveMemberChecks() }
+        let checks = ArchiveMemberChecks(name: ev.currentMemberNameCheck, markupShortTags: ev.currentMarkupScanShortTags)
+        evaluatorSlot.put(consume ev)
+        return checks
     }
 
     /// An archive finding becomes the violation `archive_<problem>`, handled with the rule's action.

@@ -159,6 +159,22 @@ extension PolicyEvaluator {
         }
     }
 
+    /// How the current file part's archive members' names are judged: by the filename checks its uploaded name gets
+    /// (`FilenameCheck.refusal`), with the rule's (else the route's) `allow-filename`, `restricted-filenames` and
+    /// `extensions` exemptions; nil outside a file part or under `filename allow`.
+    public var currentMemberNameCheck: (@Sendable (String) -> String?)? {
+        guard case .inPart(_, let part) = state, part.isFile, let route = routeBox else { return nil }
+        let rule = part.rule
+        guard (rule?.value.filename ?? route.value.filename) != .allow else { return nil }
+        let allowed = rule?.value.allowedFilenameProblems ?? route.value.allowedFilenameProblems
+        let restricted = rule?.value.nameChecks.restrictedFilenames ?? route.value.nameChecks.restrictedFilenames
+        let extensions = rule?.value.extensions ?? []
+        return { name in
+            FilenameCheck.refusal(of: name, restricted: restricted, allowed: allowed,
+                                  extensionAllowed: { extensions.contains("." + $0) })
+        }
+    }
+
     /// `max` on the current part's rule (nil: no rule, no `max`, or outside a part): the rule `partBegin` found,
     /// not looked up again.
     public var currentRuleMax: UInt64? {
