@@ -471,7 +471,8 @@ final class ZipParser: ArchiveParser {
         if uncompressed != local.uncompressed {
             return mismatch("entry #\(index): size \(uncompressed), local \(local.uncompressed)")
         }
-        if let (problem, detail) = Self.unixTypeProblem(madeBy: madeBy, external: external, extra: extra, local: local) {
+        if let (problem, detail) = Self.unixTypeProblem(madeBy: madeBy, external: external, extra: extra,
+                                                        local: local) {
             return context.finding(problem, name, detail)
         }
         state = .skip(remaining: comment, thenDone: false)

@@ -249,7 +249,8 @@ public final class ArchiveInspector {
 
     /// Creates an inspector for a top-level archive; `members` adds the caller's checks of every member (nested
     /// archives' too).
-    public convenience init(format: Format, limits: ArchiveLimits, members: ArchiveMemberChecks = ArchiveMemberChecks()) {
+    public convenience init(format: Format, limits: ArchiveLimits,
+                            members: ArchiveMemberChecks = ArchiveMemberChecks()) {
         let context = ArchiveContext(limits: limits, members: members, depth: 1, budget: ArchiveBudget(), prefix: "")
         self.init(format: format, context: context)
     }

@@ -209,7 +209,8 @@ public final class FormStage {
             record.index == 0 && record.part.name == nil && record.size == 0 && record.sha256 == nil
                 && record.sniffedType == nil && record.preview == nil && pending.isEmpty && sniffer == nil
                 && hasher == nil && value == nil && valueLimit == 0 && archiveProbe == nil && archiveSettings == nil
-                && archive == nil && disarm == nil && text == nil && markup == nil && !markupReported && { if case .drop = mode { true } else { false } }()
+                && archive == nil && disarm == nil && text == nil && markup == nil && !markupReported
+                && { if case .drop = mode { true } else { false } }()
         }
 
         /// Lets go of everything the part held (its files, buffers, sniffer and hasher), to be kept for another.
@@ -929,7 +930,8 @@ public final class FormStage {
     /// was found (most files are not).
     private func memberChecks() -> ArchiveMemberChecks {
         guard let ev = takeEvaluator() else { return ArchiveMemberChecks() }
-        let checks = ArchiveMemberChecks(name: ev.currentMemberNameCheck, markupShortTags: ev.currentMarkupScanShortTags)
+        let checks = ArchiveMemberChecks(name: ev.currentMemberNameCheck,
+                                         markupShortTags: ev.currentMarkupScanShortTags)
         evaluatorSlot.put(consume ev)
         return checks
     }

@@ -398,7 +398,8 @@ struct RuleCompiler {
                     if argument.text == "php-short-tags" {
                         rule.phpShortTags = true
                     } else {
-                        error(at: argument, "unknown deny-embedded-markup option '\(argument.text)': expected php-short-tags")
+                        error(at: argument,
+                              "unknown deny-embedded-markup option '\(argument.text)': expected php-short-tags")
                     }
                 }
             case "disarm":

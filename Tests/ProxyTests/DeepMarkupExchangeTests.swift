@@ -34,7 +34,8 @@ import TestRandom
         let after = noise(2048, seed: 2)
         // JPEG: SOI, APP0 JFIF, entropy-coded-looking data, EOI.
         let jfif: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF\0".utf8) + [1, 1, 0, 0, 1, 0, 1, 0, 0]
-        let jpeg = jfif + [0xFF, 0xDA, 0x00, 0x08, 0x01, 0x01, 0x00, 0x00, 0x3F, 0x00] + before + p + after + [0xFF, 0xD9]
+        let sos: [UInt8] = [0xFF, 0xDA, 0x00, 0x08, 0x01, 0x01, 0x00, 0x00, 0x3F, 0x00]
+        let jpeg = jfif + sos + before + p + after + [0xFF, 0xD9]
         // PNG: signature, IHDR, an IDAT holding the payload, IEND (CRCs are not what the sniffer reads).
         let ihdr = be32(13) + Array("IHDR".utf8) + be32(1) + be32(1) + [8, 2, 0, 0, 0] + [0, 0, 0, 0]
         let idatData = before + p + after
@@ -47,7 +48,8 @@ import TestRandom
         let webp = Array("RIFF".utf8) + le32(4 + vp8l.count) + Array("WEBP".utf8) + vp8l
         let pdf = Array("%PDF-1.4\n%\u{E2}\u{E3}\n1 0 obj\n<< /Length 9000 >>\nstream\n".utf8) + before + p + after
             + Array("\nendstream\nendobj\n%%EOF\n".utf8)
-        let text = Array(String(repeating: "Lorem ipsum dolor sit amet.\n", count: 190).utf8) + p + Array("\nend\n".utf8)
+        let lorem = String(repeating: "Lorem ipsum dolor sit amet.\n", count: 190)
+        let text = Array(lorem.utf8) + p + Array("\nend\n".utf8)
         return [("a.jpg", "image/jpeg", "jpeg", jpeg), ("a.png", "image/png", "png", png),
                 ("a.gif", "image/gif", "gif", gif), ("a.webp", "image/webp", "webp", webp),
                 ("a.pdf", "application/pdf", "pdf", pdf), ("a.txt", "text/plain", "text", text)]
@@ -65,8 +67,9 @@ import TestRandom
     ]
 
     private func post(_ path: String, filename: String, type: String, data: [UInt8]) -> [UInt8] {
-        let body = Array("--B\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"\(filename)\"\r\nContent-Type: \(type)\r\n\r\n".utf8)
-            + data + Array("\r\n--B--\r\n".utf8)
+        let head = "--B\r\nContent-Disposition: form-data; name=\"photo\"; filename=\"\(filename)\"\r\n"
+            + "Content-Type: \(type)\r\n\r\n"
+        let body = Array(head.utf8) + data + Array("\r\n--B--\r\n".utf8)
         return Array(("POST \(path) HTTP/1.1\r\nHost: a\r\nContent-Type: multipart/form-data; boundary=B\r\n"
             + "Content-Length: \(body.count)\r\n\r\n").utf8) + body
     }
@@ -78,7 +81,8 @@ import TestRandom
         var upstream: [UInt8]
     }
 
-    private func run(_ path: String, filename: String, type: String, data: [UInt8], pieces: [Int] = []) throws -> Outcome {
+    private func run(_ path: String, filename: String, type: String, data: [UInt8], pieces: [Int] = []) throws
+        -> Outcome {
         let policy = try #require(RuleChecker.compile(source: Self.rules, file: "deep.rules").policy)
         let r = ExchangeRig(config: try ExchangeRig.configuration(), policy: policy)
         r.run(client: post(path, filename: filename, type: type, data: data), pieces: pieces, clientEOF: false)
