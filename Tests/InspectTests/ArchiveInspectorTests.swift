@@ -40,6 +40,8 @@ private struct ZipMember {
     /// The central directory's "version made by" (high byte: host, 3 = Unix) and external attributes.
     var madeBy: UInt16 = 20
     var external: UInt32 = 0
+    /// The central directory's extra field.
+    var centralExtra: [UInt8] = []
 
     init(_ name: String, _ data: [UInt8], method: UInt16 = 8) {
         self.name = name
@@ -74,8 +76,10 @@ private func makeZip(_ members: [ZipMember]) -> [UInt8] {
         central.u32(0x0201_4B50); central.u16(m.madeBy); central.u16(20); central.u16(flags); central.u16(m.method)
         central.u16(0); central.u16(0); central.u32(sum); central.u32(UInt32(packed.count))
         central.u32(m.centralSize ?? UInt32(m.data.count))
-        central.u16(UInt16(name.utf8.count)); central.u16(0); central.u16(0); central.u16(0); central.u16(0)
+        central.u16(UInt16(name.utf8.count)); central.u16(UInt16(m.centralExtra.count)); central.u16(0)
+        central.u16(0); central.u16(0)
         central.u32(m.external); central.u32(m.centralOffset ?? offset); central.text(name)
+        central.append(contentsOf: m.centralExtra)
         count += 1
     }
     let centralOffset = UInt32(out.count)
@@ -639,6 +643,25 @@ struct ArchiveInspectorTests {
         fifo.madeBy = 3 << 8 | 30
         fifo.external = 0o010644 << 16
         #expect(inspect(makeZip([fifo]))?.problem == .forbiddenMember)
+    }
+
+    /// An ASi Unix extra field (0x756e: CRC-32, mode, size, uid, gid, link name) gives the mode and the target.
+    @Test func asiUnixExtraFieldMakesALink() {
+        func asi(mode: UInt16, link: String) -> [UInt8] {
+            var body: [UInt8] = [0, 0, 0, 0, UInt8(mode & 0xFF), UInt8(mode >> 8), 0, 0, 0, 0, 0, 0, 0, 0]
+            body += Array(link.utf8)
+            return [0x6E, 0x75, UInt8(body.count & 0xFF), UInt8(body.count >> 8)] + body
+        }
+        var member = ZipMember("link", "harmless.txt", method: 0)
+        member.centralExtra = asi(mode: 0o120777, link: "/etc/shadow")
+        let finding = inspect(makeZip([member]), everySplit: false)
+        #expect(finding?.problem == .traversal && finding?.detail == "link target escapes: absolute path")
+        member.centralExtra = asi(mode: 0o100644, link: "")
+        #expect(inspect(makeZip([member]), everySplit: false) == nil)
+        // Without a link name in the field, the content is the target.
+        var bare = ZipMember("link", "../../x", method: 0)
+        bare.centralExtra = asi(mode: 0o120777, link: "")
+        #expect(inspect(makeZip([bare]), everySplit: false)?.problem == .traversal)
     }
 
     @Test func memberNamesGoThroughTheCallersCheck() {
