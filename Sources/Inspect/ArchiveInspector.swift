@@ -52,6 +52,7 @@ public struct ArchiveMemberChecks: Sendable {
     /// A finding is `forbiddenMember`.
     public var markupShortTags: Bool?
 
+    /// Checks of member names and content; the defaults check neither.
     public init(name: (@Sendable (String) -> String?)? = nil, markupShortTags: Bool? = nil) {
         self.name = name
         self.markupShortTags = markupShortTags
