@@ -29,6 +29,7 @@ PAYLOADS = [
     b"<jsp:scriptlet>Runtime.getRuntime().exec(request.getParameter(\"c\"));</jsp:scriptlet>",
     b"<cfexecute name=\"#url.c#\" timeout=\"5\"></cfexecute>",
     b"<!--#exec cmd=\"id\" -->",
+    b"<script>fetch('/admin').then(r => r.text())</script>",
 ]
 
 # Deterministic "image data" without a `<`, so nothing but the payload can match.
