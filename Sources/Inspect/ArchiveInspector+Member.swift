@@ -5,8 +5,10 @@ import CZlib
 
 /// Member name rules, on the raw name bytes.
 enum ArchiveNames {
-    /// Checks a member name: `malformed` (empty, NUL, too long), `traversal`, forbidden extension.
-    static func check(_ name: [UInt8], isDirectory: Bool, limits: ArchiveLimits) -> (ArchiveProblem, String)? {
+    /// Checks a member name: `malformed` (empty, NUL, too long), `traversal`, forbidden extension, and the caller's
+    /// check of its base name (`ArchiveMemberChecks.name`, the filename checks of uploads).
+    static func check(_ name: [UInt8], isDirectory: Bool, context: ArchiveContext) -> (ArchiveProblem, String)? {
+        let limits = context.limits
         if name.isEmpty { return (.malformed, "empty member name") }
         if name.count > ArchiveInspector.nameMax {
             return (.malformed, "member name longer than \(ArchiveInspector.nameMax) bytes")
@@ -15,6 +17,10 @@ enum ArchiveNames {
         if let why = escapes(name) { return (.traversal, why) }
         if !isDirectory, let ext = forbiddenExtension(name, limits.forbiddenExtensions) {
             return (.forbiddenMember, "forbidden extension .\(ext)")
+        }
+        if !isDirectory, let judge = context.members.name,
+           let base = segments(name).last(where: { !$0.isEmpty }), let why = judge(display(Array(base))) {
+            return (.forbiddenMember, why)
         }
         // Office macros: an OOXML document's VBA project is code that runs when the document is opened.
         if !isDirectory, !limits.allowExecutables, isVBAProject(name) {
@@ -99,7 +105,8 @@ enum ArchiveNames {
 }
 
 /// The content of one member as it is produced: counted against `totalMax`, its first bytes sniffed for an
-/// executable or an archive; an archive goes on into a nested inspector.
+/// executable or an archive (an archive goes on into a nested inspector), and all of it scanned for embedded markup
+/// when the caller asks (`ArchiveMemberChecks.markupShortTags`).
 final class MemberScanner {
     private let context: ArchiveContext
     /// The member's name inside its archive (without the context prefix).
@@ -107,6 +114,7 @@ final class MemberScanner {
     private var head: [UInt8] = []
     private var decided = false
     private var nested: ArchiveInspector?
+    private var markup: MarkupScanner?
     /// Bytes of content produced so far.
     private(set) var size: UInt64 = 0
 
@@ -114,6 +122,7 @@ final class MemberScanner {
         self.context = context
         self.name = name
         head.reserveCapacity(ArchiveInspector.sniffLength)
+        if let shortTags = context.members.markupShortTags { markup = MarkupScanner(phpShortTags: shortTags) }
     }
 
     /// Takes the next content bytes.
@@ -128,6 +137,7 @@ final class MemberScanner {
         context.budget.summary.totalUncompressed &+= UInt64(allowed.count)
         size &+= UInt64(allowed.count)
         if let finding = take(allowed) { return finding }
+        if markup != nil, let finding = markupStep(allowed) { return finding }
         if over { return context.finding(.tooLarge, name, "more than \(limits.totalMax) uncompressed bytes") }
         return nil
     }
@@ -135,7 +145,16 @@ final class MemberScanner {
     /// The member ended.
     func end() -> ArchiveFinding? {
         if !decided, let finding = decide() { return finding }
+        if markup != nil, let finding = markupStep(nil) { return finding }
         return nested?.finish()
+    }
+
+    /// Feeds member content (nil: the member ended) to the markup scan; a finding refuses the member.
+    private func markupStep(_ bytes: UnsafeRawBufferPointer?) -> ArchiveFinding? {
+        if let bytes { markup?.feed(bytes) } else { markup?.finish() }
+        guard let found = markup?.finding else { return nil }
+        markup = nil
+        return context.finding(.forbiddenMember, name, "member carries \(found)")
     }
 
     private func take(_ bytes: UnsafeRawBufferPointer) -> ArchiveFinding? {
@@ -153,6 +172,8 @@ final class MemberScanner {
 
     private func decide() -> ArchiveFinding? {
         decided = true
+        // HTML counts in a member that is not itself markup (an OOXML part is XML: its tags are its content).
+        if markup != nil { markup?.judgeHTML(Sniffer.sniff(head).kind.category != .markup) }
         let (kind, format) = head.withUnsafeBytes {
             ($0.isEmpty ? nil : Self.executable($0), ArchiveInspector.format(sniffing: $0))
         }
@@ -164,7 +185,8 @@ final class MemberScanner {
             guard context.depth < depthMax else {
                 return context.finding(.tooDeep, name, "archive nested deeper than \(depthMax)")
             }
-            let child = ArchiveContext(limits: context.limits, depth: context.depth + 1, budget: context.budget,
+            let child = ArchiveContext(limits: context.limits, members: context.members, depth: context.depth + 1,
+                                       budget: context.budget,
                                        prefix: context.prefix + name + "!/")
             let inspector = ArchiveInspector(format: format, context: child)
             nested = inspector

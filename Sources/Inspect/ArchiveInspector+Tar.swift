@@ -189,7 +189,7 @@ final class TarParser: ArchiveParser {
 
         if let finding = context.countEntry(display) { return finding }
         let isDirectory = type == UInt8(ascii: "5") || name.last == UInt8(ascii: "/")
-        if let (problem, detail) = ArchiveNames.check(name, isDirectory: isDirectory, limits: context.limits) {
+        if let (problem, detail) = ArchiveNames.check(name, isDirectory: isDirectory, context: context) {
             return context.finding(problem, display, detail)
         }
         if !names.insert(ArchiveNames.duplicateKey(name)).inserted {

@@ -37,7 +37,8 @@ final class ZipParser: ArchiveParser {
         case done
     }
 
-    /// What the comparison with the central directory needs of one local entry.
+    /// What the comparison with the central directory needs of one local entry, and what is wrong with its content
+    /// as a symbolic link's target (judged if the central directory says the entry is a link).
     private struct Local {
         let nameKey: Int
         let crc: UInt32
@@ -45,7 +46,11 @@ final class ZipParser: ArchiveParser {
         let uncompressed: UInt64
         let offset: UInt64
         let end: UInt64
+        let linkProblem: (ArchiveProblem, String)?
     }
+
+    /// Longest symbolic link target read (bytes): Linux's PATH_MAX.
+    static let linkMax = 4096
 
     /// The entry being read.
     private struct Entry {
@@ -61,6 +66,8 @@ final class ZipParser: ArchiveParser {
         var realCrc: UInt32 = 0
         var realIn: UInt64 = 0
         var realOut: UInt64 = 0
+        /// The first `linkMax` bytes of content: a link's target, if the central directory says it is a link.
+        var start: [UInt8] = []
     }
 
     private let context: ArchiveContext
@@ -295,7 +302,7 @@ final class ZipParser: ArchiveParser {
 
         if let finding = context.countEntry(name) { return finding }
         let isDirectory = nameBytes.last == UInt8(ascii: "/") || nameBytes.last == UInt8(ascii: "\\")
-        if let (problem, detail) = ArchiveNames.check(nameBytes, isDirectory: isDirectory, limits: context.limits) {
+        if let (problem, detail) = ArchiveNames.check(nameBytes, isDirectory: isDirectory, context: context) {
             return context.finding(problem, name, detail)
         }
         if !names.insert(ArchiveNames.duplicateKey(nameBytes)).inserted {
@@ -382,6 +389,9 @@ final class ZipParser: ArchiveParser {
                                                              uInt(piece.count)))
         }
         entry.realOut &+= UInt64(piece.count)
+        if entry.start.count < Self.linkMax {
+            entry.start.append(contentsOf: piece.prefix(Self.linkMax - entry.start.count))
+        }
         return scanner?.write(piece)
     }
 
@@ -410,7 +420,8 @@ final class ZipParser: ArchiveParser {
         archiveOut &+= entry.inspected ? entry.realOut : entry.compressed
         if let finding = context.judgeRatio(nil, out: archiveOut, in: offset, whole: true) { return finding }
         locals.append(Local(nameKey: entry.nameKey, crc: entry.crc, compressed: entry.compressed,
-                            uncompressed: entry.uncompressed, offset: entry.offset, end: offset))
+                            uncompressed: entry.uncompressed, offset: entry.offset, end: offset,
+                            linkProblem: Self.linkProblem(entry)))
         state = .signature
         return nil
     }
@@ -428,6 +439,8 @@ final class ZipParser: ArchiveParser {
         var localOffset = UInt64(u32(42))
         let crc = u32(16)
         let comment = UInt64(u16(32))
+        let madeBy = u16(4)
+        let external = u32(38)
         _ = Self.zip64(extra, uncompressed: &uncompressed, compressed: &compressed, offset: &localOffset)
         buf = []
         let index = centralIndex
@@ -458,7 +471,66 @@ final class ZipParser: ArchiveParser {
         if uncompressed != local.uncompressed {
             return mismatch("entry #\(index): size \(uncompressed), local \(local.uncompressed)")
         }
+        if let (problem, detail) = Self.unixTypeProblem(madeBy: madeBy, external: external, extra: extra,
+                                                        local: local) {
+            return context.finding(problem, name, detail)
+        }
         state = .skip(remaining: comment, thenDone: false)
+        return nil
+    }
+
+    /// S_IFMT and the file types of a Unix mode.
+    private static let typeMask: UInt32 = 0o170000
+    private static let symbolicLink: UInt32 = 0o120000
+
+    /// What is wrong with an entry whose Unix mode makes it a symbolic link (its target escapes, as the tar path
+    /// judges links), a device or a FIFO. The mode is the high 16 bits of the external attributes when the
+    /// "version made by" host is Unix (3) or macOS (19) (APPNOTE 4.4.2, 4.4.15), or the mode of an ASi Unix extra
+    /// field (0x756e), whose link name, if any, is the target; otherwise the target is the entry's content.
+    private static func unixTypeProblem(madeBy: UInt16, external: UInt32, extra: ArraySlice<UInt8>, local: Local)
+        -> (ArchiveProblem, String)? {
+        var mode: UInt32?
+        var target: [UInt8]?
+        let host = madeBy >> 8
+        if host == 3 || host == 19 { mode = external >> 16 }
+        // ASi Unix: tag 0x756e, size, CRC-32 (4), mode (2), size or device (4), uid (2), gid (2), link name.
+        var at = extra.startIndex
+        while at + 4 <= extra.endIndex {
+            let tag = UInt16(extra[at]) | UInt16(extra[at + 1]) << 8
+            let size = Int(UInt16(extra[at + 2]) | UInt16(extra[at + 3]) << 8)
+            let body = at + 4
+            guard body + size <= extra.endIndex else { break }
+            if tag == 0x756E, size >= 14 {
+                mode = UInt32(extra[body + 4]) | UInt32(extra[body + 5]) << 8
+                if size > 14 { target = Array(extra[(body + 14)..<(body + size)]) }
+            }
+            at = body + size
+        }
+        guard let mode, mode & typeMask != 0 else { return nil }
+        switch mode & typeMask {
+        case symbolicLink:
+            if let target { return linkProblem(target, complete: true) }
+            return local.linkProblem
+        case 0o020000, 0o060000, 0o010000, 0o140000:
+            return (.forbiddenMember, "device, FIFO or socket member")
+        default:
+            return nil
+        }
+    }
+
+    /// What is wrong with an entry's content as a link target (nil: a target inside the extraction directory).
+    private static func linkProblem(_ entry: Entry) -> (ArchiveProblem, String)? {
+        guard entry.inspected else { return (.malformed, "link whose target cannot be read (encrypted)") }
+        return linkProblem(entry.start, complete: entry.realOut <= UInt64(linkMax))
+    }
+
+    private static func linkProblem(_ target: [UInt8], complete: Bool) -> (ArchiveProblem, String)? {
+        guard complete, target.count <= linkMax else {
+            return (.malformed, "link target longer than \(linkMax) bytes")
+        }
+        if target.isEmpty { return (.malformed, "link without a target") }
+        if target.contains(0) { return (.malformed, "NUL byte in link target") }
+        if let why = ArchiveNames.escapes(target) { return (.traversal, "link target escapes: \(why)") }
         return nil
     }
 

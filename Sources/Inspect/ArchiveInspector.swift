@@ -43,6 +43,22 @@ public struct ArchiveLimits: Sendable, Hashable {
     public init() {}
 }
 
+/// What the caller judges of every member, beyond the archive's own limits: the same checks as an uploaded file.
+public struct ArchiveMemberChecks: Sendable {
+    /// Why a member's base name (after its last `/` or `\`) is refused, or nil: the check uploaded filenames get
+    /// (`dangerous-extension`, `restricted-name`). A refusal is `forbiddenMember`. nil: names are not judged so.
+    public var name: (@Sendable (String) -> String?)?
+    /// Whether member content is scanned for embedded markup (`MarkupScanner`), and with PHP short tags; nil: not.
+    /// A finding is `forbiddenMember`.
+    public var markupShortTags: Bool?
+
+    /// Checks of member names and content; the defaults check neither.
+    public init(name: (@Sendable (String) -> String?)? = nil, markupShortTags: Bool? = nil) {
+        self.name = name
+        self.markupShortTags = markupShortTags
+    }
+}
+
 /// Why an archive was refused.
 public enum ArchiveProblem: Sendable, Hashable, CaseIterable {
     /// More than `entriesMax` entries, nested ones included.
@@ -128,13 +144,15 @@ final class ArchiveBudget {
 /// What every parser of one nesting level knows: the limits, its depth, the shared budget and the name prefix.
 final class ArchiveContext {
     let limits: ArchiveLimits
+    let members: ArchiveMemberChecks
     let depth: Int
     let budget: ArchiveBudget
     /// Prepended to entry names in findings and the summary: "" at the top, `outer.zip!/` inside it.
     let prefix: String
 
-    init(limits: ArchiveLimits, depth: Int, budget: ArchiveBudget, prefix: String) {
+    init(limits: ArchiveLimits, members: ArchiveMemberChecks, depth: Int, budget: ArchiveBudget, prefix: String) {
         self.limits = limits
+        self.members = members
         self.depth = depth
         self.budget = budget
         self.prefix = prefix
@@ -230,9 +248,11 @@ public final class ArchiveInspector {
     private var finding: ArchiveFinding?
     private var finished = false
 
-    /// Creates an inspector for a top-level archive.
-    public convenience init(format: Format, limits: ArchiveLimits) {
-        let context = ArchiveContext(limits: limits, depth: 1, budget: ArchiveBudget(), prefix: "")
+    /// Creates an inspector for a top-level archive; `members` adds the caller's checks of every member (nested
+    /// archives' too).
+    public convenience init(format: Format, limits: ArchiveLimits,
+                            members: ArchiveMemberChecks = ArchiveMemberChecks()) {
+        let context = ArchiveContext(limits: limits, members: members, depth: 1, budget: ArchiveBudget(), prefix: "")
         self.init(format: format, context: context)
     }
 

@@ -17,13 +17,14 @@ import Glibc
 #endif
 
 extension SniffClassifier {
-    /// HTML tags whose presence in a non-markup prefix sets `SniffFlags.embeddedHTML`.
-    private static let activeTags: [StaticString] = [
+    /// HTML tags whose presence in a non-markup prefix sets `SniffFlags.embeddedHTML` (and that `MarkupScanner`
+    /// looks for in the whole part).
+    static let activeTags: [StaticString] = [
         "script", "html", "body", "iframe", "svg", "object", "embed", "img",
     ]
 
     /// Whether a lowercase byte starts one of `activeTags`, indexed by byte.
-    private static let activeTagInitials: [Bool] = {
+    static let activeTagInitials: [Bool] = {
         var table = [Bool](repeating: false, count: 256)
         for tag in activeTags { table[Int(tag.utf8Start.pointee)] = true }
         return table

@@ -178,6 +178,10 @@ public final class FormStage {
         fileprivate var disarm: DisarmMode?
         /// Whether a field's value is UTF-8 so far (`invalid-utf8-value`); nil for files and without a policy.
         fileprivate var text: UTF8Validity?
+        /// The whole-part scan of a file part under `deny-embedded-markup`; nil once it gave its verdict.
+        fileprivate var markup: MarkupScanner?
+        /// Whether the scan reported markup: the sniffer's own finding is then not reported again.
+        fileprivate var markupReported = false
 
         /// A state holding no part.
         init() {}
@@ -196,6 +200,8 @@ public final class FormStage {
             archive = nil
             disarm = nil
             text = nil
+            markup = nil
+            markupReported = false
         }
 
         /// Whether the state holds nothing of a part (what `clear` leaves): for the pools' tests.
@@ -203,7 +209,8 @@ public final class FormStage {
             record.index == 0 && record.part.name == nil && record.size == 0 && record.sha256 == nil
                 && record.sniffedType == nil && record.preview == nil && pending.isEmpty && sniffer == nil
                 && hasher == nil && value == nil && valueLimit == 0 && archiveProbe == nil && archiveSettings == nil
-                && archive == nil && disarm == nil && text == nil && { if case .drop = mode { true } else { false } }()
+                && archive == nil && disarm == nil && text == nil && markup == nil && !markupReported
+                && { if case .drop = mode { true } else { false } }()
         }
 
         /// Lets go of everything the part held (its files, buffers, sniffer and hasher), to be kept for another.
@@ -478,6 +485,7 @@ public final class FormStage {
         // them through `evaluator` would copy the whole evaluator each time.
         var disarm: DisarmMode?
         var archiveSettings: ArchiveSettings?
+        var markupShortTags: Bool?
         if var ev = takeEvaluator() {
             let decision = ev.partBegin(index: record.index, name: record.part.nameString,
                                         filename: record.part.filenameString,
@@ -487,6 +495,7 @@ public final class FormStage {
             if isFile {
                 disarm = ev.currentDisarm
                 archiveSettings = ev.currentArchiveSettings
+                markupShortTags = ev.currentMarkupScanShortTags
             }
             evaluatorSlot.put(consume ev)
             pending = decision.pending
@@ -539,6 +548,7 @@ public final class FormStage {
                     hasher: hashes(file: isFile) ? SHA256Hasher() : nil,
                     value: pending.contains(.value) ? [] : nil, valueLimit: valueLimit)
         state.disarm = disarm
+        if let markupShortTags { state.markup = MarkupScanner(phpShortTags: markupShortTags) }
         if !isFile && !evaluatorSlot.isEmpty { state.text = UTF8Validity() }
         if isFile, let settings = archiveSettings, settings.inspect {
             state.archiveProbe = []
@@ -565,6 +575,11 @@ public final class FormStage {
         if case .forward = action {} else {
             // Rare: the action may end the part.
             try apply(action, out: out)
+            guard current != nil else { return }
+        }
+        // Judged before the span goes anywhere: markup found in it never reaches the upstream.
+        if cur.markup != nil, let found = markupStep(cur, span) {
+            try judgeMarkup(found, cur, out: out)
             guard current != nil else { return }
         }
         if cur.archiveProbe != nil || cur.archive != nil, let finding = archiveStep(cur, span) {
@@ -614,7 +629,7 @@ public final class FormStage {
                 cur.sniffer?.feed(span)
                 if let result = cur.sniffer?.result {
                     cur.record.sniffedType = result.mimeType
-                    if case .reject = action {} else { action = ev.partSniffed(result.ruleFacts) }
+                    if case .reject = action {} else { action = ev.partSniffed(sniffedFacts(result, cur)) }
                 }
             }
             evaluatorSlot.put(consume ev)
@@ -714,10 +729,13 @@ public final class FormStage {
             cur.record.sniffedType = result.mimeType
             cur.sniffer = sniffer
             if var ev = takeEvaluator() {
-                let action = ev.partSniffed(result.ruleFacts)
+                let action = ev.partSniffed(sniffedFacts(result, cur))
                 evaluatorSlot.put(consume ev)
                 try apply(action, out: out)
             }
+        }
+        if cur.markup != nil, let found = markupStep(cur, nil) {
+            try judgeMarkup(found, cur, out: out)
         }
         if cur.archiveProbe != nil || cur.archive != nil, let finding = archiveEnd(cur) {
             try judgeArchive(finding, out: out)
@@ -824,6 +842,48 @@ public final class FormStage {
         return (output, disarmer.removed)
     }
 
+    // MARK: Embedded markup
+
+    /// Feeds one span of a file part (nil: the part ended) to its whole-part markup scan and returns a finding
+    /// once it counts: server-side markup at once, an HTML tag once the sniffer found the part not to be markup.
+    /// A part whose sniffed prefix carried markup first was judged by the sniffer (one finding either way).
+    private func markupStep(_ cur: Current, _ span: UnsafeRawBufferPointer?) -> MarkupFinding? {
+        if let span { cur.markup?.feed(span) } else { cur.markup?.finish() }
+        if cur.markup?.judgesHTML == nil {
+            if let sniffer = cur.sniffer {
+                if let result = sniffer.result {
+                    if result.ruleFacts.embeddedMarkup != nil {
+                        cur.markup = nil
+                        return nil
+                    }
+                    cur.markup?.judgeHTML(result.kind.category != .markup)
+                }
+            } else {
+                cur.markup?.judgeHTML(true)
+            }
+        }
+        guard let found = cur.markup?.finding else { return nil }
+        cur.markup = nil
+        cur.markupReported = true
+        return found
+    }
+
+    /// The sniffed facts the evaluator judges, without the prefix's markup once the whole-part scan reported it.
+    private func sniffedFacts(_ result: SniffResult, _ cur: Current) -> SniffedContent {
+        var facts = result.ruleFacts
+        if cur.markupReported { facts.embeddedMarkup = nil }
+        return facts
+    }
+
+    /// A markup finding becomes the violation `embedded_markup`, handled with the rule's action.
+    private func judgeMarkup(_ found: MarkupFinding, _ cur: Current, out: FormOutput) throws(FormStageError) {
+        guard var ev = takeEvaluator() else { return }
+        let what = cur.sniffer?.result.map { "sniffed \($0.kind.label)" } ?? "content"
+        let action = ev.partMarkup(detail: "\(what) carrying \(found)")
+        evaluatorSlot.put(consume ev)
+        try apply(action, out: out)
+    }
+
     // MARK: Archives
 
     /// Feeds one span of a file part to its archive inspection: first the probe (until the format is known from
@@ -844,7 +904,7 @@ public final class FormStage {
             return nil
         }
         guard let format else { return nil }
-        let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings))
+        let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings), members: memberChecks())
         if let finding = inspector.feed(probe) { return finding }
         if take < span.count, let finding = inspector.feed(UnsafeRawBufferPointer(rebasing: span[take...])) {
             return finding
@@ -857,12 +917,23 @@ public final class FormStage {
     private func archiveEnd(_ cur: Current) -> ArchiveFinding? {
         if let settings = cur.archiveSettings, let probe = cur.archiveProbe.take() {
             guard let format = probe.withUnsafeBytes({ ArchiveInspector.format(sniffing: $0) }) else { return nil }
-            let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings))
+            let inspector = ArchiveInspector(format: format, limits: ArchiveLimits(settings), members: memberChecks())
             return inspector.feed(probe) ?? inspector.finish()
         }
         guard let inspector = cur.archive else { return nil }
         cur.archive = nil
         return inspector.finish()
+    }
+
+    /// What the current part's rule says of archive members beyond the archive settings: their names get the
+    /// filename checks, and their content the markup scan under `deny-embedded-markup`. Read only once an archive
+    /// was found (most files are not).
+    private func memberChecks() -> ArchiveMemberChecks {
+        guard let ev = takeEvaluator() else { return ArchiveMemberChecks() }
+        let checks = ArchiveMemberChecks(name: ev.currentMemberNameCheck,
+                                         markupShortTags: ev.currentMarkupScanShortTags)
+        evaluatorSlot.put(consume ev)
+        return checks
     }
 
     /// An archive finding becomes the violation `archive_<problem>`, handled with the rule's action.

@@ -12,6 +12,11 @@ public enum FilenameCheck {
         "php", "phtml", "php3", "php4", "php5", "php6", "php7", "phps", "pht", "phar",
         "asp", "aspx", "ashx", "asmx", "jsp", "jspx", "cgi", "pl", "py", "rb",
         "htaccess", "htpasswd", "svg", "svgz", "html", "htm", "xhtml", "shtml",
+        // Further server-side extensions from the extension lists of PayloadsAllTheThings' "Upload Insecure Files"
+        // and OWASP's unrestricted file upload page: PHP handlers (php8 phtm pgif phpt, and inc, which PHP
+        // applications include and misconfigured servers run), ColdFusion (cfm cfml cfc) and classic ASP/ASP.NET
+        // on IIS (cer and asa map to asp.dll; asax is the ASP.NET application file).
+        "php8", "phtm", "pgif", "phpt", "inc", "cfm", "cfml", "cfc", "cer", "asa", "asax",
     ]
 
     /// Windows device names, which open a device whatever the extension.
@@ -137,6 +142,22 @@ public enum FilenameCheck {
     public static func baseName(of name: String) -> String {
         guard let separator = name.lastIndex(where: { $0 == "/" || $0 == "\\" }) else { return name }
         return String(name[name.index(after: separator)...])
+    }
+
+    /// Why `name` may not land on a server whatever its content, less the problems `allowed`: its first dangerous
+    /// extension (`dangerous-extension`, every extension of the base name) or its restriction (`restricted-name`:
+    /// built-in names, session files, dotfiles, the `restricted` globs); nil when neither applies. The detail is
+    /// the one an uploaded filename's violation carries; archive members are judged by this (docs/rules.md,
+    /// "Archives").
+    public static func refusal(of name: String, restricted: [FilenamePattern], allowed: Set<FilenameProblem>,
+                               extensionAllowed: (String) -> Bool) -> String? {
+        let base = baseName(of: name)
+        if !allowed.contains(.dangerousExtension),
+           let ext = firstDangerousExtension(of: base, extensionAllowed: extensionAllowed) {
+            return "dangerous extension .\(ext)"
+        }
+        if !allowed.contains(.restrictedName), let why = restriction(of: base, patterns: restricted) { return why }
+        return nil
     }
 
     /// The first of `extensions(of:)` on the `dangerous` list and not exempted by `extensionAllowed`.

@@ -45,8 +45,11 @@ public struct PartRule: Sendable, Hashable {
     public var categories: [String]
     /// Allowed sniffed labels (`labels png jpeg`), empty for any.
     public var labels: [String]
-    /// Whether a file whose content also carries HTML, script or PHP markup is refused (`deny-embedded-markup`).
+    /// Whether a file whose content also carries HTML, script or server-side markup (PHP, ASP, JSP, ColdFusion,
+    /// SSI) anywhere in it is refused (`deny-embedded-markup`).
     public var denyEmbeddedMarkup: Bool
+    /// Whether `<?` followed by whitespace counts as PHP too (`deny-embedded-markup php-short-tags;`).
+    public var phpShortTags = false
     /// Allowed filename suffixes, lowercased with the dot, empty for any (`extensions`).
     public var extensions: [String]
     /// What happens when the part breaks this rule.

@@ -138,6 +138,43 @@ extension PolicyEvaluator {
         }
     }
 
+    /// Whether the current file part's content is scanned whole for markup, and how: nil when its rule does not
+    /// say `deny-embedded-markup` (or outside a file part); else whether `<?` + whitespace counts as PHP
+    /// (`php-short-tags`).
+    public var currentMarkupScanShortTags: Bool? {
+        guard case .inPart(_, let part) = state, part.isFile, let rule = part.rule, rule.value.denyEmbeddedMarkup
+        else { return nil }
+        return rule.value.phpShortTags
+    }
+
+    /// The whole-part scan found markup in the current file part (`deny-embedded-markup`): a violation
+    /// `embedded_markup`, handled with the rule's action. `detail` names the sniffed type and the markup.
+    public mutating func partMarkup(detail: String) -> Action {
+        withPart("partMarkup") { evaluator, part in
+            guard part.isFile, !evaluator.isStripped(part), let rule = part.rule, rule.value.denyEmbeddedMarkup else {
+                return .forward
+            }
+            let violation = evaluator.partViolation(.embeddedMarkup, part, detail: detail)
+            return evaluator.violate(violation, Finding.Outcome(rule.value.action))
+        }
+    }
+
+    /// How the current file part's archive members' names are judged: by the filename checks its uploaded name gets
+    /// (`FilenameCheck.refusal`), with the rule's (else the route's) `allow-filename`, `restricted-filenames` and
+    /// `extensions` exemptions; nil outside a file part or under `filename allow`.
+    public var currentMemberNameCheck: (@Sendable (String) -> String?)? {
+        guard case .inPart(_, let part) = state, part.isFile, let route = routeBox else { return nil }
+        let rule = part.rule
+        guard (rule?.value.filename ?? route.value.filename) != .allow else { return nil }
+        let allowed = rule?.value.allowedFilenameProblems ?? route.value.allowedFilenameProblems
+        let restricted = rule?.value.nameChecks.restrictedFilenames ?? route.value.nameChecks.restrictedFilenames
+        let extensions = rule?.value.extensions ?? []
+        return { name in
+            FilenameCheck.refusal(of: name, restricted: restricted, allowed: allowed,
+                                  extensionAllowed: { extensions.contains("." + $0) })
+        }
+    }
+
     /// `max` on the current part's rule (nil: no rule, no `max`, or outside a part): the rule `partBegin` found,
     /// not looked up again.
     public var currentRuleMax: UInt64? {

@@ -394,6 +394,14 @@ struct RuleCompiler {
                 rule.labels = vocabulary(arguments, SniffVocabulary.labels, what: "label")
             case "deny-embedded-markup":
                 rule.denyEmbeddedMarkup = true
+                if let argument = arguments.first {
+                    if argument.text == "php-short-tags" {
+                        rule.phpShortTags = true
+                    } else {
+                        error(at: argument,
+                              "unknown deny-embedded-markup option '\(argument.text)': expected php-short-tags")
+                    }
+                }
             case "disarm":
                 if let argument = arguments.first {
                     if let mode: DisarmMode = keyword(argument, what: "disarm mode") { rule.disarm = mode }

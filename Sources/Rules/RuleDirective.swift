@@ -92,7 +92,7 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("extensions", [.file], arguments: 1...many),
         RuleDirective("categories", [.file], arguments: 1...many),
         RuleDirective("labels", [.file], arguments: 1...many),
-        RuleDirective("deny-embedded-markup", [.file], arguments: 0...0),
+        RuleDirective("deny-embedded-markup", [.file], arguments: 0...1),
         RuleDirective("disarm", [.file], arguments: 0...1),
         RuleDirective("action", [.field, .file], arguments: 1...1),
         RuleDirective("status", [.field, .file], arguments: 1...1, bounds: 400...499),

@@ -32,7 +32,8 @@ public enum ViolationKind: Sendable, Hashable, CaseIterable, CustomStringConvert
     case typeNotAllowed
     /// 415: the sniffed category or label is not in `categories` / `labels`.
     case sniffedNotAllowed
-    /// 415: the content also carries HTML, script or PHP markup, with `deny-embedded-markup`.
+    /// 415: the content also carries HTML, script or server-side markup (PHP, ASP, JSP, ColdFusion, SSI), with
+    /// `deny-embedded-markup`.
     case embeddedMarkup
     /// 415: the declared Content-Type contradicts the sniffed type.
     case typeMismatch

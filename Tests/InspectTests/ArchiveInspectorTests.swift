@@ -37,6 +37,11 @@ private struct ZipMember {
     var centralSize: UInt32?
     var centralOffset: UInt32?
     var inCentral = true
+    /// The central directory's "version made by" (high byte: host, 3 = Unix) and external attributes.
+    var madeBy: UInt16 = 20
+    var external: UInt32 = 0
+    /// The central directory's extra field.
+    var centralExtra: [UInt8] = []
 
     init(_ name: String, _ data: [UInt8], method: UInt16 = 8) {
         self.name = name
@@ -68,11 +73,13 @@ private func makeZip(_ members: [ZipMember]) -> [UInt8] {
         }
         guard m.inCentral else { continue }
         let name = m.centralName ?? m.name
-        central.u32(0x0201_4B50); central.u16(20); central.u16(20); central.u16(flags); central.u16(m.method)
+        central.u32(0x0201_4B50); central.u16(m.madeBy); central.u16(20); central.u16(flags); central.u16(m.method)
         central.u16(0); central.u16(0); central.u32(sum); central.u32(UInt32(packed.count))
         central.u32(m.centralSize ?? UInt32(m.data.count))
-        central.u16(UInt16(name.utf8.count)); central.u16(0); central.u16(0); central.u16(0); central.u16(0)
-        central.u32(0); central.u32(m.centralOffset ?? offset); central.text(name)
+        central.u16(UInt16(name.utf8.count)); central.u16(UInt16(m.centralExtra.count)); central.u16(0)
+        central.u16(0); central.u16(0)
+        central.u32(m.external); central.u32(m.centralOffset ?? offset); central.text(name)
+        central.append(contentsOf: m.centralExtra)
         count += 1
     }
     let centralOffset = UInt32(out.count)
@@ -151,8 +158,8 @@ private let docxLike = makeZip([
 // MARK: driving
 
 private func run(_ bytes: [UInt8], _ format: ArchiveInspector.Format, _ limits: ArchiveLimits,
-                 cuts: [Int]) -> ArchiveFinding? {
-    let inspector = ArchiveInspector(format: format, limits: limits)
+                 cuts: [Int], members: ArchiveMemberChecks = .init()) -> ArchiveFinding? {
+    let inspector = ArchiveInspector(format: format, limits: limits, members: members)
     var start = 0
     for cut in cuts + [bytes.count] where cut >= start {
         if let finding = bytes[start..<cut].withUnsafeBytes({ inspector.feed($0) }) { return finding }
@@ -164,13 +171,14 @@ private func run(_ bytes: [UInt8], _ format: ArchiveInspector.Format, _ limits: 
 /// Inspects `bytes` whole and byte by byte (and split at every offset when `everySplit`), expecting the same
 /// finding each way; returns it.
 private func inspect(_ bytes: [UInt8], _ format: ArchiveInspector.Format = .zip, limits: ArchiveLimits = .init(),
+                     members: ArchiveMemberChecks = .init(),
                      everySplit: Bool = true, sourceLocation: SourceLocation = #_sourceLocation) -> ArchiveFinding? {
-    let whole = run(bytes, format, limits, cuts: [])
-    let single = run(bytes, format, limits, cuts: Array(0..<bytes.count))
+    let whole = run(bytes, format, limits, cuts: [], members: members)
+    let single = run(bytes, format, limits, cuts: Array(0..<bytes.count), members: members)
     #expect(single == whole, "byte by byte", sourceLocation: sourceLocation)
     if everySplit && bytes.count <= 20_000 {
         for cut in 0...bytes.count {
-            let split = run(bytes, format, limits, cuts: [cut])
+            let split = run(bytes, format, limits, cuts: [cut], members: members)
             if split != whole {
                 Issue.record("split at \(cut): \(String(describing: split)) vs \(String(describing: whole))",
                              sourceLocation: sourceLocation)
@@ -595,5 +603,95 @@ struct ArchiveInspectorTests {
         #expect(first?.problem == .traversal)
         #expect(inspector.feed([1, 2, 3]) == first)
         #expect(inspector.finish() == first)
+    }
+
+    // MARK: members judged like uploaded files
+
+    /// A Unix symbolic link member: mode 0o120777 in the high 16 bits of the external attributes, its target as
+    /// its content (what Info-ZIP's `zip -y` and Python's zipfile write).
+    private static func link(_ name: String, _ target: String, host: UInt16 = 3) -> ZipMember {
+        var m = ZipMember(name, target, method: 0)
+        m.madeBy = host << 8 | 30
+        m.external = 0o120777 << 16
+        return m
+    }
+
+    @Test(arguments: ["/etc/passwd", "../../../../etc/passwd", "/var/www/html", "a/../../x", "C:\\Windows"])
+    func zipSymlinkEscapingIsTraversal(target: String) {
+        let finding = inspect(makeZip([ZipMember("ok.txt", "fine"), Self.link("link", target)]))
+        #expect(finding?.problem == .traversal, "\(target)")
+        #expect(finding?.entry == "link")
+        #expect(finding?.detail.hasPrefix("link target escapes") == true)
+        // macOS's host number carries the same Unix mode.
+        #expect(inspect(makeZip([Self.link("link", target, host: 19)]))?.problem == .traversal)
+    }
+
+    @Test func zipSymlinkInsideOrNotALinkPasses() {
+        #expect(inspect(makeZip([Self.link("current", "images/a.png")])) == nil)
+        // The same content in a regular file (mode 0o100644), or from an MS-DOS host, is not a link.
+        var file = Self.link("notes", "/etc/passwd")
+        file.external = 0o100644 << 16
+        #expect(inspect(makeZip([file])) == nil)
+        var dos = Self.link("notes", "/etc/passwd")
+        dos.madeBy = 20
+        #expect(inspect(makeZip([dos])) == nil)
+        // A deflated link is read after inflating; a FIFO is refused like tar's.
+        var deflated = Self.link("link", "/etc/passwd")
+        deflated.method = 8
+        #expect(inspect(makeZip([deflated]))?.problem == .traversal)
+        var fifo = ZipMember("pipe", "", method: 0)
+        fifo.madeBy = 3 << 8 | 30
+        fifo.external = 0o010644 << 16
+        #expect(inspect(makeZip([fifo]))?.problem == .forbiddenMember)
+    }
+
+    /// An ASi Unix extra field (0x756e: CRC-32, mode, size, uid, gid, link name) gives the mode and the target.
+    @Test func asiUnixExtraFieldMakesALink() {
+        func asi(mode: UInt16, link: String) -> [UInt8] {
+            var body: [UInt8] = [0, 0, 0, 0, UInt8(mode & 0xFF), UInt8(mode >> 8), 0, 0, 0, 0, 0, 0, 0, 0]
+            body += Array(link.utf8)
+            return [0x6E, 0x75, UInt8(body.count & 0xFF), UInt8(body.count >> 8)] + body
+        }
+        var member = ZipMember("link", "harmless.txt", method: 0)
+        member.centralExtra = asi(mode: 0o120777, link: "/etc/shadow")
+        let finding = inspect(makeZip([member]), everySplit: false)
+        #expect(finding?.problem == .traversal && finding?.detail == "link target escapes: absolute path")
+        member.centralExtra = asi(mode: 0o100644, link: "")
+        #expect(inspect(makeZip([member]), everySplit: false) == nil)
+        // Without a link name in the field, the content is the target.
+        var bare = ZipMember("link", "../../x", method: 0)
+        bare.centralExtra = asi(mode: 0o120777, link: "")
+        #expect(inspect(makeZip([bare]), everySplit: false)?.problem == .traversal)
+    }
+
+    @Test func memberNamesGoThroughTheCallersCheck() {
+        let checks = ArchiveMemberChecks(name: { $0.hasSuffix(".php5") || $0.hasPrefix(".") ? "refused \($0)" : nil })
+        let finding = inspect(makeZip([ZipMember("a.txt", "x"), ZipMember("dir/shell.php5", "x")]), members: checks)
+        #expect(finding?.problem == .forbiddenMember && finding?.detail == "refused shell.php5")
+        #expect(inspect(makeZip([ZipMember("sub\\.htaccess", "x")]), members: checks)?.detail == "refused .htaccess")
+        // Nested: the inner archive's members are judged too.
+        let nested = makeZip([ZipMember("inner.zip", makeZip([ZipMember("shell.php5", "x")]))])
+        let inner = inspect(nested, members: checks, everySplit: false)
+        #expect(inner?.entry == "inner.zip!/shell.php5")
+        // Directories are not judged by name; their files are.
+        let directory = makeZip([ZipMember(".git/", [], method: 0), ZipMember("docs/a.txt", "x")])
+        #expect(inspect(directory, members: checks) == nil)
+    }
+
+    @Test func memberContentIsScannedForMarkup() {
+        let scan = ArchiveMemberChecks(markupShortTags: false)
+        let pad = String(repeating: "notes ", count: 1000)
+        let asp = makeZip([ZipMember("notes.txt", pad + "<% eval request(\"c\") %>" + pad)])
+        let finding = inspect(asp, members: scan, everySplit: false)
+        #expect(finding?.problem == .forbiddenMember)
+        #expect(finding?.detail == "member carries ASP/JSP code (<%) at byte 6000")
+        #expect(inspect(asp, everySplit: false) == nil)
+        // HTML counts in a text member, not in an XML or HTML one.
+        let script = "<script>alert(document.cookie)</script>"
+        #expect(inspect(makeZip([ZipMember("readme.txt", pad + script)]), members: scan, everySplit: false)?.problem
+            == .forbiddenMember)
+        #expect(inspect(docxLike, members: scan) == nil)
+        #expect(inspect(makeZip([ZipMember("page.xml", "<?xml version=\"1.0\"?><a>" + script + "</a>")]),
+                        members: scan) == nil)
     }
 }

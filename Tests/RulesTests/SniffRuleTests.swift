@@ -72,5 +72,9 @@ import Testing
             "t.rules:1:27: error: unknown sniffed label 'pnj'; did you mean 'png'?",
         ])
         #expect(rendered("route / { field a { deny-embedded-markup; } }").first?.contains("not allowed") == true)
+        #expect(rendered("route / { file a { deny-embedded-markup short; } }") == [
+            "t.rules:1:41: error: unknown deny-embedded-markup option 'short': expected php-short-tags",
+        ])
+        #expect(rendered("route / { file a { deny-embedded-markup php-short-tags; } }") == [])
     }
 }

@@ -1,9 +1,11 @@
 // formwall-bench: codec throughput, in release mode, against the physical limit measured in the same run.
 //
 //   swift build -c release && .build/release/formwall-bench [--size-mib 1024] [--small-parts 100000]
+//   (the markup scan rows also in thread CPU time: docs/performance.md, "Whole-part markup scan")
 //
 // 1. One file part of random bytes (default 1 GiB, fed in 256 KiB chunks from a reused buffer so the input
-//    is never materialised): parse only; parse + SHA-256; parse + re-encode (heads written, data passed through).
+//    is never materialised): parse only; parse + SHA-256; parse + re-encode (heads written, data passed through);
+//    parse + the whole-part markup scan of `deny-embedded-markup` (MarkupScanner, every form on, HTML judged).
 // 2. A plain memchr scan (for a byte absent from the data) over the same chunks: the memory-bandwidth floor.
 // 3. 100,000 small parts (a 64-byte field each) in one body: parts per second.
 // Reports GB/s, the ratio to memchr, parts/s and peak RSS (VmHWM) so RSS independence can be checked by
@@ -107,6 +109,37 @@ var headOut: [UInt8] = []
 encoder.writePartHead(MultipartPart(name: Array("file".utf8), filename: Array("big.bin".utf8)), into: &headOut)
 var encoded: UInt64 = UInt64(headOut.count)
 let encodeGBs = largePart("parse+encode") { encoded &+= UInt64($0.count) }   // data spans pass through untouched
+/// CPU seconds of this thread: less disturbed than the wall clock by other processes on a shared machine.
+func cpuNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+// The markup scan alone and memchr alone over the same chunks, in CPU time, three times each (best kept).
+var scanAloneGBs = 0.0
+var memchrCPUGBs = 0.0
+for _ in 0..<3 {
+    var alone = MarkupScanner(phpShortTags: true)
+    alone.judgeHTML(true)
+    var c0 = cpuNow()
+    for r in 0..<rounds { alone.feed(ringChunk(r)) }
+    alone.finish()
+    scanAloneGBs = max(scanAloneGBs, Double(total) / (cpuNow() - c0) / 1e9)
+    precondition(alone.finding == nil)
+    c0 = cpuNow()
+    var hits = 0
+    for r in 0..<rounds where memchr(ringChunk(r).baseAddress!, 0xF7, chunkSize) != nil { hits += 1 }
+    memchrCPUGBs = max(memchrCPUGBs, Double(total) / (cpuNow() - c0) / 1e9)
+    precondition(hits == 0)
+}
+
+var scanner = MarkupScanner(phpShortTags: true)
+scanner.judgeHTML(true)
+let markupGBs = largePart("parse+markup") { scanner.feed($0) }
+scanner.finish()
+// The ring is random bytes: about one `<` in 256, none followed by a form the scan matches.
+precondition(scanner.finding == nil, "random bytes matched \(String(describing: scanner.finding))")
 
 // Many small parts.
 var small: [UInt8] = []
@@ -150,5 +183,7 @@ print("  memchr floor            \(f(memchrGBs)) GB/s")
 print("  parse                   \(f(parseGBs)) GB/s   (\(f(parseGBs / memchrGBs))x memchr)")
 print("  parse + SHA-256         \(f(hashGBs)) GB/s   (\(f(hashGBs / memchrGBs))x memchr)")
 print("  parse + re-encode       \(f(encodeGBs)) GB/s   (\(f(encodeGBs / memchrGBs))x memchr)")
+print("  parse + markup scan      \(f(markupGBs)) GB/s   (\(f(markupGBs / parseGBs))x parse)")
+print("  markup scan alone       \(f(scanAloneGBs)) GB/s   CPU time (memchr alone \(f(memchrCPUGBs)) GB/s)")
 print("  small parts             \(Int(Double(parts) / smallDt)) parts/s  (\(f(Double(small.count) / smallDt / 1e9)) GB/s)")
 print("  peak RSS                \(peakRSSKiB() / 1024) MiB")

@@ -84,6 +84,11 @@ static inline int cl_equals_lower(const void *text, const void *lower, size_t n)
 /// for short inputs, needles under 2 bytes and CPUs without AVX2.
 void *cl_find_delimiter(const void *haystack, size_t haystack_len, const void *needle, size_t needle_len);
 
+/// The first `<` in the `len` bytes at `haystack` that may open a form `MarkupScanner` matches: followed by `?`,
+/// `%`, `!` or (either case) `j c s h b i o e`, or the last byte. An AVX2 loop tests 64 positions per step for `<`
+/// and looks at the byte after a `<` only when there is one; memchr without AVX2 and for the tail. NULL: none.
+void *cl_find_markup_open(const void *haystack, size_t len);
+
 /// Whether every one of the `n` bytes at `p` is an RFC 2046 bchar (DIGIT / ALPHA / `'()+_,-./:=?` and space):
 /// one table load per byte.
 int cl_all_bchars(const void *p, size_t n);
