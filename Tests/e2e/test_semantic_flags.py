@@ -219,3 +219,22 @@ def test_a_charset_field_too_long_to_judge_is_refused(env):
     rid = new_id()
     resp = post_form(env.port, "/strict", [Part("_charset_", b"utf-8" + b" " * 70_000)], rid)
     check_reject(env, resp, rid, "anomaly_charset_field")
+
+
+# The benign shapes of the WAFFLED study's multipart requests (its repository, sa-akhavani/waffled, file
+# `experiments/raw requests/multipart`: "Most Basic Multipart" and "Multipart With Extra Headers", here with a
+# harmless value, CRLF line ends and without the Content-Transfer-Encoding header, which Formwall refuses by itself).
+@pytest.mark.parametrize("first_value, field_head", [
+    (b"iso-8859-1", b""),
+    (b"UTF-8", b"content-type: text/plain;charset=UTF-8\r\ncontent-extra: something\r\n"),
+], ids=["most-basic", "extra-headers"])
+def test_the_waffled_control_request_passes(env, first_value, field_head):
+    body = (b"--AaB03x\r\ncontent-disposition: form-data; name=\"_charset_\"\r\n\r\n" + first_value + b"\r\n"
+            b"--AaB03x\r\ncontent-disposition: form-data; name=\"field1\"\r\n" + field_head + b"\r\nvalue1\r\n"
+            b"--AaB03x--\r\n")
+    rid = new_id()
+    resp = request(env.port, "POST", "/strict", [("Content-Type", "multipart/form-data; boundary=AaB03x"),
+                                                 ("X-Request-Id", rid)], body)
+    assert resp.status == 200, resp
+    (seen,) = env.upstream.records(rid)
+    assert seen["fields"] == {"_charset_": [first_value.decode()], "field1": ["value1"]}, seen
