@@ -85,6 +85,11 @@ let crs920120RefusedNames = [
         // A reference exempts its `;` only: the quote in `&apos;'` is a quote.
         #expect(CharacterRule.defaultNames.firstRefused(in: "&apos;'", references: true)?.position == 7)
         #expect(CharacterRule.defaultNames.firstRefused(in: "&amp;=", references: true)?.scalar == "=")
+        // What follows a reference's `;` cannot be a parameter to a parser that splits at every `;`: no `=`.
+        for list in [CharacterRule.defaultNames, CharacterRule.defaultFilenames] {
+            let found = list.firstRefused(in: "a&amp;filename=x.php", references: true)
+            #expect(found?.scalar == "=" && found?.position == 15)
+        }
     }
 
     @Test func namesAndFilenamesWithReferencesPassThePolicy() throws {
