@@ -489,8 +489,8 @@ struct RuleCompiler {
         return value
     }
 
-    mutating func keyword<Value: CaseIterable & RawRepresentable>(_ token: RuleToken,
-                                                                          what: String) -> Value?
+    /// The case `token` names; nil after an error listing the choices when it names none.
+    mutating func keyword<Value: CaseIterable & RawRepresentable>(_ token: RuleToken, what: String) -> Value?
     where Value.RawValue == String {
         guard let value = Value(rawValue: token.text) else {
             error(at: token, "unknown \(what) '\(token.text)': expected \(Value.choices)")
