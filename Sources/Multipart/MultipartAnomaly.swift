@@ -66,9 +66,11 @@ public enum MultipartAnomaly: UInt8, CaseIterable, Sendable, Hashable {
     case nameRewritten
     /// A `%XX` escape in a name or filename: some frameworks decode it, some do not.
     case percentEscape
-    /// A part Content-Type whose charset is not UTF-8 or US-ASCII (ISO-8859-1, UTF-16, EBCDIC…).
+    /// A part Content-Type whose charset the route's `part-charsets` does not list (by default anything but UTF-8,
+    /// US-ASCII, ISO-8859-1, ISO-8859-15 and Windows-1252: UTF-7, UTF-16, EBCDIC…).
     case partCharset
-    /// A field named `_charset_`, which some frameworks use to decode the other fields.
+    /// A `_charset_` field, which some frameworks decode the other fields by, whose value the route's
+    /// `part-charsets` does not list; a file part named `_charset_`.
     case charsetField
     /// A field value (a part without a filename, a urlencoded value) that is not valid UTF-8.
     case invalidUTF8Value

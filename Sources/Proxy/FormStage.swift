@@ -763,6 +763,7 @@ public final class FormStage {
         }
         if var ev = takeEvaluator() {
             if let value = cur.value, cur.pending.contains(.value) {
+                cur.record.part.anomalies.formUnion(ev.valueFlags(value))
                 let action = ev.fieldValue(value)
                 evaluatorSlot.put(consume ev)
                 try apply(action, out: out)

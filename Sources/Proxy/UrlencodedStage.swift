@@ -147,8 +147,11 @@ public final class UrlencodedStage {
             flags.formUnion(PolicyEvaluator.textFlags(text))
             action = evaluator.fieldText(text)
         }
+        if action == .forward && decision.pending.contains(.value) {
+            flags.formUnion(evaluator.valueFlags(value))
+            action = evaluator.fieldValue(value)
+        }
         record.part.anomalies = flags
-        if action == .forward && decision.pending.contains(.value) { action = evaluator.fieldValue(value) }
         let final = evaluator.partEnd()
         if final != .forward { action = final }
         switch action {

@@ -1,3 +1,5 @@
+import Multipart
+
 /// Which characters a field or part name, or a filename, may hold: `name-deny-chars` / `name-allow-chars` and
 /// `filename-deny-chars` / `filename-allow-chars` (docs/rules.md, *Name and filename characters*).
 ///
@@ -54,8 +56,8 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
             byte < 64 ? (low >> UInt64(byte)) & 1 == 1 : (high >> UInt64(byte &- 64)) & 1 == 1
         }
 
-        /// Whether `text` is all ASCII and the list allows each of its bytes: `firstRefused(in:skip:)` is then
-        /// nil, whatever `skip` says. False sends the caller to `firstRefused`.
+        /// Whether `text` is all ASCII and the list allows each of its bytes: `firstRefused(in:references:skip:)` is
+        /// then nil, whatever `skip` says. False sends the caller to `firstRefused`.
         public func allowsAll(_ text: String) -> Bool {
             var text = text
             return text.withUTF8 { bytes in
@@ -84,8 +86,11 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
     public func allows(_ scalar: Unicode.Scalar) -> Bool { mode == .deny ? !contains(scalar) : contains(scalar) }
 
     /// The first refused character of `text` and its 1-based position in Unicode scalars; characters for which
-    /// `skip` is true are never reported (another check owns them).
-    public func firstRefused(in text: String, skip: (Unicode.Scalar) -> Bool = { _ in false })
+    /// `skip` is true are never reported (another check owns them). With `references`, a `;` that ends a
+    /// well-formed HTML character reference (`endsCharacterReference`) is not judged: `zzz&auml;zzz` holds no `;`
+    /// to refuse (`character-references`).
+    public func firstRefused(in text: String, references: Bool = false,
+                             skip: (Unicode.Scalar) -> Bool = { _ in false })
     -> (scalar: Unicode.Scalar, position: Int)? {
         // ASCII text, byte by byte against the table; a byte beyond ASCII sends the text to the scalar loop.
         enum Scan { case clean, refused(UInt8, position: Int), notASCII }
@@ -93,7 +98,10 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
             for index in bytes.indices {
                 let byte = bytes[index]
                 if byte >= 0x80 { return .notASCII }
-                if !asciiTable.allows(byte), !skip(Unicode.Scalar(byte)) { return .refused(byte, position: index + 1) }
+                if !asciiTable.allows(byte), !skip(Unicode.Scalar(byte)),
+                   !(references && byte == Self.semicolon && Self.endsCharacterReference(bytes, at: index)) {
+                    return .refused(byte, position: index + 1)
+                }
             }
             return .clean
         } ?? .notASCII
@@ -102,19 +110,66 @@ public struct CharacterRule: Sendable, Hashable, CustomStringConvertible {
         case .refused(let byte, let position): return (Unicode.Scalar(byte), position)
         case .notASCII: break
         }
-        return firstRefusedByScalars(in: text, skip: skip)
+        return firstRefusedByScalars(in: text, references: references, skip: skip)
     }
 
     /// `firstRefused` scalar by scalar, for any text: the reference its ASCII path is tested against.
-    func firstRefusedByScalars(in text: String, skip: (Unicode.Scalar) -> Bool)
+    func firstRefusedByScalars(in text: String, references: Bool = false, skip: (Unicode.Scalar) -> Bool)
     -> (scalar: Unicode.Scalar, position: Int)? {
         var position = 0
-        for scalar in text.unicodeScalars {
+        let scalars = text.unicodeScalars
+        for index in scalars.indices {
+            let scalar = scalars[index]
             position += 1
-            if !allows(scalar), !skip(scalar) { return (scalar, position) }
+            if !allows(scalar), !skip(scalar),
+               !(references && scalar == ";" && Self.endsCharacterReference(text.utf8, at: index)) {
+                return (scalar, position)
+            }
         }
         return nil
     }
+
+    private static let semicolon = UInt8(ascii: ";")
+
+    /// Whether the `;` at `index` of `bytes` ends a well-formed HTML character reference, the form browsers
+    /// send a character outside the page's encoding in: `&` and a named reference's shape (a letter, then 1 to
+    /// 31 letters or digits: `&auml;`, `&amp;`, `&frac12;`; the name is not looked up in the HTML list), `&#`
+    /// and 1 to 7 decimal digits (`&#228;`), or `&#x` (or `&#X`) and 1 to 6 hex digits (`&#xE4;`). `&;`,
+    /// `&#;`, `&#x;`, `& amp;` and a `;` with no `&` before it are not references.
+    static func endsCharacterReference<Bytes: BidirectionalCollection<UInt8>>(_ bytes: Bytes, at index: Bytes.Index)
+    -> Bool {
+        // The run of letters and digits just before the `;`, never longer than the longest reference.
+        var start = index
+        var count = 0
+        while start > bytes.startIndex {
+            let previous = bytes.index(before: start)
+            guard isASCIIAlphanumeric(bytes[previous]) else { break }
+            start = previous
+            count += 1
+            if count > 32 { return false }
+        }
+        guard count > 0, start > bytes.startIndex else { return false }
+        let before = bytes.index(before: start)
+        let first = bytes[start]
+        if bytes[before] == UInt8(ascii: "&") {
+            return count >= 2 && isASCIILetter(first)
+        }
+        guard bytes[before] == UInt8(ascii: "#"), before > bytes.startIndex,
+              bytes[bytes.index(before: before)] == UInt8(ascii: "&") else { return false }
+        let run = bytes[start..<index]
+        if first == UInt8(ascii: "x") || first == UInt8(ascii: "X") {
+            return (2...7).contains(count) && run.dropFirst().allSatisfy { ASCII.hexValue($0) != nil }
+        }
+        return count <= 7 && run.allSatisfy(isASCIIDigit)
+    }
+
+    private static func isASCIIDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    private static func isASCIILetter(_ byte: UInt8) -> Bool {
+        ASCII.lowercased(byte) >= UInt8(ascii: "a") && ASCII.lowercased(byte) <= UInt8(ascii: "z")
+    }
+
+    private static func isASCIIAlphanumeric(_ byte: UInt8) -> Bool { isASCIIDigit(byte) || isASCIILetter(byte) }
 
     /// `U+0027 "'"`, the character shown only when it is printable.
     public static func display(_ scalar: Unicode.Scalar) -> String {

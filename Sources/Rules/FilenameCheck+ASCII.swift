@@ -82,14 +82,15 @@ extension FilenameCheck {
         return found
     }
 
-    /// Whether `test` holds for one of an ASCII name's extensions (`extensions(of:)`: each `.`-separated segment
-    /// after the stem and before the first `:` or `;`, trimmed of whitespace, not empty), tried in order.
+    /// Whether `test` holds for one of an ASCII name's extensions (`extensions(of:)`: each `.`- or `;`-separated
+    /// segment after the stem and before the first `:`, trimmed of whitespace, not empty), tried in order.
     private static func firstASCIIExtension(_ bytes: UnsafeBufferPointer<UInt8>,
                                             where test: (Slice<UnsafeBufferPointer<UInt8>>) -> Bool) -> Bool {
         var end = 0
-        while end < bytes.count, bytes[end] != UInt8(ascii: ":"), bytes[end] != UInt8(ascii: ";") { end += 1 }
+        while end < bytes.count, bytes[end] != UInt8(ascii: ":") { end += 1 }
         var segmentStart = -1   // the stem is skipped
-        for index in 0...end where index == end || bytes[index] == UInt8(ascii: ".") {
+        for index in 0...end
+        where index == end || bytes[index] == UInt8(ascii: ".") || bytes[index] == UInt8(ascii: ";") {
             defer { segmentStart = index + 1 }
             guard segmentStart >= 0 else { continue }
             var start = segmentStart

@@ -115,9 +115,10 @@ public enum FilenameCheck {
     /// Every extension of a base name after its stem, in order, lowercased, without dots; what
     /// `dangerous-extension` judges.
     ///
-    /// The name is cut at the first `:` (an NTFS stream: `shell.php::$DATA` writes `shell.php`) and at the first
-    /// `;` (IIS 6 maps `shell.asp;.jpg` to the ASP handler). The rest is split at every `.`; the first segment is
-    /// the stem (`php.jpg` has the one extension `jpg`), except for a leading dot (`.htaccess` → `htaccess`). Each
+    /// The name is cut at the first `:` (an NTFS stream: `shell.php::$DATA` writes `shell.php`). The rest is split
+    /// at every `.` and every `;` (IIS 6 maps `shell.asp;.jpg` to the ASP handler, Apache to JPEG, so both count;
+    /// `shell&amp;.php` is `php`); the first segment is the stem (`php.jpg` has the one extension `jpg`), except
+    /// for a leading dot (`.htaccess` → `htaccess`). Each
     /// segment is trimmed of surrounding whitespace (Windows drops trailing spaces; `photo. php` is read as
     /// `photo.php` by careless code) and empty segments are skipped: `a.php . jpg` → `php`, `jpg`;
     /// `shell.php.jpg` → `php`, `jpg` (Apache's mod_mime runs it as PHP).
@@ -129,8 +130,8 @@ public enum FilenameCheck {
     /// `extensions(of:)` for any name, Character by Character.
     static func extensionsOfAnyName(_ name: String) -> [String] {
         var base = Substring(name)
-        if let cut = base.firstIndex(where: { $0 == ":" || $0 == ";" }) { base = base[..<cut] }
-        let segments = base.split(separator: ".", omittingEmptySubsequences: false)
+        if let cut = base.firstIndex(of: ":") { base = base[..<cut] }
+        let segments = base.split(omittingEmptySubsequences: false) { $0 == "." || $0 == ";" }
         let stemIsEmpty = segments.first.map { $0.allSatisfy(\.isWhitespace) } ?? true
         return segments.dropFirst(stemIsEmpty ? 0 : 1).compactMap { segment in
             let trimmed = segment.trimming(while: \.isWhitespace)

@@ -81,8 +81,8 @@ public enum FormNameMeaning {
         return (escapeCharacter || percent && Percent.containsEscape(text.utf8), nonASCII)
     }
 
-    /// Whether a part Content-Type names a charset other than UTF-8 and US-ASCII (case-insensitive, quoted or not).
-    public static func hasForeignCharset(_ contentType: String) -> Bool {
+    /// Whether a part Content-Type names a charset `allowed` does not hold (case-insensitive, quoted or not).
+    public static func hasForeignCharset(_ contentType: String, allowed: PartCharsets = .default) -> Bool {
         guard holds(contentType, UInt8(ascii: ";")) else { return false }   // no parameter at all
         for parameter in contentType.split(separator: ";").dropFirst() {
             guard let equals = parameter.firstIndex(of: "=") else { continue }
@@ -90,8 +90,7 @@ public enum FormNameMeaning {
             guard key == "charset" else { continue }
             var value = parameter[parameter.index(after: equals)...].trimmingWhitespace()
             if value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") { value = value.dropFirst().dropLast() }
-            let charset = value.lowercased()
-            if charset != "utf-8" && charset != "us-ascii" { return true }
+            if !allowed.allows(value.utf8) { return true }
         }
         return false
     }
@@ -139,9 +138,18 @@ public enum FormNameMeaning {
     /// any other name is itself.
     public static func path(of name: String) -> [Substring] { read(name).path }
 
+    /// Whether `name` is the HTML standard's `_charset_` (any case), which some frameworks decode the other fields
+    /// by.
+    public static func isCharsetField(_ name: String) -> Bool {
+        name.utf8.count == 9 && name.lowercased() == "_charset_"
+    }
+
     /// The flags a part's name, filename and type raise by themselves (not `duplicate-name`, which needs the
-    /// body's other names, nor `invalid-utf8-value`, which needs the value).
-    public static func flags(name reading: Reading?, filename: String?, contentType: String?) -> MultipartAnomalies {
+    /// body's other names, nor `invalid-utf8-value`, which needs the value). `charset-field` is raised here only
+    /// for a file part named `_charset_`: a field's is judged by its value (`PolicyEvaluator.fieldValue`).
+    /// `part-charset` is a Content-Type charset outside `charsets`.
+    public static func flags(name reading: Reading?, filename: String?, contentType: String?,
+                             charsets: PartCharsets = .default) -> MultipartAnomalies {
         var flags = MultipartAnomalies()
         if let reading {
             let name = reading.name
@@ -152,7 +160,7 @@ public enum FormNameMeaning {
             }
             let bytes = nameBytes(name)
             if bytes.percentEscape { flags.insert(.percentEscape) }
-            if name.utf8.count == 9, name.lowercased() == "_charset_" { flags.insert(.charsetField) }
+            if filename != nil, isCharsetField(name) { flags.insert(.charsetField) }
             if name.isEmpty { flags.insert(.emptyName) }
             if bytes.nonASCII { flags.insert(.nonASCIIName) }
             if isPrototypeKey(reading.base) || reading.keys.contains(where: isPrototypeKey) {
@@ -166,7 +174,7 @@ public enum FormNameMeaning {
            holds(filename, 0x22) || holds(filename, UInt8(ascii: "%")) && Percent.containsEscape(filename.utf8) {
             flags.insert(.percentEscape)
         }
-        if let contentType, hasForeignCharset(contentType) { flags.insert(.partCharset) }
+        if let contentType, hasForeignCharset(contentType, allowed: charsets) { flags.insert(.partCharset) }
         return flags
     }
 

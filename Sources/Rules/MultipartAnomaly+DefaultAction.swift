@@ -30,7 +30,8 @@ extension MultipartAnomaly {
     }
 
     /// Whether `anomaly <flag> strip;` is allowed: the flags found from a part's name, filename or type when it
-    /// begins, so the part can be left out before any of its bytes went upstream.
+    /// begins, so the part can be left out before any of its bytes went upstream, and `charset-field`, whose
+    /// `_charset_` field is then held until its value is judged.
     public var canStrip: Bool {
         switch self {
         case .duplicateName, .nameCollision, .nameBrackets, .nameRewritten, .percentEscape, .partCharset,

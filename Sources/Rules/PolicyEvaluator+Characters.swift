@@ -8,19 +8,21 @@ extension PolicyEvaluator {
 
     /// `name_character`: the part's name (a multipart part's `name`, a urlencoded field's decoded name) against
     /// the context's name character list (`NameChecks.nameCharacters`, passed alone: passing the whole `NameChecks`
-    /// copied all its lists). A part without a name has nothing to judge.
-    mutating func checkName(_ part: Part, _ characters: CharacterRule, rule: Shared<PartRule>?,
-                            outcome: Finding.Outcome) -> Action {
+    /// copied all its lists), a `;` ending a character reference exempt when `references` says so. A part without
+    /// a name has nothing to judge.
+    mutating func checkName(_ part: Part, _ characters: CharacterRule, references: NameChecks.CharacterReferences,
+                            rule: Shared<PartRule>?, outcome: Finding.Outcome) -> Action {
         guard let name = part.name else { return .forward }
-        return checkCharacters(name, characters, kind: .nameCharacter, part: part, rule: rule,
-                               outcome: outcome, skip: { _ in false })
+        return checkCharacters(name, characters, references: references, kind: .nameCharacter, part: part,
+                               rule: rule, outcome: outcome, skip: { _ in false })
     }
 
     /// The first character of `text` that `list` refuses, as a violation of `kind` handled with `outcome`.
-    mutating func checkCharacters(_ text: String, _ list: CharacterRule, kind: ViolationKind, part: Part,
-                                  rule: Shared<PartRule>?, outcome: Finding.Outcome,
+    mutating func checkCharacters(_ text: String, _ list: CharacterRule, references: NameChecks.CharacterReferences,
+                                  kind: ViolationKind, part: Part, rule: Shared<PartRule>?, outcome: Finding.Outcome,
                                   skip: (Unicode.Scalar) -> Bool) -> Action {
-        guard let (scalar, position) = list.firstRefused(in: text, skip: skip) else { return .forward }
+        guard let (scalar, position) = list.firstRefused(in: text, references: references == .allow, skip: skip)
+        else { return .forward }
         let subject = kind == .nameCharacter ? "name" : "filename"
         let verdict = list.mode == .deny ? "is denied" : "is not in the allowed characters"
         let detail = "\(subject) character \(CharacterRule.display(scalar)) at position \(position) \(verdict)"

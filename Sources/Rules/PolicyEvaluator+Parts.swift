@@ -41,8 +41,10 @@ extension PolicyEvaluator {
         decision.action = action
         decision.pending = pendingChecks(for: part, route: route)
         let laterAction = part.rule?.value.action ?? .reject
+        // A `_charset_` field that `anomaly charset-field strip` may still leave out is held for its value too.
         decision.mustHold = !isMonitoring && decision.action == .forward && !decision.pending.isEmpty
-            && (laterAction == .strip || laterAction == .quarantine)
+            && (laterAction == .strip || laterAction == .quarantine
+                || judgesCharsetValue(part, route: route) && route.value.anomalies[.charsetField] == .strip)
         return decision
     }
 
@@ -211,7 +213,8 @@ extension PolicyEvaluator {
         }
     }
 
-    /// Checks a complete field value against the rule's `pattern` (the proxy buffers it, bounded by `max`).
+    /// Checks a complete field value against the rule's `pattern` (the proxy buffers it, bounded by `max`), a
+    /// `_method` field's against the route's `methods` and a `_charset_` field's against its `part-charsets`.
     public mutating func fieldValue(_ value: some Collection<UInt8>) -> Action {
         withPart("fieldValue") { evaluator, part in
             part.valueChecked = true
@@ -220,9 +223,24 @@ extension PolicyEvaluator {
                let violation = evaluator.methodFieldViolation(value, part: part, route: route) {
                 return evaluator.violate(violation, .reject)
             }
+            if let route = evaluator.routeBox, evaluator.judgesCharsetValue(part, route: route),
+               !route.value.charsets.allows(value) {
+                let shown = PolicyEvaluator.clipped(String(decoding: value, as: UTF8.self), to: 32)
+                let action = evaluator.charsetFieldViolation(part, route: route,
+                                                             detail: "'\(shown)' not in \(route.value.charsets)")
+                if action != .forward { return action }
+            }
             guard let rule = part.rule, let pattern = rule.value.pattern else { return .forward }
             return evaluator.checkPattern(pattern, value: Array(value), part: part, rule: rule)
         }
+    }
+
+    /// The flags `fieldValue` would raise for the current part's `value`, for the part's record: `charset-field`
+    /// for a `_charset_` value outside the route's `part-charsets`.
+    public func valueFlags(_ value: some Collection<UInt8>) -> MultipartAnomalies {
+        guard case .inPart(_, let part) = state, let route = routeBox, judgesCharsetValue(part, route: route),
+              !route.value.charsets.allows(value) else { return MultipartAnomalies() }
+        return MultipartAnomalies([MultipartAnomaly.charsetField])
     }
 
     /// Ends the current part and returns its final action. Checks that could not run (no sniffed
@@ -313,13 +331,15 @@ extension PolicyEvaluator {
             // `CharacterRule.asciiTable`).
             if action == .forward, let name = part.name,
                !route.value.nameChecks.nameCharacters.asciiTable.allowsAll(name),
-               fold(checkName(part, route.value.nameChecks.nameCharacters, rule: nil, outcome: .reject)) {
+               fold(checkName(part, route.value.nameChecks.nameCharacters,
+                              references: route.value.nameChecks.characterReferences, rule: nil, outcome: .reject)) {
                 return action
             }
             if part.isFile, action == .forward {
                 if fold(checkFilename(part, handling: route.value.filename, allowed: route.value.allowedFilenameProblems,
                                       characters: route.value.nameChecks.filenameCharacters.asciiTable,
                                       fullCharacters: { route.value.nameChecks.filenameCharacters },
+                                      references: route.value.nameChecks.characterReferences,
                                       restricted: route.value.nameChecks.restrictedFilenames, rule: nil,
                                       outcome: .reject, decision: &decision)) {
                     return action
@@ -357,7 +377,8 @@ extension PolicyEvaluator {
             }
         }
         if let name = part.name, !rule.value.nameChecks.nameCharacters.asciiTable.allowsAll(name),
-           fold(checkName(part, rule.value.nameChecks.nameCharacters, rule: rule, outcome: outcome)) {
+           fold(checkName(part, rule.value.nameChecks.nameCharacters,
+                          references: rule.value.nameChecks.characterReferences, rule: rule, outcome: outcome)) {
             return action
         }
         // The semantic flags come after the name and filename checks, which are the operator's own lists and so
@@ -372,6 +393,7 @@ extension PolicyEvaluator {
         if fold(checkFilename(part, handling: rule.value.filename, allowed: rule.value.allowedFilenameProblems,
                               characters: rule.value.nameChecks.filenameCharacters.asciiTable,
                               fullCharacters: { rule.value.nameChecks.filenameCharacters },
+                              references: rule.value.nameChecks.characterReferences,
                               restricted: rule.value.nameChecks.restrictedFilenames, rule: rule, outcome: outcome,
                               decision: &decision)) {
             return action
@@ -397,13 +419,7 @@ extension PolicyEvaluator {
 
     private mutating func applyPartAnomalies(_ flags: MultipartAnomalies, route: RouteBox, part: Part) -> Action {
         for flag in flags {
-            let outcome: Finding.Outcome
-            switch route.value.anomalies[flag] {
-            case .allow: continue
-            case .log: outcome = .log
-            case .reject: outcome = .reject
-            case .strip: outcome = flag.canStrip ? .strip : .reject
-            }
+            guard let outcome = Self.anomalyOutcome(flag, route: route) else { continue }
             let violation = partViolation(.anomaly(flag), part, rule: route.value.location,
                                           detail: "\(flag.canStrip ? "anomaly" : "multipart anomaly") \(flag.name)")
             switch violate(violation, outcome) {
@@ -423,7 +439,8 @@ extension PolicyEvaluator {
     private mutating func semanticFlags(of part: Part, route: RouteBox) -> MultipartAnomalies {
         if part.rule == nil, route.value.unknownAction(isFile: part.isFile) == .strip { return MultipartAnomalies() }
         let reading = part.name.map(FormNameMeaning.read)
-        var flags = FormNameMeaning.flags(name: reading, filename: part.filename, contentType: part.declaredType)
+        var flags = FormNameMeaning.flags(name: reading, filename: part.filename, contentType: part.declaredType,
+                                          charsets: route.value.charsets)
         // The registry grows in place instead of being copied for every part (`updateBodyInPart`).
         let isFile = part.isFile
         guard let reading, let found = updateBodyInPart({ $0.names.register(reading, isFile: isFile) }) else {
@@ -448,12 +465,7 @@ extension PolicyEvaluator {
             var action = Action.forward
             for (flag, found) in [(MultipartAnomaly.invalidUTF8Value, !text.isComplete),
                                   (.byteOrderMark, text.startsWithByteOrderMark)] where found {
-                let outcome: Finding.Outcome
-                switch route.value.anomalies[flag] {
-                case .allow: continue
-                case .log: outcome = .log
-                case .reject, .strip: outcome = .reject
-                }
+                guard let outcome = PolicyEvaluator.anomalyOutcome(flag, route: route) else { continue }
                 let violation = evaluator.partViolation(.anomaly(flag), part, rule: route.value.location,
                                                         detail: "anomaly \(flag.name)")
                 action = evaluator.violate(violation, outcome)
@@ -477,7 +489,7 @@ extension PolicyEvaluator {
     /// judge alone.
     private mutating func checkFilename(_ part: Part, handling: FilenameHandling, allowed: Set<FilenameProblem>,
                                         characters: CharacterRule.ASCIITable, fullCharacters: () -> CharacterRule,
-                                        restricted: [FilenamePattern],
+                                        references: NameChecks.CharacterReferences, restricted: [FilenamePattern],
                                         rule: Shared<PartRule>?, outcome: Finding.Outcome,
                                         decision: inout PartDecision) -> Action {
         guard handling != .allow, let filename = part.filename, !filename.isEmpty else { return .forward }
@@ -529,13 +541,19 @@ extension PolicyEvaluator {
         // A filename of allowed ASCII is judged from the list's table alone; only another one reads the list
         // itself (`fullCharacters`: passing the list would copy it, see `CharacterRule.asciiTable`).
         guard !characters.allowsAll(judged) else { return action }
-        let next = checkCharacters(judged, fullCharacters(), kind: .filenameCharacter, part: part,
-                                   rule: rule, outcome: outcome, skip: Self.ownedByFilenameProblems)
+        let next = checkCharacters(judged, fullCharacters(), references: references, kind: .filenameCharacter,
+                                   part: part, rule: rule, outcome: outcome, skip: Self.ownedByFilenameProblems)
         if next.rank > action.rank { action = next }
         return action
     }
 
     private mutating func checkPartEnd(_ part: inout Part) -> Action {
+        // A `_charset_` value too long to hold was never judged: it names no charset.
+        if !part.valueChecked, !isStripped(part), let route = routeBox, judgesCharsetValue(part, route: route) {
+            part.valueChecked = true
+            let action = charsetFieldViolation(part, route: route, detail: "value was not checked")
+            if action != .forward { return action }
+        }
         guard let rule = part.rule, !isStripped(part) else { return .forward }
         let outcome = Finding.Outcome(rule.value.action)
         // `min` / `not-empty`: judged at the end, when the size is known. "No file chosen" (an empty filename and
@@ -585,6 +603,7 @@ extension PolicyEvaluator {
         if !part.isFile, route.value.methods != nil, part.name == PolicyEvaluator.methodParameter {
             pending.insert(.value)
         }
+        if judgesCharsetValue(part, route: route) { pending.insert(.value) }
         guard let rule = part.rule else {
             if part.isFile, !route.value.allowTypeMismatch, part.declaredType.map(MediaTypeCompatibility.isGeneric) == false {
                 pending.insert(.type)
@@ -610,6 +629,31 @@ extension PolicyEvaluator {
                                                             methods)
         else { return nil }
         return partViolation(.methodNotAllowed, part, rule: route.value.location, detail: detail)
+    }
+
+    /// Whether `part` is a `_charset_` field whose value `fieldValue` judges against the route's `part-charsets`
+    /// (`charset-field`; not when the route allows the flag).
+    func judgesCharsetValue(_ part: Part, route: RouteBox) -> Bool {
+        guard !part.isFile, let name = part.name, FormNameMeaning.isCharsetField(name) else { return false }
+        return route.value.anomalies[.charsetField] != .allow
+    }
+
+    /// A `_charset_` field whose value is not an allowed charset: `charset-field`, handled as the route says.
+    private mutating func charsetFieldViolation(_ part: Part, route: RouteBox, detail: String) -> Action {
+        guard let outcome = Self.anomalyOutcome(.charsetField, route: route) else { return .forward }
+        let violation = partViolation(.anomaly(.charsetField), part, rule: route.value.location,
+                                      detail: "anomaly charset-field: _charset_ " + detail)
+        return violate(violation, outcome)
+    }
+
+    /// How a flag found in a part is handled on `route`; nil when the route allows it.
+    static func anomalyOutcome(_ flag: MultipartAnomaly, route: RouteBox) -> Finding.Outcome? {
+        switch route.value.anomalies[flag] {
+        case .allow: return nil
+        case .log: return .log
+        case .reject: return .reject
+        case .strip: return flag.canStrip ? .strip : .reject
+        }
     }
 
     // MARK: - Helpers

@@ -167,6 +167,9 @@ public struct Route: Sendable, Hashable {
     /// Name and filename character lists and restricted filename patterns for parts without a rule, and the
     /// defaults of this route's rules.
     public var nameChecks = NameChecks()
+    /// The charsets a part's Content-Type (`part-charset`) and a `_charset_` field (`charset-field`) may name
+    /// (`part-charsets`, default `PartCharsets.default`).
+    public var charsets = PartCharsets.default
     /// The upstream group this route's requests go to (`upstream NAME;`, declared in the main configuration
     /// file); nil: the default upstream. Where it is written, for a diagnostic when no such group exists.
     public var upstream: UpstreamName?

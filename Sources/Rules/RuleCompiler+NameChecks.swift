@@ -1,5 +1,5 @@
 extension RuleCompiler {
-    /// One `name-*-chars`, `filename-*-chars` or `restricted-filenames` statement.
+    /// One `name-*-chars`, `filename-*-chars`, `character-references` or `restricted-filenames` statement.
     mutating func nameCheckSetting(_ statement: RuleStatement, _ directive: RuleDirective,
                                    into checks: inout NameChecks) {
         switch directive.name {
@@ -19,6 +19,11 @@ extension RuleCompiler {
                 checks.filenameCharacters = list
             } else {
                 checks.nameCharacters = list
+            }
+        case "character-references":
+            if let setting: NameChecks.CharacterReferences = keyword(statement.arguments[0],
+                                                                     what: "character-references setting") {
+                checks.characterReferences = setting
             }
         default:
             break

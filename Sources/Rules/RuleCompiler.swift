@@ -191,6 +191,8 @@ struct RuleCompiler {
             if let mode: UnknownEncodingMode = keyword(arguments[0], what: "unknown-encoding mode") {
                 route.unknownEncoding = mode
             }
+        case "part-charsets":
+            if let charsets = partCharsets(arguments) { route.charsets = charsets }
         case "filename":
             if let handling: FilenameHandling = keyword(arguments[0], what: "filename handling") {
                 route.filename = handling
@@ -207,6 +209,25 @@ struct RuleCompiler {
             // Unreachable from requests: rule files only; the directive table and handlers are tested together.
             preconditionFailure("directive '\(directive.name)' validated for a context it has no handler in")
         }
+    }
+
+    /// The names of a `part-charsets` statement; nil (after an error) when one cannot name a charset. A charset
+    /// that writes ASCII characters as other bytes (UTF-7, UTF-16, EBCDIC…) is a warning.
+    private mutating func partCharsets(_ arguments: [RuleToken]) -> PartCharsets? {
+        var valid = true
+        for token in arguments {
+            if !PartCharsets.isValidName(token.text) {
+                error(at: token, "invalid charset name '\(token.text)' for 'part-charsets': expected 1 to "
+                    + "\(PartCharsets.maximumNameLength) letters, digits or ! # $ % & ' + - ^ _ ` { } ~ "
+                    + "(utf-8, iso-8859-1)")
+                valid = false
+            } else if PartCharsets.writingASCIIOtherwise.contains(token.text.lowercased()) {
+                diagnostics.append(Diagnostic(.warning, at: token.location,
+                    "'part-charsets' allows \(token.text), which writes ASCII characters as other bytes: a value in it "
+                        + "can carry markup or quotes that no check reading ASCII sees"))
+            }
+        }
+        return valid ? PartCharsets(arguments.map(\.text)) : nil
     }
 
     private mutating func anomaly(
@@ -476,8 +497,8 @@ struct RuleCompiler {
         return value
     }
 
-    private mutating func keyword<Value: CaseIterable & RawRepresentable>(_ token: RuleToken,
-                                                                          what: String) -> Value?
+    /// The case `token` names; nil after an error listing the choices when it names none.
+    mutating func keyword<Value: CaseIterable & RawRepresentable>(_ token: RuleToken, what: String) -> Value?
     where Value.RawValue == String {
         guard let value = Value(rawValue: token.text) else {
             error(at: token, "unknown \(what) '\(token.text)': expected \(Value.choices)")

@@ -71,6 +71,7 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("encodings-max", [.main, .route], arguments: 1...1, bounds: 0...4),
         RuleDirective("compression-ratio-max", [.main, .route], arguments: 1...1, bounds: 1...100_000),
         RuleDirective("unknown-encoding", [.main, .route], arguments: 1...1),
+        RuleDirective("part-charsets", [.main, .route], arguments: 1...many),
         RuleDirective("archive-inspect", [.main, .route, .file], arguments: 1...1),
         RuleDirective("archive-entries-max", [.main, .route, .file], arguments: 1...1, bounds: 1...1_000_000),
         RuleDirective("archive-size-max", [.main, .route, .file], arguments: 1...1, bounds: 1...ByteSize.maximum),
@@ -104,6 +105,7 @@ public struct RuleDirective: Sendable, Hashable {
         RuleDirective("name-allow-chars", [.main, .route, .field, .file], arguments: 1...many),
         RuleDirective("filename-deny-chars", [.main, .route, .file], arguments: 1...many),
         RuleDirective("filename-allow-chars", [.main, .route, .file], arguments: 1...many),
+        RuleDirective("character-references", [.main, .route, .field, .file], arguments: 1...1),
     ]
 
     /// Every directive name.

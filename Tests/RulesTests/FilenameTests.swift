@@ -59,7 +59,7 @@ import Testing
         #expect(FilenameCheck.extensions(of: "a.php . jpg") == ["php", "jpg"])
         #expect(FilenameCheck.extensions(of: "php.jpg") == ["jpg"])
         #expect(FilenameCheck.extensions(of: ".htaccess") == ["htaccess"])
-        #expect(FilenameCheck.extensions(of: "a.asp;.jpg") == ["asp"])
+        #expect(FilenameCheck.extensions(of: "a.asp;.jpg") == ["asp", "jpg"])
         #expect(FilenameCheck.extensions(of: "a.PHP::$DATA") == ["php"])
         #expect(FilenameCheck.extensions(of: "README") == [])
         #expect(FilenameCheck.firstDangerousExtension(of: "a.tar.php.gz") == "php")

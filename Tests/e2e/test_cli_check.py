@@ -96,3 +96,23 @@ def test_help_lists_the_exit_codes():
     result = check("--help")
     assert result.returncode == 0
     assert result.stdout.startswith("Usage: formwall check FILE|DIR...")
+
+
+def test_part_charsets_and_character_references_are_validated(tmp_path):
+    """docs/rules.md: `part-charsets` takes charset names (a charset that writes ASCII as other bytes is a warning),
+    `character-references` allow or reject."""
+    rules = tmp_path / "charsets.rules"
+    rules.write_text("part-charsets utf-8 \"utf 8\";\n"
+                     "route /a {\n    part-charsets UTF-8 utf-7;\n    character-references maybe;\n}\n")
+    result = check(rules)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"{rules}:1:21: error: invalid charset name 'utf 8' for 'part-charsets': expected 1 to 40 letters, digits "
+        "or ! # $ % & ' + - ^ _ ` { } ~ (utf-8, iso-8859-1)",
+        f"{rules}:3:25: warning: 'part-charsets' allows utf-7, which writes ASCII characters as other bytes: a value "
+        "in it can carry markup or quotes that no check reading ASCII sees",
+        f"{rules}:4:26: error: unknown character-references setting 'maybe': expected allow or reject",
+    ]
+    assert result.stdout == "formwall check: 1 file, 2 errors, 1 warning\n"
+    rules.write_text("part-charsets utf-8 iso-8859-1;\nroute /a { character-references reject; file f; }\n")
+    assert check(rules).returncode == 0

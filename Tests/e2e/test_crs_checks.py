@@ -29,6 +29,11 @@ route /strict {
     name-allow-chars "a-z_";
     field *;
 }
+route /no-references {
+    character-references reject;
+    file doc { max 64KiB; }
+    field *;
+}
 """
 
 
@@ -120,3 +125,45 @@ def test_a_route_can_relax_everything(env):
     parts = [Part("a;b", b"1"), Part("doc", b"\x89PNG\r\n\x1a\n", filename="x;y.png", content_type="image/png")]
     seen = passed(env, post_form(env.port, "/legacy", parts, rid), rid)
     assert seen["fields"] == {"a;b": ["1"]}, seen
+
+
+# Part names CRS 920120 lets through (its regression tests 920120-18, -34 and -38, in the coreruleset repository's
+# tests/regression/tests/REQUEST-920-PROTOCOL-ENFORCEMENT/920120.yaml), and numeric references.
+REFERENCE_NAMES = ["zzz&auml;&euml;&iuml;&ouml;&uuml;&yuml;&Auml;&Euml;&Iuml;&Ouml;&Uuml;&Yuml;zzz",
+                   "zzz&oslash;&Oslash;&amp;&AMP;&nbsp;&apos;zzz", "zzz&amp;zzz", "caf&#233;", "caf&#xE9;"]
+
+
+@pytest.mark.parametrize("name", REFERENCE_NAMES)
+def test_character_references_pass_in_names_and_filenames(env, name):
+    rid = new_id()
+    parts = [Part(name, b"1"), Part("doc", b"hello", filename=name + ".txt", content_type="text/plain")]
+    seen = passed(env, post_form(env.port, "/crs", parts, rid), rid)
+    assert seen["fields"] == {name: ["1"]}, seen
+    assert [f["filename"] for f in seen["files"]] == [name + ".txt"], seen
+
+
+@pytest.mark.parametrize("name,position", [("a;b", 2), ("&;", 2), ("&#;", 3), ("&#x;", 4), ("& amp;", 6),
+                                           ("&amp;fi;zzz", 8)])
+def test_a_semicolon_that_ends_no_reference_is_refused(env, name, position):
+    rid = new_id()
+    resp = post_form(env.port, "/crs", [Part(name, b"1")], rid)
+    refused(env, resp, rid, 400, "name_character", f"name character U+003B ';' at position {position} is denied")
+    rid = new_id()
+    resp = post_form(env.port, "/crs", [Part("doc", b"x", filename=name + ".txt")], rid)
+    refused(env, resp, rid, 400, "filename_character",
+            f"filename character U+003B ';' at position {position} is denied")
+
+
+def test_a_reference_does_not_hide_an_extension(env):
+    rid = new_id()
+    resp = post_form(env.port, "/crs", [Part("doc", b"<?php ?>", filename="shell&amp;.php")], rid)
+    refused(env, resp, rid, 415, "filename_dangerous_extension", "dangerous extension .php")
+
+
+def test_character_references_reject_judges_every_semicolon(env):
+    rid = new_id()
+    resp = post_form(env.port, "/no-references", [Part("zzz&auml;zzz", b"1")], rid)
+    refused(env, resp, rid, 400, "name_character", "name character U+003B ';' at position 9 is denied")
+    rid = new_id()
+    resp = post_form(env.port, "/no-references", [Part("doc", b"x", filename="caf&#233;.txt")], rid)
+    refused(env, resp, rid, 400, "filename_character", "filename character U+003B ';' at position 9 is denied")
