@@ -798,6 +798,8 @@ public final class FormStage {
         switch sniffed {
         case "image/jpeg": return .jpeg
         case "image/png": return .png
+        case "image/gif": return .gif
+        case "image/webp": return .webp
         case "image/svg+xml": return .svg
         default: return nil
         }
@@ -817,6 +819,9 @@ public final class FormStage {
             try file.forEachChunk { try disarmer.feed($0, emit: emit) }
             try disarmer.finish(emit: emit)
             if let writeError { throw writeError }
+            for patch in disarmer.patches {
+                try patch.bytes.withUnsafeBytes { try output.overwrite($0, at: UInt64(patch.offset)) }
+            }
         } catch {
             output.close()
             throw error
