@@ -164,6 +164,14 @@ public struct FieldPattern: Sendable, Hashable, CustomStringConvertible {
 
 /// How `disarm` treats active content in SVG files (what JPEG, PNG, GIF and WebP do not need is always removed).
 public enum DisarmMode: String, Sendable, Hashable, CaseIterable {
+    /// The sniffed types `disarm` rewrites (the proxy's `FormStage.disarmKind` maps each to its disarmer); any
+    /// other type passes unchanged.
+    public static let rewrittenTypes = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/svg+xml"]
+    /// The sniffed image types `disarm` passes unchanged (named when a rule's `image/*` lets them through).
+    public static let unchangedImageTypes = [
+        "image/bmp", "image/tiff", "image/vnd.microsoft.icon", "image/heic", "image/heif", "image/avif",
+    ]
+
     /// Cut scripts, event handlers and external references out; pass the rest.
     case strip
     /// Refuse an SVG that has any (violation `disarm_failed`).
