@@ -14,11 +14,12 @@
 //            "appN" (APP0 JFXX thumbnails, APP2 MPF/FlashPix, …), JPGn extensions (FFC8, FFF0–FFFD)
 //            "jpg-extension", bytes after EOI "trailing-data"; fill bytes (extra FF before a marker) are not
 //            copied
-//   errors:  no SOI, a second SOI, FF00 or a reserved marker (02–BF) between segments, a length below 2,
-//            anything but FF where a marker must start, the part ending before EOI
+//   errors:  no SOI, a second SOI, FF00 or a reserved marker (02–BF) between segments, a length below 2, a
+//            SOFn, SOS or DRI segment longer or shorter than its content (8 + 3 × components, 6 + 2 × components,
+//            4), anything but FF where a marker must start, the part ending before EOI
 //
-// Memory: a segment header and at most 14 identifying payload bytes, and an ICC profile while it is judged;
-// every other payload streams through (copied or skipped).
+// Memory: a segment header and at most 14 identifying (or length-giving) payload bytes, and an ICC profile while
+// it is judged; every other payload streams through (copied or skipped).
 
 /// Rewrites a JPEG as it streams, keeping only the segments rendering needs. See the file header for the rules.
 final class JPEGDisarmer: DisarmFormat {
@@ -117,7 +118,7 @@ final class JPEGDisarmer: DisarmFormat {
                 let take = min(want - (head.count - 4), n - i)
                 head.append(contentsOf: bytes.slice(i..<i + take))
                 i += take
-                if head.count - 4 == want { decide(marker, remaining: remaining, emit: emit) }
+                if head.count - 4 == want { try decide(marker, remaining: remaining, emit: emit) }
             case .copy(let remaining, let thenScan):
                 let take = min(remaining, n - i)
                 emit(bytes.slice(i..<i + take))
@@ -215,10 +216,14 @@ final class JPEGDisarmer: DisarmFormat {
         case 0xFE:
             log.note("comment")
             state = .skip(remaining: payload, exif: false)
-        case 0xE0, 0xE2, 0xEE:
+        case 0xE0, 0xE2, 0xEE, 0xC0...0xC3, 0xC5...0xC7, 0xC9...0xCB, 0xCD...0xCF, 0xDA:
             let want = min(payload, JPEGDisarmer.identified(marker))
             state = .identify(marker: marker, want: want, remaining: payload - want)
-            if want == 0 { decide(marker, remaining: payload, emit: emit) }
+            if want == 0 { try decide(marker, remaining: payload, emit: emit) }
+        case 0xDD:
+            guard payload == 2 else { throw .malformed("jpeg: DRI of \(payload) bytes, not 2") }
+            head.withUnsafeBytes { emit($0) }
+            state = .copy(remaining: payload, thenScan: false)
         case 0xE3...0xEC, 0xEF:
             log.note("app\(marker - 0xE0)")
             state = .skip(remaining: payload, exif: false)
@@ -226,24 +231,21 @@ final class JPEGDisarmer: DisarmFormat {
             log.note("jpg-extension")
             state = .skip(remaining: payload, exif: false)
         default:
-            if marker == 0xDA {
-                if case .collecting = profileState { abandonProfile() }
-                sawScan = true
-            }
             head.withUnsafeBytes { emit($0) }
-            state = .copy(remaining: payload, thenScan: marker == 0xDA)
+            state = .copy(remaining: payload, thenScan: false)
         }
         if case .copy(0, let thenScan) = state { state = thenScan ? .scan : .marker }
         if case .skip(0, false) = state { state = .marker }
     }
 
     /// How many payload bytes identify an APP0 (JFIF header), APP2 (ICC identifier, sequence number and count)
-    /// or APP14 (Adobe) segment.
+    /// or APP14 (Adobe) segment, or give the component count that sets a SOFn (6) or SOS (1) segment's length.
     private static func identified(_ marker: UInt8) -> Int {
         switch marker {
-        case 0xE0: return 14
-        case 0xE2: return 14
-        default: return 12
+        case 0xE0, 0xE2: return 14
+        case 0xEE: return 12
+        case 0xDA: return 1
+        default: return 6
         }
     }
 
@@ -256,10 +258,27 @@ final class JPEGDisarmer: DisarmFormat {
         return true
     }
 
-    /// Keeps (rewritten), collects (ICC) or drops an identified APPn segment with `remaining` bytes after `head`.
-    private func decide(_ marker: UInt8, remaining: Int, emit: (UnsafeRawBufferPointer) -> Void) {
+    /// Keeps (rewritten), collects (ICC) or drops an identified APPn segment, or checks a SOFn or SOS segment's
+    /// length against its component count and copies it, with `remaining` bytes after `head`.
+    private func decide(
+        _ marker: UInt8, remaining: Int, emit: (UnsafeRawBufferPointer) -> Void
+    ) throws(DisarmError) {
         let complete = head.count - 4 == JPEGDisarmer.identified(marker)
         switch marker {
+        case 0xDA:
+            guard complete, 1 + remaining == 4 + 2 * Int(head[4]) else {
+                throw .malformed("jpeg: SOS length does not match its component count")
+            }
+            if case .collecting = profileState { abandonProfile() }
+            sawScan = true
+            head.withUnsafeBytes { emit($0) }
+            state = .copy(remaining: remaining, thenScan: true)
+        case 0xC0...0xCF:
+            guard complete, 6 + remaining == 6 + 3 * Int(head[9]) else {
+                throw .malformed("jpeg: SOF\(marker - 0xC0) length does not match its component count")
+            }
+            head.withUnsafeBytes { emit($0) }
+            state = remaining == 0 ? .marker : .copy(remaining: remaining, thenScan: false)
         case 0xE0 where complete && headStarts(with: "JFIF\0"):
             // The header as it is, with a 0×0 thumbnail and the length that says so.
             if remaining > 0 || head[16] != 0 || head[17] != 0 { log.note("jfif-thumbnail") }

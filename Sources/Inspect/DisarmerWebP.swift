@@ -12,7 +12,8 @@
 //            (the caller holds the output, so it writes them over the bytes first emitted there)
 //   dropped: EXIF "exif", "XMP " "xmp", an ICCP that fails the test or comes too late or twice "icc", every
 //            other chunk "unknown-chunk", bytes after the RIFF size "trailing-data"
-//   errors:  no RIFF/WEBP header, a first chunk other than VP8␠/VP8L/VP8X, a VP8X not 10 bytes long, a chunk
+//   errors:  no RIFF/WEBP header, a first chunk other than VP8␠/VP8L/VP8X, a VP8X not 10 bytes long, an ANIM
+//            not 6 bytes long, a chunk
 //            longer than what is left of the RIFF (or its frame), an ANMF under 16 bytes or holding another
 //            chunk, the part ending before the RIFF size
 //
@@ -214,7 +215,10 @@ final class WebPDisarmer: DisarmFormat {
         switch type {
         case "VP8 ", "VP8L":
             start(size: size, pad: pad, fate: .copy, emit: emit)
-        case "ALPH" where extended, "ANIM" where extended:
+        case "ALPH" where extended:
+            start(size: size, pad: pad, fate: .copy, emit: emit)
+        case "ANIM" where extended:
+            guard size == 6 else { throw .malformed("webp: ANIM is \(size) bytes, not 6") }
             start(size: size, pad: pad, fate: .copy, emit: emit)
         case "ANMF" where extended:
             guard size >= 16 else { throw .malformed("webp: ANMF of \(size) bytes") }

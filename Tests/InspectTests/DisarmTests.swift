@@ -425,6 +425,11 @@ private let svgRewrites: [(String, String)] = [
         ("reserved marker", soi + [0xFF, 0x02, 0x00, 0x02] + eoi),
         ("garbage between segments", soi + dqt + [0x00] + eoi),
         ("truncated SOS header", soi + Array(sos.prefix(5))),
+        ("DRI not 2 bytes", soi + dqt + segment(0xDD, [0, 4] + shell) + sof0 + sos + entropy + eoi),
+        ("SOF longer than its components", soi + dqt + segment(0xC0, [8, 0, 16, 0, 16, 1, 1, 0x11, 0] + shell) + eoi),
+        ("SOF shorter than 6", soi + dqt + segment(0xC2, [8, 0, 16]) + eoi),
+        ("SOS longer than its components", soi + dqt + sof0 + segment(0xDA, [1, 1, 0, 0, 63, 0] + shell) + eoi),
+        ("SOS without its count", soi + dqt + sof0 + segment(0xDA, []) + eoi),
     ] as [(String, [UInt8])])
     func jpegMalformedThrows(name: String, input: [UInt8]) {
         #expect(throws: DisarmError.self, "\(name)") { try disarm(input, .jpeg) }
@@ -618,7 +623,8 @@ private let svgRewrites: [(String, String)] = [
 
 @Suite struct DisarmHidingPlaceTests {
     @Test func jpegDropsEveryPlaceAShellHides() throws {
-        let fakeICC = segment(0xE2, ascii("ICC_PROFILE\0") + [1, 1] + iccProfile(String(decoding: shell, as: UTF8.self)))
+        let fakeICC = segment(
+            0xE2, ascii("ICC_PROFILE\0") + [1, 1] + iccProfile(String(decoding: shell, as: UTF8.self)))
         let notICC = segment(0xE2, shell)
         let xmpShell = segment(0xE1, ascii("http://ns.adobe.com/xap/1.0/\0") + shell)
         let thumbnail = segment(0xE0, ascii("JFIF\0") + [1, 1, 0, 0, 1, 0, 1, 0x0A, 0x01] + shell + [0, 0])
@@ -794,6 +800,7 @@ private let svgRewrites: [(String, String)] = [
         ("frame with another chunk", webp(vp8x(2) + anim + riffChunk("ANMF", Array(repeating: 0, count: 16)
             + riffChunk("EXIF", shell)))),
         ("frame under 16 bytes", webp(vp8x(2) + riffChunk("ANMF", [0, 0]))),
+        ("ANIM not 6 bytes", webp(vp8x(2) + riffChunk("ANIM", [0, 0, 0, 0, 0, 0] + shell))),
         ("chunk over its frame", webp(vp8x(2) + ascii("ANMF") + le32(18) + Array(repeating: 0, count: 16) + vp8)),
     ] as [(String, [UInt8])])
     func webpMalformedThrows(name: String, input: [UInt8]) {
