@@ -779,6 +779,15 @@ private let svgRewrites: [(String, String)] = [
         #expect(out.removed == ["exif", "xmp", "unknown-chunk", "trailing-data"])
     }
 
+    @Test func webpKeepsAnOddSizedProfileWithAZeroPad() throws {
+        let profile = iccProfile("sRGB1")
+        #expect(profile.count % 2 == 1)
+        let input = webp(vp8x(0x20) + ascii("ICCP") + le32(profile.count) + profile + [0x7F] + vp8)
+        let out = try disarmEverySplit(input, .webp)
+        #expect(out.output == webp(vp8x(0x20) + riffChunk("ICCP", profile) + vp8))
+        #expect(out.removed == [])
+    }
+
     @Test func webpDropsAProfileWithMarkupAndClearsItsFlag() throws {
         let bad = riffChunk("ICCP", iccProfile("<?php system($_GET['c']); ?>"))
         let out = try disarmEverySplit(webp(vp8x(0x30) + bad + alph + vp8), .webp)
