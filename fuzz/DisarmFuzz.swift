@@ -1,6 +1,7 @@
-// libFuzzer target for the metadata disarmers: byte 0 picks the format (and SVG mode), byte 1 the chunk size;
-// the rest, fed whole and in chunks, must never trap and must give the same output, `removed` list and
-// success or failure. Built by fuzz/run.sh with Sources/Inspect.
+// libFuzzer target for the disarmers: byte 0 picks the format (low 7 bits modulo 5: JPEG, PNG, SVG, GIF, WebP)
+// and the SVG mode (high bit), byte 1 the chunk size; the rest, fed whole and in chunks, must never trap and must
+// give the same output (patches applied), `removed` list and success or failure. Built by fuzz/run.sh with
+// Sources/Inspect.
 
 private func run(_ kind: DisarmKind, _ mode: SVGMode, _ input: UnsafeRawBufferPointer, chunk: Int) -> [UInt8]? {
     let disarmer = makeDisarmer(for: kind, svgMode: mode)
@@ -16,6 +17,10 @@ private func run(_ kind: DisarmKind, _ mode: SVGMode, _ input: UnsafeRawBufferPo
     } catch {
         return nil
     }
+    for patch in disarmer.patches {
+        precondition(patch.offset >= 0 && patch.offset + patch.bytes.count <= out.count, "patch outside the output")
+        out.replaceSubrange(patch.offset..<(patch.offset + patch.bytes.count), with: patch.bytes)
+    }
     out.append(0)
     for name in disarmer.removed { out.append(contentsOf: name.utf8) }
     return out
@@ -24,8 +29,8 @@ private func run(_ kind: DisarmKind, _ mode: SVGMode, _ input: UnsafeRawBufferPo
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size > 1 else { return 0 }
-    let kinds: [DisarmKind] = [.jpeg, .png, .svg]
-    let kind = kinds[Int(data[0] % 3)]
+    let kinds: [DisarmKind] = [.jpeg, .png, .svg, .gif, .webp]
+    let kind = kinds[Int(data[0] & 0x7F) % kinds.count]
     let mode: SVGMode = data[0] & 0x80 == 0 ? .strip : .reject
     let chunk = max(Int(data[1]), 1)
     let payload = UnsafeRawBufferPointer(start: data + 2, count: size - 2)

@@ -250,7 +250,7 @@ PY
 cd fuzz/build
 TLS_FUZZ_CERTS=tls-certs run_fuzzer tls-fuzz "$TLS_SECONDS" 8192 20 corpus-tls "TLS server session"
 
-# The metadata disarmers (JPEG, PNG, SVG strip and reject): whole and chunked runs must agree and never trap.
+# The disarmers (JPEG, PNG, GIF, WebP, SVG strip and reject): whole and chunked runs must agree and never trap.
 cd ../..
 DISARM_SECONDS="${DISARM_FUZZ_SECONDS:-30}"
 mkdir -p fuzz/corpus-disarm
@@ -268,7 +268,19 @@ png = (b"\x89PNG\r\n\x1a\n" + ch(b"IHDR", struct.pack(">II", 1, 1) + b"\x08\x02\
 svg = (b'<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "b">]><svg onload="x" xmlns:xlink="http://www.w3.org/1999/xlink">'
        b'<!-- c --><script><![CDATA[ a<b ]]></script><a xlink:href="&#106;avascript:1"><set attributeName="href" to="x"/>'
        b'</a><foreignObject><p/></foreignObject><use href="#a"/><style><![CDATA[ a<b ]]></style></svg>')
-for name, kind, data in [("jpeg", 0, jpeg), ("png", 1, png), ("svg", 2, svg), ("svg-reject", 0x82, svg)]:
+def sub(d): return b"".join(bytes([len(d[i:i + 255])]) + d[i:i + 255] for i in range(0, len(d), 255)) + b"\0"
+gif = (b"GIF89a\1\0\1\0\x80\0\0" + bytes(6) + b"\x21\xfe" + sub(b"hi") + b"\x21\xff\x0bNETSCAPE2.0\x03\1\0\0\0"
+       + b"\x21\xff\x0bXMP DataXMP" + sub(b"<x/>") + b"\x21\xf9\4\1\x0a\0\0\0" + b"\x2c" + bytes(4) + b"\1\0\1\0\0"
+       + b"\2\2\x4c\1\0\x3b")
+def rc(t, d): return t + struct.pack("<I", len(d)) + d + (b"\0" if len(d) % 2 else b"")
+icc = bytearray(144) + b"desc\0\0\0\0sRGB"
+icc[0:4] = struct.pack(">I", len(icc)); icc[36:40] = b"acsp"; icc[128:144] = struct.pack(">I4sII", 1, b"desc", 144, 12)
+vp8 = rc(b"VP8 ", b"\x30\1\0\x9d\1\x2a\1\0\1\0\x11")
+body = (rc(b"VP8X", b"\x3e" + bytes(9)) + rc(b"ICCP", bytes(icc)) + rc(b"ANIM", bytes(6)) + rc(b"EXIF", b"MM\0*")
+        + rc(b"ANMF", bytes(16) + rc(b"ALPH", b"\0\xff") + vp8) + rc(b"XMP ", b"<x/>") + rc(b"abcd", b"z"))
+webp = b"RIFF" + struct.pack("<I", len(body) + 4) + b"WEBP" + body
+for name, kind, data in [("jpeg", 0, jpeg), ("png", 1, png), ("svg", 2, svg), ("svg-reject", 0x82, svg),
+                         ("gif", 3, gif), ("webp", 4, webp)]:
     for chunk in (1, 7, 255):
         with open(f"{out}/seed-{name}-{chunk}", "wb") as f:
             f.write(bytes([kind, chunk]) + data)

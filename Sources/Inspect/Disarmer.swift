@@ -1,14 +1,18 @@
 // Metadata disarm: pure streaming rewrites of an uploaded file part ("sanitize").
 //
 //   part body chunks ──feed──▶ Disarmer ──emit──▶ disarmed bytes (to the upstream)
-//                               │ JPEG: marker segments; APP1/APP13/COM/most APPn skipped, the rest copied
-//                               │ PNG:  chunks; tEXt/zTXt/iTXt/eXIf skipped, CRCs checked, the rest copied
+//                               │ JPEG: marker segments; an allowlist (SOF/DHT/DQT/DRI/SOS…, JFIF, Adobe, ICC)
+//                               │ PNG:  chunks; critical + rendering chunks kept (allowlist), CRCs checked
+//                               │ GIF:  blocks; images, graphic control, NETSCAPE2.0 looping kept
+//                               │ WebP: RIFF chunks; VP8/VP8L/VP8X/ALPH/ANIM/ANMF/ICCP kept, RIFF size patched
 //                               │ SVG:  tag tokenizer; script/foreignObject/on*/foreign href/DTD subsets cut
 //                               ▼
 //                           removed: ["exif", "gps", "comment", …] for the audit record
+//                           patches: output bytes known only at the end (WebP's RIFF size), applied by the caller
 //
-// No I/O, bounded memory: a disarmer holds at most a segment or chunk header (JPEG, PNG) or one tag (SVG,
-// at most `SVGDisarmer.maximumTagLength` bytes); payloads stream through whatever their size. Output never
+// No I/O, bounded memory: a disarmer holds at most a segment, chunk or block header (JPEG, PNG, GIF, WebP), an
+// ICC profile while it is judged (at most `ICCProfile.maximumSize` bytes), or one tag (SVG, at most
+// `SVGDisarmer.maximumTagLength` bytes); everything else streams through whatever its size. Output never
 // depends on how the input was split. Anything a hostile file can do ends in a thrown `DisarmError`, never a
 // trap; after an error the disarmer stays failed.
 
@@ -21,6 +25,17 @@ public protocol Disarmer: AnyObject {
     /// What was removed, for the audit log, each name once in order of first removal: e.g. `["exif", "gps",
     /// "comment"]`, `["tEXt", "eXIf"]`, `["script", "onload", "external-href"]`.
     var removed: [String] { get }
+    /// After a successful `finish`: bytes of the output to overwrite, because their value is known only at the
+    /// end (WebP's RIFF size and VP8X flags). Empty for the other formats; at most two patches.
+    var patches: [DisarmPatch] { get }
+}
+
+/// Bytes to write over the disarmed output at `offset` once the whole output was emitted.
+public struct DisarmPatch: Sendable, Hashable {
+    /// Offset in the output, counted from its first emitted byte.
+    public let offset: Int
+    /// The bytes that replace the ones emitted there.
+    public let bytes: [UInt8]
 }
 
 /// Why a disarmer stopped: the input is malformed, or (SVG `.reject` mode) it holds content that must not pass.
@@ -43,10 +58,14 @@ public struct DisarmError: Error, Sendable, CustomStringConvertible {
 
 /// The formats a disarmer exists for.
 public enum DisarmKind: Sendable, Hashable, CaseIterable {
-    /// JPEG (JFIF/EXIF): metadata segments dropped.
+    /// JPEG (JFIF/EXIF): only the segments rendering needs are kept.
     case jpeg
-    /// PNG: text and EXIF chunks dropped.
+    /// PNG: only critical and rendering chunks are kept.
     case png
+    /// GIF: only images, graphic control and the standard looping extension are kept.
+    case gif
+    /// WebP: only image, animation and (checked) ICC chunks are kept.
+    case webp
     /// SVG: script, event handlers, foreign references and DTD subsets stripped or rejected (`SVGMode`).
     case svg
 }
@@ -64,6 +83,8 @@ public func makeDisarmer(for kind: DisarmKind, svgMode: SVGMode = .strip) -> Dis
     switch kind {
     case .jpeg: return StickyDisarmer(JPEGDisarmer())
     case .png: return StickyDisarmer(PNGDisarmer())
+    case .gif: return StickyDisarmer(GIFDisarmer())
+    case .webp: return StickyDisarmer(WebPDisarmer())
     case .svg: return StickyDisarmer(SVGDisarmer(mode: svgMode))
     }
 }
@@ -76,6 +97,12 @@ protocol DisarmFormat: AnyObject {
     func end(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError)
     /// What was removed (see `Disarmer.removed`).
     var removed: [String] { get }
+    /// Output bytes to overwrite after `end` (see `Disarmer.patches`).
+    var patches: [DisarmPatch] { get }
+}
+
+extension DisarmFormat {
+    var patches: [DisarmPatch] { [] }
 }
 
 /// The `Disarmer` contract for every format: after an error the disarmer stays failed, and every later call throws
@@ -87,6 +114,8 @@ final class StickyDisarmer: Disarmer {
     init(_ format: DisarmFormat) { self.format = format }
 
     var removed: [String] { format.removed }
+
+    var patches: [DisarmPatch] { failure == nil ? format.patches : [] }
 
     func feed(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
         if let failure { throw failure }

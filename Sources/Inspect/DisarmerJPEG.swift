@@ -1,19 +1,27 @@
-// JPEG metadata disarm: a walk over the marker segments (ITU T.81 Annex B).
+// JPEG disarm: a walk over the marker segments (ITU T.81 Annex B) that keeps only what rendering needs.
 //
 //   FFD8 ─▶ { [FF…]FFxx len(2, BE, counts itself) payload  |  FFD0–D7 / FF01 (standalone)
 //           | FFDA len header ─▶ entropy-coded data (FF00 and FFD0–D7 inside) until another marker } ─▶ FFD9
 //
-//   kept:    SOI, EOI, DQT, DHT, SOFn, DRI, DNL, SOS + scan data, RSTn, TEM, every non-APP marker segment,
-//            APP0 "JFIF\0", APP2 "ICC_PROFILE\0" (colour), APP14 "Adobe" (affects decoding)
+//   kept:    SOI, EOI, SOFn, DHT, DAC, DQT, DRI, DNL, DHP, EXP, SOS + scan data, RSTn, TEM (byte for byte);
+//            APP0 "JFIF\0" rewritten to its 14-byte header without thumbnail; APP14 "Adobe" (colour transform
+//            of CMYK/YCCK) rewritten to its 12 bytes; APP2 "ICC_PROFILE\0" segments before the first SOS, held
+//            until the profile's last one (in sequence: 1…count), kept only if the reassembled profile passes
+//            `ICCProfile.isAcceptable`, then written again in segments of at most 65,519 profile bytes
 //   dropped: APP1 (EXIF "exif" [+ "gps" when IFD0 has tag 0x8825], XMP "xmp", other "app1"), APP13 "iptc",
-//            COM "comment", every other APPn "appN" (APP0 JFXX thumbnails, APP2 MPF/FlashPix, …),
-//            bytes after EOI "trailing-data"; fill bytes (extra FF before a marker) are not copied
-//   errors:  no SOI, a second SOI, FF00 or a reserved marker (02–BF) between segments, a length below 2,
-//            anything but FF where a marker must start, the part ending before EOI
+//            COM "comment", an ICC profile that fails the test, is out of sequence, incomplete at the first SOS
+//            or over `ICCProfile.maximumSize` "icc", a JFIF thumbnail "jfif-thumbnail", every other APPn
+//            "appN" (APP0 JFXX thumbnails, APP2 MPF/FlashPix, …), JPGn extensions (FFC8, FFF0–FFFD)
+//            "jpg-extension", bytes after EOI "trailing-data"; fill bytes (extra FF before a marker) are not
+//            copied
+//   errors:  no SOI, a second SOI, FF00 or a reserved marker (02–BF) between segments, a length below 2, a
+//            SOFn, SOS or DRI segment longer or shorter than its content (8 + 3 × components, 6 + 2 × components,
+//            4), anything but FF where a marker must start, the part ending before EOI
 //
-// Memory: a segment header and at most 12 identifying payload bytes; payloads stream through (copied or skipped).
+// Memory: a segment header and at most 14 identifying (or length-giving) payload bytes, and an ICC profile while
+// it is judged; every other payload streams through (copied or skipped).
 
-/// Strips metadata segments from a JPEG as it streams. See the file header for the rules.
+/// Rewrites a JPEG as it streams, keeping only the segments rendering needs. See the file header for the rules.
 final class JPEGDisarmer: DisarmFormat {
     private enum State {
         /// Expecting byte `index` (0 or 1) of SOI.
@@ -25,12 +33,14 @@ final class JPEGDisarmer: DisarmFormat {
         /// Reading the two length bytes of segment `marker`; `high` once the first one arrived.
         case length(marker: UInt8, high: UInt8?)
         /// Collecting `want` identifying payload bytes into `head` (after its 4 header bytes) to decide
-        /// whether an APP0/APP2/APP14 segment stays; `remaining` payload bytes follow those.
+        /// what happens to an APP0/APP2/APP14 segment; `remaining` payload bytes follow those.
         case identify(marker: UInt8, want: Int, remaining: Int)
         /// Copying `remaining` payload bytes; `thenScan`: entropy-coded data follows (SOS).
         case copy(remaining: Int, thenScan: Bool)
         /// Dropping `remaining` payload bytes; `exif`: they go through the APP1 scanner.
         case skip(remaining: Int, exif: Bool)
+        /// Appending `remaining` bytes of an ICC_PROFILE segment to `profile`.
+        case icc(remaining: Int)
         /// Entropy-coded data: copied until FF.
         case scan
         /// Entropy-coded data, saw FF (held): 00 or RSTn continue the scan, FF is fill, anything else a marker.
@@ -39,19 +49,36 @@ final class JPEGDisarmer: DisarmFormat {
         case trailing
     }
 
+    /// Where the ICC profile's segments are.
+    private enum ProfileState {
+        /// None seen yet.
+        case none
+        /// Segments 1 ..< `next` of `count` are in `profile`.
+        case collecting(next: Int, count: Int)
+        /// Kept or dropped; later ICC segments are dropped.
+        case over
+    }
+
+    /// Profile bytes carried by one rewritten APP2 segment: 65,535 less the length field, identifier, sequence
+    /// number and count.
+    static let profileBytesPerSegment = 65_535 - 2 - 12 - 2
+
     private var state: State = .soi(index: 0)
     private var head: [UInt8] = []
     private var exif = EXIFScan()
+    private var profile: [UInt8] = []
+    private var profileState = ProfileState.none
+    private var sawScan = false
     private var log = DisarmLog()
 
     var removed: [String] { log.names }
 
-    init() { head.reserveCapacity(16) }
+    init() { head.reserveCapacity(18) }
 
     func end(emit: (UnsafeRawBufferPointer) -> Void) throws(DisarmError) {
         switch state {
         case .trailing: return
-        case .soi, .marker, .markerCode, .length, .identify, .copy, .skip, .scan, .scanFF:
+        case .soi, .marker, .markerCode, .length, .identify, .copy, .skip, .icc, .scan, .scanFF:
             throw .malformed("jpeg: truncated (ended before EOI)")
         }
     }
@@ -91,7 +118,7 @@ final class JPEGDisarmer: DisarmFormat {
                 let take = min(want - (head.count - 4), n - i)
                 head.append(contentsOf: bytes.slice(i..<i + take))
                 i += take
-                if head.count - 4 == want { decide(marker, remaining: remaining, emit: emit) }
+                if head.count - 4 == want { try decide(marker, remaining: remaining, emit: emit) }
             case .copy(let remaining, let thenScan):
                 let take = min(remaining, n - i)
                 emit(bytes.slice(i..<i + take))
@@ -110,6 +137,15 @@ final class JPEGDisarmer: DisarmFormat {
                     state = .marker
                 } else {
                     state = .skip(remaining: remaining - take, exif: scanEXIF)
+                }
+            case .icc(let remaining):
+                let take = min(remaining, n - i)
+                profile.append(contentsOf: bytes.slice(i..<i + take))
+                i += take
+                if take == remaining {
+                    profileSegmentEnded(emit: emit)
+                } else {
+                    state = .icc(remaining: remaining - take)
                 }
             case .scan:
                 var j = i
@@ -147,6 +183,7 @@ final class JPEGDisarmer: DisarmFormat {
         case 0xD8:
             throw .malformed("jpeg: second SOI")
         case 0xD9:
+            if case .collecting = profileState { abandonProfile() }
             emitPair(0xFF, 0xD9, emit)
             state = .trailing
         case 0x01, 0xD0...0xD7:
@@ -179,40 +216,157 @@ final class JPEGDisarmer: DisarmFormat {
         case 0xFE:
             log.note("comment")
             state = .skip(remaining: payload, exif: false)
-        case 0xE0, 0xE2, 0xEE:
-            let want = min(payload, JPEGDisarmer.identifier(for: marker).count)
+        case 0xE0, 0xE2, 0xEE, 0xC0...0xC3, 0xC5...0xC7, 0xC9...0xCB, 0xCD...0xCF, 0xDA:
+            let want = min(payload, JPEGDisarmer.identified(marker))
             state = .identify(marker: marker, want: want, remaining: payload - want)
-            if want == 0 { decide(marker, remaining: payload, emit: emit) }
+            if want == 0 { try decide(marker, remaining: payload, emit: emit) }
+        case 0xDD:
+            guard payload == 2 else { throw .malformed("jpeg: DRI of \(payload) bytes, not 2") }
+            head.withUnsafeBytes { emit($0) }
+            state = .copy(remaining: payload, thenScan: false)
         case 0xE3...0xEC, 0xEF:
             log.note("app\(marker - 0xE0)")
             state = .skip(remaining: payload, exif: false)
+        case 0xC8, 0xF0...0xFD:
+            log.note("jpg-extension")
+            state = .skip(remaining: payload, exif: false)
         default:
             head.withUnsafeBytes { emit($0) }
-            state = .copy(remaining: payload, thenScan: marker == 0xDA)
+            state = .copy(remaining: payload, thenScan: false)
         }
         if case .copy(0, let thenScan) = state { state = thenScan ? .scan : .marker }
         if case .skip(0, false) = state { state = .marker }
     }
 
-    /// The identifier that keeps an APP0, APP2 or APP14 segment.
-    private static func identifier(for marker: UInt8) -> [UInt8] {
+    /// How many payload bytes identify an APP0 (JFIF header), APP2 (ICC identifier, sequence number and count)
+    /// or APP14 (Adobe) segment, or give the component count that sets a SOFn (6) or SOS (1) segment's length.
+    private static func identified(_ marker: UInt8) -> Int {
         switch marker {
-        case 0xE0: return Array("JFIF\0".utf8)
-        case 0xE2: return Array("ICC_PROFILE\0".utf8)
-        default: return Array("Adobe".utf8)
+        case 0xE0, 0xE2: return 14
+        case 0xEE: return 12
+        case 0xDA: return 1
+        default: return 6
         }
     }
 
-    /// Keeps (emits the held header and identifier, copies the rest) or drops an identified APPn segment.
-    private func decide(_ marker: UInt8, remaining: Int, emit: (UnsafeRawBufferPointer) -> Void) {
-        let id = JPEGDisarmer.identifier(for: marker)
-        if head.count - 4 == id.count && head[4...].elementsEqual(id) {
+    /// Whether the identifying bytes in `head` start with `id`.
+    private func headStarts(with id: StaticString) -> Bool {
+        let n = id.utf8CodeUnitCount
+        guard head.count - 4 >= n else { return false }
+        let p = id.utf8Start
+        for k in 0..<n where head[4 + k] != p[k] { return false }
+        return true
+    }
+
+    /// Keeps (rewritten), collects (ICC) or drops an identified APPn segment, or checks a SOFn or SOS segment's
+    /// length against its component count and copies it, with `remaining` bytes after `head`.
+    private func decide(
+        _ marker: UInt8, remaining: Int, emit: (UnsafeRawBufferPointer) -> Void
+    ) throws(DisarmError) {
+        let complete = head.count - 4 == JPEGDisarmer.identified(marker)
+        switch marker {
+        case 0xDA:
+            guard complete, 1 + remaining == 4 + 2 * Int(head[4]) else {
+                throw .malformed("jpeg: SOS length does not match its component count")
+            }
+            if case .collecting = profileState { abandonProfile() }
+            sawScan = true
+            head.withUnsafeBytes { emit($0) }
+            state = .copy(remaining: remaining, thenScan: true)
+        case 0xC0...0xCF:
+            guard complete, 6 + remaining == 6 + 3 * Int(head[9]) else {
+                throw .malformed("jpeg: SOF\(marker - 0xC0) length does not match its component count")
+            }
             head.withUnsafeBytes { emit($0) }
             state = remaining == 0 ? .marker : .copy(remaining: remaining, thenScan: false)
-        } else {
+        case 0xE0 where complete && headStarts(with: "JFIF\0"):
+            // The header as it is, with a 0×0 thumbnail and the length that says so.
+            if remaining > 0 || head[16] != 0 || head[17] != 0 { log.note("jfif-thumbnail") }
+            head[2] = 0
+            head[3] = 16
+            head[16] = 0
+            head[17] = 0
+            head.withUnsafeBytes { emit($0) }
+            skip(remaining)
+        case 0xEE where complete && headStarts(with: "Adobe"):
+            head[2] = 0
+            head[3] = 14
+            head.withUnsafeBytes { emit($0) }
+            skip(remaining)
+        case 0xE2 where complete && headStarts(with: "ICC_PROFILE\0"):
+            profileSegment(sequence: Int(head[16]), count: Int(head[17]), remaining: remaining, emit: emit)
+        default:
             log.note("app\(marker - 0xE0)")
-            state = remaining == 0 ? .marker : .skip(remaining: remaining, exif: false)
+            skip(remaining)
         }
+    }
+
+    /// Drops `remaining` payload bytes.
+    private func skip(_ remaining: Int) {
+        state = remaining == 0 ? .marker : .skip(remaining: remaining, exif: false)
+    }
+
+    /// An ICC_PROFILE segment numbered `sequence` of `count`, `remaining` profile bytes to come.
+    private func profileSegment(
+        sequence: Int, count: Int, remaining: Int, emit: (UnsafeRawBufferPointer) -> Void
+    ) {
+        let next: Int
+        switch profileState {
+        case .none where !sawScan && sequence == 1 && count >= 1:
+            next = 1
+        case .collecting(let expected, let total) where sequence == expected && count == total:
+            next = expected
+        case .none, .collecting, .over:
+            abandonProfile()
+            skip(remaining)
+            return
+        }
+        guard remaining <= ICCProfile.maximumSize - profile.count else {
+            abandonProfile()
+            skip(remaining)
+            return
+        }
+        profileState = .collecting(next: next, count: count)
+        state = .icc(remaining: remaining)
+        if remaining == 0 { profileSegmentEnded(emit: emit) }
+    }
+
+    /// The current ICC segment's bytes are in `profile`: after the last one, the profile is judged and written
+    /// again or dropped.
+    private func profileSegmentEnded(emit: (UnsafeRawBufferPointer) -> Void) {
+        state = .marker
+        guard case .collecting(let next, let count) = profileState else { return }
+        guard next == count else {
+            profileState = .collecting(next: next + 1, count: count)
+            return
+        }
+        profileState = .over
+        if profile.withUnsafeBytes({ ICCProfile.isAcceptable($0) }) {
+            let per = JPEGDisarmer.profileBytesPerSegment
+            let segments = (profile.count + per - 1) / per
+            var start = 0
+            for k in 1...segments {
+                let end = min(start + per, profile.count)
+                let length = 2 + 12 + 2 + end - start
+                var header: [UInt8] = [0xFF, 0xE2, UInt8(length >> 8), UInt8(length & 0xFF)]
+                header += Array("ICC_PROFILE\0".utf8)
+                header += [UInt8(k), UInt8(segments)]
+                header.withUnsafeBytes { emit($0) }
+                profile.withUnsafeBytes { emit($0.slice(start..<end)) }
+                start = end
+            }
+        } else {
+            log.note("icc")
+        }
+        profile = []
+    }
+
+    /// Drops the profile (and every later ICC segment): its segments are out of sequence, over the size limit,
+    /// after the first scan, or incomplete at the first SOS or EOI.
+    private func abandonProfile() {
+        log.note("icc")
+        profile = []
+        profileState = .over
     }
 
     private func hex(_ b: UInt8) -> String {

@@ -817,25 +817,48 @@ public final class FormStage {
         switch sniffed {
         case "image/jpeg": return .jpeg
         case "image/png": return .png
+        case "image/gif": return .gif
+        case "image/webp": return .webp
         case "image/svg+xml": return .svg
         default: return nil
         }
     }
 
-    /// Rewrites a held file through its disarmer into a new held file (bounded memory: chunk by chunk).
+    /// Rewrites a held file through its disarmer into a new held file (bounded memory: chunk by chunk). What the
+    /// disarmer emits is gathered into 64 KiB writes: it emits short spans (a JPEG's every FF00 pair, a GIF's every
+    /// sub-block size byte), one write each before.
     private func disarm(_ file: TemporaryFile, kind: DisarmKind, mode: DisarmMode) throws
         -> (TemporaryFile, [String]) {
         let output = try TemporaryFile(directory: spoolDirectory)
         let disarmer = makeDisarmer(for: kind, svgMode: mode == .reject ? .reject : .strip)
+        let gathered = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+        defer { gathered.deallocate() }
+        var used = 0
         var writeError: Error?
-        let emit: (UnsafeRawBufferPointer) -> Void = { bytes in
+        let write: (UnsafeRawBufferPointer) -> Void = { bytes in
             guard writeError == nil else { return }
             do { try output.write(bytes) } catch { writeError = error }
+        }
+        let emit: (UnsafeRawBufferPointer) -> Void = { bytes in
+            if used + bytes.count > gathered.count {
+                write(UnsafeRawBufferPointer(rebasing: gathered[0..<used]))
+                used = 0
+            }
+            if bytes.count >= gathered.count {
+                write(bytes)
+            } else if let from = bytes.baseAddress, let into = gathered.baseAddress {
+                (into + used).copyMemory(from: from, byteCount: bytes.count)
+                used += bytes.count
+            }
         }
         do {
             try file.forEachChunk { try disarmer.feed($0, emit: emit) }
             try disarmer.finish(emit: emit)
+            write(UnsafeRawBufferPointer(rebasing: gathered[0..<used]))
             if let writeError { throw writeError }
+            for patch in disarmer.patches {
+                try patch.bytes.withUnsafeBytes { try output.overwrite($0, at: UInt64(patch.offset)) }
+            }
         } catch {
             output.close()
             throw error

@@ -46,6 +46,20 @@ public final class TemporaryFile {
         size += UInt64(bytes.count)
     }
 
+    /// Overwrites bytes already written at `offset` (the file does not grow past `size`); throws on a write error.
+    public func overwrite(_ bytes: UnsafeRawBufferPointer, at offset: UInt64) throws {
+        guard offset + UInt64(bytes.count) <= size, let base = bytes.baseAddress else { return }
+        var off = 0
+        while off < bytes.count {
+            let n = pwrite(fd, base + off, bytes.count - off, off_t(offset) + off_t(off))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw IOError(errno: errno, reason: "pwrite(spool)")
+            }
+            off += n
+        }
+    }
+
     /// Reads up to `buffer.count` bytes at `offset`; returns the count (0 at end).
     public func read(at offset: UInt64, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
         while true {

@@ -66,8 +66,9 @@ public struct PartRule: Sendable, Hashable {
     public var archive = ArchiveSettings()
     /// Name and filename character lists and restricted filename patterns (defaults from the route).
     public var nameChecks = NameChecks()
-    /// `disarm [strip|reject];`: JPEG, PNG and SVG files are rewritten without their metadata and active content
-    /// (SVG scripts and the like stripped, or refused with `reject`); nil: forwarded as they are.
+    /// `disarm [strip|reject];`: JPEG, PNG, GIF and WebP files are rewritten with only what rendering needs, SVG
+    /// files without active content (scripts and the like stripped, or refused with `reject`); nil: forwarded as
+    /// they are.
     public var disarm: DisarmMode?
 
     /// Creates a rule with the defaults of a rule that sets nothing.
@@ -164,8 +165,16 @@ public struct FieldPattern: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// How `disarm` treats active content in SVG files (metadata in JPEG and PNG is always removed).
+/// How `disarm` treats active content in SVG files (what JPEG, PNG, GIF and WebP do not need is always removed).
 public enum DisarmMode: String, Sendable, Hashable, CaseIterable {
+    /// The sniffed types `disarm` rewrites (the proxy's `FormStage.disarmKind` maps each to its disarmer); any
+    /// other type passes unchanged.
+    public static let rewrittenTypes = ["image/jpeg", "image/png", "image/gif", "image/webp", "image/svg+xml"]
+    /// The sniffed image types `disarm` passes unchanged (named when a rule's `image/*` lets them through).
+    public static let unchangedImageTypes = [
+        "image/bmp", "image/tiff", "image/vnd.microsoft.icon", "image/heic", "image/heif", "image/avif",
+    ]
+
     /// Cut scripts, event handlers and external references out; pass the rest.
     case strip
     /// Refuse an SVG that has any (violation `disarm_failed`).

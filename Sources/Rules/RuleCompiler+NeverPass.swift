@@ -77,7 +77,7 @@ extension RuleCompiler {
         return !extensionTypes.contains { type in rule.types.contains { allows($0, type) } }
     }
 
-    private mutating func warn(at location: SourceLocation, _ message: String) {
+    mutating func warn(at location: SourceLocation, _ message: String) {
         diagnostics.append(Diagnostic(.warning, at: location, message))
     }
 }

@@ -349,6 +349,7 @@ struct RuleCompiler {
             }
         }
         warnNeverPass(route, text: text, location: statement.location)
+        warnDisarmedTypes(route)
         if route.reencode == .off {
             if route.contentTypes.contains(where: { $0.matches("multipart/form-data") }) {
                 error(at: statement.name, "route '\(text)' has 'reencode off' but accepts multipart/form-data: "

@@ -3,7 +3,7 @@ import Testing
 @testable import Inspect
 import TestRandom
 
-// Disarm: JPEG, PNG and SVG samples built here, fed whole, byte by byte and split at every offset (identical
+// Disarm: JPEG, PNG, GIF, WebP and SVG samples built here, fed whole, byte by byte and split at every offset (identical
 // output required); every attack stripped in .strip mode and thrown in .reject mode; truncated and mutated
 // inputs throw and never trap.
 
@@ -26,6 +26,9 @@ private func disarm(
         start = min(cut, input.count)
     }
     try disarmer.finish { out.append(contentsOf: $0) }
+    for patch in disarmer.patches {
+        out.replaceSubrange(patch.offset..<patch.offset + patch.bytes.count, with: patch.bytes)
+    }
     return Outcome(output: out, removed: disarmer.removed)
 }
 
@@ -68,6 +71,30 @@ private func feed(_ disarmer: Disarmer, _ piece: [UInt8], into out: inout [UInt8
     if let failure { throw failure }
 }
 
+// MARK: - ICC profiles and payloads
+
+/// The web shell the issue's corpus hides in images.
+private let shell = ascii("<?php system($_GET['c']); ?>")
+
+/// Whether `data` holds `<?php` anywhere.
+private func carriesShell(_ data: [UInt8]) -> Bool {
+    let tag = ascii("<?php")
+    guard data.count >= tag.count else { return false }
+    return (0...data.count - tag.count).contains { data[$0..<$0 + tag.count].elementsEqual(tag) }
+}
+
+/// A minimal well-formed ICC profile: a 128-byte header ("acsp" at 36), one `desc` tag holding `text`, and
+/// `padding` zero bytes after it.
+private func iccProfile(_ text: String, padding: Int = 0) -> [UInt8] {
+    let tag = ascii("desc") + [0, 0, 0, 0] + ascii(text)
+    let size = 128 + 4 + 12 + tag.count + padding
+    var p = be32(UInt32(size)) + ascii("none") + [2, 0x10, 0, 0] + ascii("mntrRGB XYZ ")
+    p += Array(repeating: 0, count: 12) + ascii("acsp")
+    p += Array(repeating: 0, count: 128 - p.count)
+    p += be32(1) + ascii("desc") + be32(144) + be32(UInt32(tag.count))
+    return p + tag + Array(repeating: 0, count: padding)
+}
+
 // MARK: - JPEG samples
 
 private func segment(_ marker: UInt8, _ payload: [UInt8]) -> [UInt8] {
@@ -95,7 +122,7 @@ private func exif(littleEndian: Bool, gps: Bool) -> [UInt8] {
 private let soi: [UInt8] = [0xFF, 0xD8]
 private let eoi: [UInt8] = [0xFF, 0xD9]
 private let app0 = segment(0xE0, ascii("JFIF\0") + [1, 1, 0, 0, 1, 0, 1, 0, 0])
-private let icc = segment(0xE2, ascii("ICC_PROFILE\0") + [1, 1] + Array(repeating: 0x41, count: 40))
+private let icc = segment(0xE2, ascii("ICC_PROFILE\0") + [1, 1] + iccProfile("sRGB IEC61966-2.1"))
 private let adobe = segment(0xEE, ascii("Adobe") + [0, 100, 0, 0, 0, 0, 1])
 private let xmp = segment(0xE1, ascii("http://ns.adobe.com/xap/1.0/\0<x:xmpmeta/>"))
 private let iptc = segment(0xED, ascii("Photoshop 3.0\0") + ascii("8BIM") + [4, 4, 0, 0, 0, 0, 0, 0])
@@ -137,6 +164,64 @@ private let idat = chunk("IDAT", [0x78, 0x9C, 0x63, 0xF8, 0xCF, 0xC0, 0x00, 0x00
 private let iend = chunk("IEND", [])
 private let png = pngSignature + ihdr + text + gama + exifChunk + idat + ztxt + itxt + iend
 private let pngKept = pngSignature + ihdr + gama + idat + iend
+
+/// An iCCP chunk: profile name, NUL, method 0, the zlib-compressed profile.
+private func iccpChunk(_ profile: [UInt8]) -> [UInt8] {
+    var packed = [UInt8](repeating: 0, count: profile.count + 64)
+    var length = uLongf(packed.count)
+    _ = packed.withUnsafeMutableBytes { out in
+        profile.withUnsafeBytes { input in
+            compress(out.baseAddress?.assumingMemoryBound(to: Bytef.self), &length,
+                     input.baseAddress?.assumingMemoryBound(to: Bytef.self), uLong(input.count))
+        }
+    }
+    return chunk("iCCP", ascii("ICC\0") + [0] + Array(packed.prefix(Int(length))))
+}
+
+// MARK: - GIF samples
+
+/// `data` as GIF sub-blocks (at most 255 bytes each) and the terminator.
+private func subBlocks(_ data: [UInt8]) -> [UInt8] {
+    var out: [UInt8] = []
+    var at = 0
+    while at < data.count {
+        let n = min(255, data.count - at)
+        out += [UInt8(n)] + data[at..<at + n]
+        at += n
+    }
+    return out + [0]
+}
+
+/// Header, 1×1 screen with a two-colour global table.
+private let gifHeader = ascii("GIF89a") + [1, 0, 1, 0, 0x80, 0, 0] + [0, 0, 0, 255, 255, 255]
+private let gifControl: [UInt8] = [0x21, 0xF9, 4, 1, 10, 0, 0, 0]
+private let gifLoop: [UInt8] = [0x21, 0xFF, 11] + ascii("NETSCAPE2.0") + [3, 1, 0, 0, 0]
+/// A 1×1 image with a two-colour local table and its LZW data.
+private let gifImage: [UInt8] = [0x2C, 0, 0, 0, 0, 1, 0, 1, 0, 0x80, 0, 0, 0, 9, 9, 9, 2, 2, 0x4C, 0x01, 0]
+private let gifComment: [UInt8] = [0x21, 0xFE] + subBlocks(shell)
+private let gifXMP: [UInt8] = [0x21, 0xFF, 11] + ascii("XMP DataXMP")
+    + subBlocks(shell + Array(repeating: 0x20, count: 300))
+private let gifPlainText: [UInt8] = [0x21, 0x01, 12] + Array(repeating: 0, count: 12) + subBlocks(shell)
+
+// MARK: - WebP samples
+
+private func le32(_ v: Int) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (8 * $0)) } }
+
+/// A RIFF chunk with its pad byte.
+private func riffChunk(_ type: String, _ data: [UInt8]) -> [UInt8] {
+    ascii(type) + le32(data.count) + data + (data.count % 2 == 1 ? [0] : [])
+}
+
+/// A WebP file: the RIFF header (size from `chunks`) and `chunks`.
+private func webp(_ chunks: [UInt8]) -> [UInt8] { ascii("RIFF") + le32(chunks.count + 4) + ascii("WEBP") + chunks }
+
+/// VP8X with `flags` (0x20 ICC, 0x10 alpha, 0x08 EXIF, 0x04 XMP, 0x02 animation) and a 1×1 canvas.
+private func vp8x(_ flags: UInt8) -> [UInt8] { riffChunk("VP8X", [flags, 0, 0, 0, 0, 0, 0, 0, 0, 0]) }
+
+private let vp8 = riffChunk("VP8 ", [0x30, 0x01, 0x00, 0x9D, 0x01, 0x2A, 1, 0, 1, 0, 0x11])
+private let alph = riffChunk("ALPH", [0, 0xFF])
+private let anim = riffChunk("ANIM", [0, 0, 0, 0, 0, 0])
+private let anmf = riffChunk("ANMF", Array(repeating: 0, count: 16) + alph + vp8)
 
 /// Walks `data` as a PNG and checks every chunk's CRC independently of the disarmer.
 private func chunkTypesWithValidCRCs(_ data: [UInt8]) -> [String]? {
@@ -263,7 +348,10 @@ private let svgRewrites: [(String, String)] = [
 @Suite struct DisarmTests {
     /// The `Disarmer` contract: after an error the disarmer stays failed, and every later call throws that first
     /// error again, whether it came from `feed` (bad bytes) or `finish` (a truncated file).
-    @Test(arguments: [(DisarmKind.jpeg, "GIF89a"), (.png, "GIF89a"), (.svg, "<svg>\u{0}")])
+    @Test(arguments: [
+        (DisarmKind.jpeg, "GIF89a"), (.png, "GIF89a"), (.gif, "GIF89b0000000"), (.webp, "RIFF\0\0\0\0WAVE"),
+        (.svg, "<svg>\u{0}"),
+    ])
     func anErrorSticks(kind: DisarmKind, bad: String) throws {
         var out: [UInt8] = []
         let broken = makeDisarmer(for: kind)
@@ -279,7 +367,11 @@ private let svgRewrites: [(String, String)] = [
             }
         }
         let truncated = makeDisarmer(for: kind)
-        let start = kind == .svg ? ascii("<svg") : kind == .png ? pngSignature : [0xFF, 0xD8]
+        let starts: [DisarmKind: [UInt8]] = [
+            .svg: ascii("<svg"), .png: pngSignature, .jpeg: [0xFF, 0xD8], .gif: gifHeader,
+            .webp: Array(webp(vp8).dropLast(2)),
+        ]
+        let start = starts[kind] ?? []
         try feed(truncated, start, into: &out)
         var ended: DisarmError?
         do { try truncated.finish { _ in } } catch { ended = error }
@@ -333,6 +425,11 @@ private let svgRewrites: [(String, String)] = [
         ("reserved marker", soi + [0xFF, 0x02, 0x00, 0x02] + eoi),
         ("garbage between segments", soi + dqt + [0x00] + eoi),
         ("truncated SOS header", soi + Array(sos.prefix(5))),
+        ("DRI not 2 bytes", soi + dqt + segment(0xDD, [0, 4] + shell) + sof0 + sos + entropy + eoi),
+        ("SOF longer than its components", soi + dqt + segment(0xC0, [8, 0, 16, 0, 16, 1, 1, 0x11, 0] + shell) + eoi),
+        ("SOF shorter than 6", soi + dqt + segment(0xC2, [8, 0, 16]) + eoi),
+        ("SOS longer than its components", soi + dqt + sof0 + segment(0xDA, [1, 1, 0, 0, 63, 0] + shell) + eoi),
+        ("SOS without its count", soi + dqt + sof0 + segment(0xDA, []) + eoi),
     ] as [(String, [UInt8])])
     func jpegMalformedThrows(name: String, input: [UInt8]) {
         #expect(throws: DisarmError.self, "\(name)") { try disarm(input, .jpeg) }
@@ -490,6 +587,8 @@ private let svgRewrites: [(String, String)] = [
         var rng = SplitMix(seed: 0xD15A_2A11)
         let samples: [(DisarmKind, [UInt8])] = [
             (.jpeg, jpeg), (.png, png), (.svg, ascii(cleanSVG)), (.svg, ascii(svgAttacks.map(\.0).joined())),
+            (.gif, gifHeader + gifControl + gifLoop + gifComment + gifImage + [0x3B]),
+            (.webp, webp(vp8x(0x3E) + riffChunk("ICCP", iccProfile("sRGB")) + anim + anmf + riffChunk("EXIF", shell))),
         ]
         var outcomes: [String: Int] = [:]
         for round in 0..<3000 {
@@ -520,17 +619,224 @@ private let svgRewrites: [(String, String)] = [
 }
 
 
-/// Opt-in cross-check with real files: set DISARM_CROSSCHECK_DIR to a folder of .jpg/.png/.svg files; each one is
-/// disarmed (whole and in 1000-byte pieces, which must agree) into `<name>.disarmed.<ext>` next to it, for an
+// MARK: - Hiding places (issue 53): what each format keeps is an allowlist
+
+@Suite struct DisarmHidingPlaceTests {
+    @Test func jpegDropsEveryPlaceAShellHides() throws {
+        let fakeICC = segment(
+            0xE2, ascii("ICC_PROFILE\0") + [1, 1] + iccProfile(String(decoding: shell, as: UTF8.self)))
+        let notICC = segment(0xE2, shell)
+        let xmpShell = segment(0xE1, ascii("http://ns.adobe.com/xap/1.0/\0") + shell)
+        let thumbnail = segment(0xE0, ascii("JFIF\0") + [1, 1, 0, 0, 1, 0, 1, 0x0A, 0x01] + shell + [0, 0])
+        let adobeTail = segment(0xEE, ascii("Adobe") + [0, 100, 0, 0, 0, 0, 1] + shell)
+        let extensionSegment = segment(0xF7, shell)
+        let input = soi + thumbnail + notICC + fakeICC + xmpShell + segment(0xE5, shell) + adobeTail + dqt + sof0
+            + segment(0xFE, shell) + extensionSegment + dht + sos + entropy + eoi + shell
+        let out = try disarmEverySplit(input, .jpeg)
+        #expect(out.output == soi + app0 + adobe + dqt + sof0 + dht + sos + entropy + eoi)
+        #expect(!carriesShell(out.output))
+        #expect(out.removed == ["jfif-thumbnail", "app2", "icc", "xmp", "app5", "comment", "jpg-extension",
+                                "trailing-data"])
+    }
+
+    @Test func jpegKeepsAWellFormedICCProfileAcrossSegments() throws {
+        let profile = iccProfile("Display P3", padding: 300)
+        let pieces = [Array(profile[0..<100]), Array(profile[100..<250]), Array(profile[250...])]
+        let segments = pieces.enumerated().map { k, piece in
+            segment(0xE2, ascii("ICC_PROFILE\0") + [UInt8(k + 1), 3] + piece)
+        }
+        let split = segments.flatMap { $0 }
+        let whole = segment(0xE2, ascii("ICC_PROFILE\0") + [1, 1] + profile)
+        let out = try disarmEverySplit(soi + app0 + split + dqt + sof0 + sos + entropy + eoi, .jpeg)
+        #expect(out.output == soi + app0 + whole + dqt + sof0 + sos + entropy + eoi)
+        #expect(out.removed == [])
+        // Out of sequence, incomplete at the scan, after the scan: dropped.
+        for input in [
+            soi + segments[0] + segments[2] + dqt + sos + entropy + eoi,
+            soi + segments[0] + segments[1] + dqt + sos + entropy + eoi,
+            soi + dqt + sos + entropy + [0xFF, 0xFF] + whole + sos + entropy + eoi,
+        ] {
+            let dropped = try disarm(input, .jpeg)
+            #expect(dropped.removed == ["icc"])
+            #expect(!dropped.output.contains(0xE2))
+        }
+    }
+
+    @Test func jpegRewritesAProfileOverOneSegment() throws {
+        let profile = iccProfile("big", padding: 70_000)
+        let per = JPEGDisarmer.profileBytesPerSegment
+        let input = soi + segment(0xE2, ascii("ICC_PROFILE\0") + [1, 2] + Array(profile[0..<40_000]))
+            + segment(0xE2, ascii("ICC_PROFILE\0") + [2, 2] + Array(profile[40_000...])) + dqt + sos + entropy + eoi
+        let expected = soi + segment(0xE2, ascii("ICC_PROFILE\0") + [1, 2] + Array(profile[0..<per]))
+            + segment(0xE2, ascii("ICC_PROFILE\0") + [2, 2] + Array(profile[per...])) + dqt + sos + entropy + eoi
+        let out = try disarm(input, .jpeg)
+        #expect(out.output == expected)
+        #expect(try disarm(input, .jpeg, cuts: Array(stride(from: 0, to: input.count, by: 997))) == out)
+        let tooBig = iccProfile("huge", padding: ICCProfile.maximumSize)
+        var oversized = soi
+        var at = 0
+        var k: UInt8 = 1
+        while at < tooBig.count {
+            let end = min(at + 60_000, tooBig.count)
+            oversized += segment(0xE2, ascii("ICC_PROFILE\0") + [k, 18] + Array(tooBig[at..<end]))
+            at = end
+            k += 1
+        }
+        #expect(try disarm(oversized + dqt + sos + entropy + eoi, .jpeg).output == soi + dqt + sos + entropy + eoi)
+    }
+
+    @Test func iccProfileTest() {
+        func accepts(_ p: [UInt8]) -> Bool { p.withUnsafeBytes { ICCProfile.isAcceptable($0) } }
+        #expect(accepts(iccProfile("sRGB")))
+        #expect(!accepts(iccProfile("<?php system($_GET['c']); ?>")))
+        #expect(!accepts(iccProfile("<script>alert(1)</script>")))
+        var wrongSize = iccProfile("sRGB")
+        wrongSize[3] &+= 1
+        #expect(!accepts(wrongSize))
+        var noSignature = iccProfile("sRGB")
+        noSignature[36] = 0x41
+        #expect(!accepts(noSignature))
+        var tagOutside = iccProfile("sRGB")
+        tagOutside[143] = 200
+        #expect(!accepts(tagOutside))
+        #expect(!accepts(Array(iccProfile("sRGB").prefix(100))))
+    }
+
+    @Test func pngKeepsOnlyRenderingChunks() throws {
+        let profile = iccpChunk(iccProfile("sRGB"))
+        let srgb = chunk("sRGB", [0])
+        let phys = chunk("pHYs", be32(2835) + be32(2835) + [1])
+        let trns = chunk("tRNS", [0, 0, 0, 0, 0, 0])
+        let apng = chunk("acTL", be32(1) + be32(0)) + chunk("fcTL", Array(repeating: 0, count: 26))
+        let input = pngSignature + ihdr + profile + srgb + chunk("prVt", shell) + chunk("tEXt", ascii("c\0") + shell)
+            + chunk("tIME", [7, 0xEA, 12, 7, 20, 0, 0]) + chunk("gAMA", be32(45455) + shell) + phys + trns + apng
+            + idat + chunk("zzZz", shell) + chunk("fdAT", be32(1) + [1, 2]) + iend + shell
+        let out = try disarmEverySplit(input, .png)
+        #expect(out.output == pngSignature + ihdr + profile + srgb + phys + trns + apng + idat
+            + chunk("fdAT", be32(1) + [1, 2]) + iend)
+        #expect(!carriesShell(out.output))
+        #expect(out.removed == ["prVt", "tEXt", "tIME", "gAMA", "zzZz", "trailing-data"])
+        #expect(chunkTypesWithValidCRCs(out.output) != nil)
+    }
+
+    @Test func pngDropsAProfileWithMarkupOrThatIsNotOne() throws {
+        for bad in [
+            iccpChunk(iccProfile("<?php system($_GET['c']); ?>")), iccpChunk(shell),
+            chunk("iCCP", ascii("ICC\0") + [0] + shell), chunk("iCCP", shell),
+        ] {
+            let out = try disarmEverySplit(pngSignature + ihdr + bad + idat + iend, .png)
+            #expect(out.output == pngSignature + ihdr + idat + iend)
+            #expect(out.removed == ["iCCP"])
+        }
+        // A second profile, or one after the image data, is dropped too.
+        let good = iccpChunk(iccProfile("sRGB"))
+        let out = try disarm(pngSignature + ihdr + good + good + idat + good + iend, .png)
+        #expect(out.output == pngSignature + ihdr + good + idat + iend)
+    }
+
+    @Test func gifKeepsImagesControlAndLooping() throws {
+        let input = gifHeader + gifComment + gifLoop + gifXMP + gifControl + gifPlainText + gifImage
+            + [0x21, 0x99] + subBlocks(shell) + gifControl + gifImage + [0x3B] + shell
+        let out = try disarmEverySplit(input, .gif)
+        #expect(out.output == gifHeader + gifLoop + gifControl + gifImage + gifControl + gifImage + [0x3B])
+        #expect(!carriesShell(out.output))
+        #expect(out.removed == ["comment", "application", "plain-text", "extension", "trailing-data"])
+    }
+
+    @Test func gifDropsNonStandardControlAndLoopingExtensions() throws {
+        let longControl: [UInt8] = [0x21, 0xF9] + subBlocks([1, 10, 0, 0] + shell)
+        let controlWithMore: [UInt8] = [0x21, 0xF9, 4, 1, 10, 0, 0] + subBlocks(shell)
+        let loopWithMore: [UInt8] = [0x21, 0xFF, 11] + ascii("NETSCAPE2.0") + [3, 1, 0, 0] + subBlocks(shell)
+        let loopOther: [UInt8] = [0x21, 0xFF, 11] + ascii("ANIMEXTS1.0") + subBlocks([2] + shell)
+        let appShort: [UInt8] = [0x21, 0xFF] + subBlocks(shell)
+        let input = gifHeader + longControl + controlWithMore + loopWithMore + loopOther + appShort + gifImage + [0x3B]
+        let out = try disarmEverySplit(input, .gif)
+        #expect(out.output == gifHeader + gifImage + [0x3B])
+        #expect(out.removed == ["graphic-control", "application"])
+    }
+
+    @Test(arguments: [
+        ("bad signature", ascii("GIF88a") + Array(gifHeader.dropFirst(6)) + [0x3B]),
+        ("no trailer", gifHeader + gifImage),
+        ("bad block", gifHeader + [0x00, 0x3B]),
+        ("truncated table", Array(gifHeader.prefix(15))),
+        ("truncated sub-block", gifHeader + Array(gifComment.prefix(10))),
+    ] as [(String, [UInt8])])
+    func gifMalformedThrows(name: String, input: [UInt8]) {
+        #expect(throws: DisarmError.self, "\(name)") { try disarm(input, .gif) }
+        #expect(throws: DisarmError.self, "\(name) byte by byte") {
+            try disarm(input, .gif, cuts: Array(0..<input.count))
+        }
+    }
+
+    @Test func webpKeepsImageAnimationAndICCAndFixesTheSizeAndFlags() throws {
+        let profile = riffChunk("ICCP", iccProfile("sRGB"))
+        let input = webp(vp8x(0x3E) + profile + anim + riffChunk("EXIF", shell) + anmf + riffChunk("XMP ", shell)
+            + riffChunk("pHp ", shell + [1]) + anmf) + shell
+        let out = try disarmEverySplit(input, .webp)
+        #expect(out.output == webp(vp8x(0x32) + profile + anim + anmf + anmf))
+        #expect(!carriesShell(out.output))
+        #expect(out.removed == ["exif", "xmp", "unknown-chunk", "trailing-data"])
+    }
+
+    @Test func webpKeepsAnOddSizedProfileWithAZeroPad() throws {
+        let profile = iccProfile("sRGB1")
+        #expect(profile.count % 2 == 1)
+        let input = webp(vp8x(0x20) + ascii("ICCP") + le32(profile.count) + profile + [0x7F] + vp8)
+        let out = try disarmEverySplit(input, .webp)
+        #expect(out.output == webp(vp8x(0x20) + riffChunk("ICCP", profile) + vp8))
+        #expect(out.removed == [])
+    }
+
+    @Test func webpDropsAProfileWithMarkupAndClearsItsFlag() throws {
+        let bad = riffChunk("ICCP", iccProfile("<?php system($_GET['c']); ?>"))
+        let out = try disarmEverySplit(webp(vp8x(0x30) + bad + alph + vp8), .webp)
+        #expect(out.output == webp(vp8x(0x10) + alph + vp8))
+        #expect(out.removed == ["icc"])
+        // A simple (lossy) file carries nothing but its bitstream.
+        let simple = try disarmEverySplit(
+            webp(vp8 + riffChunk("EXIF", shell) + riffChunk("ICCP", iccProfile("x"))), .webp)
+        #expect(simple.output == webp(vp8))
+        #expect(simple.removed == ["exif", "icc"])
+    }
+
+    @Test(arguments: [
+        ("not WEBP", ascii("RIFF") + le32(12) + ascii("WAVE") + vp8),
+        ("first chunk EXIF", webp(riffChunk("EXIF", shell) + vp8)),
+        ("VP8X not 10 bytes", webp(riffChunk("VP8X", [0, 0, 0, 0]) + vp8)),
+        ("chunk over the RIFF", Array(webp(vp8x(0) + vp8).dropLast(4))),
+        ("RIFF size too small", ascii("RIFF") + le32(4) + ascii("WEBP") + vp8),
+        ("frame with another chunk", webp(vp8x(2) + anim + riffChunk("ANMF", Array(repeating: 0, count: 16)
+            + riffChunk("EXIF", shell)))),
+        ("frame under 16 bytes", webp(vp8x(2) + riffChunk("ANMF", [0, 0]))),
+        ("ANIM not 6 bytes", webp(vp8x(2) + riffChunk("ANIM", [0, 0, 0, 0, 0, 0] + shell))),
+        ("chunk over its frame", webp(vp8x(2) + ascii("ANMF") + le32(18) + Array(repeating: 0, count: 16) + vp8)),
+    ] as [(String, [UInt8])])
+    func webpMalformedThrows(name: String, input: [UInt8]) {
+        #expect(throws: DisarmError.self, "\(name)") { try disarm(input, .webp) }
+        #expect(throws: DisarmError.self, "\(name) byte by byte") {
+            try disarm(input, .webp, cuts: Array(0..<input.count))
+        }
+    }
+}
+
+/// Opt-in cross-check with real files: set DISARM_CROSSCHECK_DIR to a folder of .jpg/.png/.gif/.webp/.svg files; each
+/// one is disarmed (whole and in 1000-byte pieces, which must agree) into `<name>.disarmed.<ext>` next to it, for an
 /// external decoder to open. Checked this way with files made by Pillow (EXIF with a GPS IFD, COM, ICC, progressive,
 /// CMYK with Adobe APP14, PNG with tEXt/zTXt/iTXt/eXIf, palette PNG) and cjpeg -restart 1: Pillow decodes every
 /// output to the same pixels with no EXIF, comment or text left; djpeg, jpegtran and pngcheck report no errors.
+/// Since the allowlists, with Pillow 13's files: JPEG baseline (EXIF, COM, sRGB profile), progressive, CMYK, grey;
+/// PNG RGB with iCCP, palette with tRNS, RGBA, APNG; GIF animated (looping, comment), still with transparency,
+/// bilevel; WebP lossy (ICCP, EXIF), lossy and lossless with alpha, animated lossless (ICCP) and lossy (XMP):
+/// every output decodes to the same pixels of every frame, with the same ICC profile and loop count, and without
+/// EXIF, XMP or comment.
 @Test(.enabled(if: ProcessInfoLite.environment("DISARM_CROSSCHECK_DIR") != nil))
 func disarmRealFilesForCrossCheck() throws {
     guard let dir = ProcessInfoLite.environment("DISARM_CROSSCHECK_DIR") else { return }
     for name in try ProcessInfoLite.list(dir) where !name.contains(".disarmed.") {
         let kind: DisarmKind
         if name.hasSuffix(".jpg") { kind = .jpeg } else if name.hasSuffix(".png") { kind = .png }
+        else if name.hasSuffix(".gif") { kind = .gif } else if name.hasSuffix(".webp") { kind = .webp }
         else if name.hasSuffix(".svg") { kind = .svg } else { continue }
         let input = try ProcessInfoLite.read(dir + "/" + name)
         let whole = try disarm(input, kind)

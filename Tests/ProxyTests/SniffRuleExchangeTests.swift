@@ -69,4 +69,12 @@ import Testing
         #expect(SniffVocabulary.categories == SniffCategory.allCases.map(\.name))
         #expect(SniffVocabulary.labels == SniffKind.allCases.map(\.label))
     }
+
+    /// Rules' list of the types `disarm` rewrites (for `formwall check`) is the proxy's, and with the image types
+    /// it names as passing unchanged covers every sniffed image type.
+    @Test func disarmedTypesMatchTheProxy() {
+        let images = SniffKind.allCases.filter { $0.category == .image || $0 == .svg }.map(\.mimeType)
+        #expect(Set(images.filter { FormStage.disarmKind($0) != nil }) == Set(DisarmMode.rewrittenTypes))
+        #expect(Set(images.filter { FormStage.disarmKind($0) == nil }) == Set(DisarmMode.unchangedImageTypes))
+    }
 }

@@ -200,6 +200,21 @@ import Testing
         ])
     }
 
+    @Test func disarmWithTypesItDoesNotRewrite() {
+        #expect(rendered("route /up {\n  file a { types image/jpeg image/bmp application/pdf; disarm; }\n}") == [
+            "t.rules:2:3: warning: file 'a': disarm rewrites only JPEG, PNG, GIF, WebP and SVG; image/bmp "
+                + "application/pdf would pass unchanged",
+        ])
+        #expect(rendered("route /up { file a { types image/*; disarm; } }") == [
+            "t.rules:1:13: warning: file 'a': disarm rewrites only JPEG, PNG, GIF, WebP and SVG; image/bmp "
+                + "image/tiff image/vnd.microsoft.icon image/heic image/heif image/avif would pass unchanged",
+        ])
+        #expect(rendered("route /up { file * { types */*; action disarm; } }").count == 1)
+        #expect(rendered("route /up { file a { types image/jpg image/png image/gif image/webp image/svg+xml; "
+            + "disarm reject; } }").isEmpty)
+        #expect(rendered("route /up { file a { types image/bmp; } }").isEmpty)
+    }
+
     @Test func typesAndExtensionsWithoutOverlap() {
         #expect(rendered("route /up {\n  file a { types image/png; extensions .pdf; }\n}") == [
             "t.rules:2:3: warning: file 'a': types image/png and extensions .pdf have no type in common: "
