@@ -36,10 +36,17 @@ enum ICCProfile {
         return !carriesMarkup(bytes)
     }
 
-    /// Whether `bytes` holds a PHP open tag or an active HTML tag anywhere (the sniffer's polyglot scan).
+    /// Whether `bytes` holds markup anywhere: a PHP open tag or an active HTML tag (the sniffer's polyglot scan),
+    /// or any server-side markup `deny-embedded-markup` refuses (ASP/JSP, ColdFusion, server-side includes;
+    /// `MarkupScanner`, with HTML counted as well, since a colour profile holds none).
     static func carriesMarkup(_ bytes: UnsafeRawBufferPointer) -> Bool {
         let tags = SniffClassifier(SniffBytes(bytes), complete: true).scanTags()
-        return tags.php || tags.html
+        if tags.php || tags.html { return true }
+        var scanner = MarkupScanner()
+        scanner.judgeHTML(true)
+        scanner.feed(bytes)
+        scanner.finish()
+        return scanner.finding != nil
     }
 
     /// Inflates a zlib stream (PNG iCCP) of at most `maximumSize` decoded bytes; nil when it is broken, does

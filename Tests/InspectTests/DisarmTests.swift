@@ -690,6 +690,11 @@ private let svgRewrites: [(String, String)] = [
         #expect(accepts(iccProfile("sRGB")))
         #expect(!accepts(iccProfile("<?php system($_GET['c']); ?>")))
         #expect(!accepts(iccProfile("<script>alert(1)</script>")))
+        // Server-side markup of the other platforms, as deny-embedded-markup refuses it.
+        #expect(!accepts(iccProfile("<% Response.Write(Request(\"c\")) %>")))
+        #expect(!accepts(iccProfile("<cfexecute name=\"c:\\cmd.exe\">")))
+        #expect(!accepts(iccProfile("<!--#exec cmd=\"id\" -->")))
+        #expect(!accepts(iccProfile("<jsp:scriptlet>Runtime.getRuntime()</jsp:scriptlet>")))
         var wrongSize = iccProfile("sRGB")
         wrongSize[3] &+= 1
         #expect(!accepts(wrongSize))
