@@ -522,6 +522,50 @@ final class ExchangeRig {
         return count
     }
 
+    /// The client's stream with each chunked response body replaced by its payload and, when it ended, its last
+    /// chunk: what the client reads, whatever chunk sizes the relay chose (a close-delimited body is re-framed
+    /// chunked, a chunk per piece read from the upstream). The rest of the stream after a head that does not
+    /// parse is kept as it is.
+    static func responsesDechunked(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        var at = 0
+        while at < bytes.count {
+            var parser = HTTPResponseHeadParser()
+            let rest = Array(bytes[at...])
+            let parsed = rest.withUnsafeBytes { raw in
+                Result { () throws(HTTPParseError) in try parser.parse(raw, requestMethod: "POST") }
+            }
+            guard case .success(.complete(let head, let consumed)) = parsed else { break }
+            out += rest[..<consumed]
+            at += consumed
+            guard head.framing == .chunked, !head.isInformational else {
+                if case .contentLength(let n) = head.framing {
+                    let count = Int(min(n, UInt64(bytes.count - at)))
+                    out += bytes[at..<(at + count)]
+                    at += count
+                    continue
+                }
+                if head.framing == .closeDelimited { break }
+                continue
+            }
+            var decoder = ChunkedDecoder()
+            var offset = 0
+            var ended = false
+            let body = Array(bytes[at...])
+            body.withUnsafeBytes { raw in
+                while !ended, let event = try? decoder.decode(raw, from: &offset) {
+                    switch event {
+                    case .data(let span): out.append(contentsOf: span)
+                    case .end: ended = true
+                    }
+                }
+            }
+            at += offset
+            if ended { out += Array("<last chunk>".utf8) } else { return out }
+        }
+        return out + bytes[at...]
+    }
+
     /// Whether `bytes` hold a whole request: a head, then a chunked body up to its last chunk, or exactly the
     /// Content-Length's bytes (parsed, not guessed from a suffix: a chunk's data may end in "0\r\n\r\n").
     static func isCompleteRequest(_ bytes: [UInt8]) -> Bool {

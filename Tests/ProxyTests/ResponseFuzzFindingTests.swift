@@ -48,6 +48,31 @@ import Testing
         #expect(rig.records.first??.status == 502)
     }
 
+    /// A close-delimited body goes to an HTTP/1.1 client chunked, a chunk per piece read from the upstream, so the
+    /// client's bytes depend on the pieces and its payload must not: the harness compared the raw bytes and stopped
+    /// on the seed `HTTP/1.0 200 OK` + `close-delimited` in pieces of one byte (2026-12-07). It compares each
+    /// chunked body's payload (`ExchangeRig.responsesDechunked`).
+    @Test(arguments: [ExchangeRig.UpstreamScript.Then.stayOpen, .close, .reset])
+    func aCloseDelimitedBodyReachesTheClientAlikeWhateverItsPieces(then: ExchangeRig.UpstreamScript.Then) throws {
+        func play(_ pieces: Int?) throws -> ExchangeRig {
+            var script = ExchangeRig.UpstreamScript()
+            script.response = Array("HTTP/1.0 200 OK\r\n\r\nclose-delimited".utf8)
+            script.then = then
+            script.responsePiece = pieces
+            let rig = ExchangeRig(config: try ExchangeRig.fuzzConfiguration(), policy: nil, script: script)
+            rig.run(client: Array("GET /a HTTP/1.1\r\nHost: a\r\n\r\n".utf8))
+            #expect(rig.violations(judgingPooling: false) == [])
+            return rig
+        }
+        let whole = try play(nil), split = try play(1)
+        #expect(whole.recordSummary == split.recordSummary)
+        #expect(whole.clientReceived != split.clientReceived, "chunk sizes follow the pieces")
+        let payload = ExchangeRig.responsesDechunked(whole.clientReceived)
+        #expect(payload == ExchangeRig.responsesDechunked(split.clientReceived))
+        let text = String(decoding: payload, as: UTF8.self)
+        #expect(text.hasSuffix("\r\n\r\nclose-delimited" + (then == .close ? "<last chunk>" : "")), "\(text)")
+    }
+
     private static func play(_ length: String, pieces: Int) throws -> ExchangeRig {
         let config = try ExchangeRig.fuzzConfiguration()
         var script = ExchangeRig.UpstreamScript()
