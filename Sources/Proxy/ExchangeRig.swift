@@ -483,51 +483,19 @@ final class ExchangeRig {
         return problems
     }
 
-    /// The final (non-1xx) responses in the client's stream, parsed one after the other with their framing;
-    /// a truncated last response still counts once its head is complete.
-    static func finalStatusLines(in bytes: [UInt8]) -> Int {
-        var count = 0
-        var at = 0
-        while at < bytes.count {
-            var parser = HTTPResponseHeadParser()
-            let rest = Array(bytes[at...])
-            let parsed = rest.withUnsafeBytes { raw in
-                Result { () throws(HTTPParseError) in try parser.parse(raw, requestMethod: "POST") }
-            }
-            guard case .success(.complete(let head, let consumed)) = parsed else { return count }
-            at += consumed
-            if head.isInformational { continue }
-            count += 1
-            switch head.framing {
-            case .none: break
-            case .contentLength(let n):
-                // At most to the end of the stream: a declared length may be anything up to
-                // `HTTPHeaders.maxContentLength` (2^63 − 1), past Int's room once added to an offset.
-                at += Int(min(n, UInt64(bytes.count - at)))
-            case .closeDelimited: return count
-            case .chunked:
-                var decoder = ChunkedDecoder()
-                var offset = 0
-                var ended = false
-                let body = Array(bytes[min(at, bytes.count)...])
-                body.withUnsafeBytes { raw in
-                    while !ended, let event = try? decoder.decode(raw, from: &offset) {
-                        if case .end = event { ended = true }
-                    }
-                }
-                guard ended else { return count }
-                at += offset
-            }
-        }
-        return count
+    /// One response in the client's stream: its head, the bytes of the head, and its payload (de-chunked), with
+    /// whether the payload reached its framing's end.
+    struct RelayedResponse {
+        var head: HTTPResponseHead
+        var headBytes: ArraySlice<UInt8>
+        var payload: [UInt8]
+        var ended: Bool
     }
 
-    /// The client's stream with each chunked response body replaced by its payload and, when it ended, its last
-    /// chunk: what the client reads, whatever chunk sizes the relay chose (a close-delimited body is re-framed
-    /// chunked, a chunk per piece read from the upstream). The rest of the stream after a head that does not
-    /// parse is kept as it is.
-    static func responsesDechunked(_ bytes: [UInt8]) -> [UInt8] {
-        var out: [UInt8] = []
+    /// The responses in the client's stream, parsed one after the other with their framing, and the bytes after
+    /// the last head that parses. A response cut short (or close-delimited) is the last one, `ended` false.
+    static func relayedResponses(in bytes: [UInt8]) -> (responses: [RelayedResponse], rest: ArraySlice<UInt8>) {
+        var responses: [RelayedResponse] = []
         var at = 0
         while at < bytes.count {
             var parser = HTTPResponseHeadParser()
@@ -536,34 +504,65 @@ final class ExchangeRig {
                 Result { () throws(HTTPParseError) in try parser.parse(raw, requestMethod: "POST") }
             }
             guard case .success(.complete(let head, let consumed)) = parsed else { break }
-            out += rest[..<consumed]
+            var response = RelayedResponse(head: head, headBytes: bytes[at..<(at + consumed)], payload: [], ended: true)
             at += consumed
-            guard head.framing == .chunked, !head.isInformational else {
-                if case .contentLength(let n) = head.framing {
-                    let count = Int(min(n, UInt64(bytes.count - at)))
-                    out += bytes[at..<(at + count)]
-                    at += count
-                    continue
-                }
-                if head.framing == .closeDelimited { break }
-                continue
-            }
-            var decoder = ChunkedDecoder()
-            var offset = 0
-            var ended = false
-            let body = Array(bytes[at...])
-            body.withUnsafeBytes { raw in
-                while !ended, let event = try? decoder.decode(raw, from: &offset) {
-                    switch event {
-                    case .data(let span): out.append(contentsOf: span)
-                    case .end: ended = true
+            switch head.isInformational ? .none : head.framing {
+            case .none:
+                break
+            case .contentLength(let n):
+                // At most to the end of the stream: a declared length may be anything up to
+                // `HTTPHeaders.maxContentLength` (2^63 − 1), past Int's room once added to an offset.
+                let count = Int(min(n, UInt64(bytes.count - at)))
+                response.payload = Array(bytes[at..<(at + count)])
+                response.ended = UInt64(count) == n
+                at += count
+            case .closeDelimited:
+                response.payload = Array(bytes[at...])
+                response.ended = false
+                at = bytes.count
+            case .chunked:
+                var decoder = ChunkedDecoder()
+                var offset = 0
+                var ended = false
+                var payload: [UInt8] = []
+                let body = Array(bytes[at...])
+                body.withUnsafeBytes { raw in
+                    while !ended, let event = try? decoder.decode(raw, from: &offset) {
+                        switch event {
+                        case .data(let span): payload.append(contentsOf: span)
+                        case .end: ended = true
+                        }
                     }
                 }
+                response.payload = payload
+                response.ended = ended
+                at += offset
             }
-            at += offset
-            if ended { out += Array("<last chunk>".utf8) } else { return out }
+            responses.append(response)
+            if !response.ended { return (responses, bytes[at...]) }
         }
-        return out + bytes[at...]
+        return (responses, bytes[at...])
+    }
+
+    /// The final (non-1xx) responses in the client's stream, parsed one after the other with their framing;
+    /// a truncated last response still counts once its head is complete.
+    static func finalStatusLines(in bytes: [UInt8]) -> Int {
+        relayedResponses(in: bytes).responses.filter { !$0.head.isInformational }.count
+    }
+
+    /// The client's stream with each chunked response body replaced by its payload and, when it ended, the marker
+    /// `<last chunk>`: what the client reads, whatever chunk sizes the relay chose (a close-delimited body is
+    /// re-framed chunked, a chunk per piece read from the upstream). Other bodies, and the bytes after the last
+    /// head that parses, are kept as they are.
+    static func responsesDechunked(_ bytes: [UInt8]) -> [UInt8] {
+        let (responses, rest) = relayedResponses(in: bytes)
+        var out: [UInt8] = []
+        for r in responses {
+            out += r.headBytes
+            out += r.payload
+            if r.head.framing == .chunked && !r.head.isInformational && r.ended { out += Array("<last chunk>".utf8) }
+        }
+        return out + rest
     }
 
     /// Whether `bytes` hold a whole request: a head, then a chunked body up to its last chunk, or exactly the

@@ -25,33 +25,12 @@ private func run(client version: String, then: ExchangeRig.UpstreamScript.Then, 
     return rig
 }
 
-/// The response head and the body after it, de-chunked when it is chunked; `ended` says whether the body
-/// reached its framing's end (the last chunk, for chunked).
+/// The first response in the client's stream: its head, its payload (de-chunked) and whether the payload reached
+/// its framing's end (the last chunk, for chunked; never, for close-delimited).
 private func response(_ bytes: [UInt8]) throws -> (head: HTTPResponseHead, body: [UInt8], ended: Bool) {
-    var parser = HTTPResponseHeadParser()
-    let parsed = try bytes.withUnsafeBytes { raw in try parser.parse(raw, requestMethod: "GET") }
-    guard case .complete(let head, let consumed) = parsed else {
-        Issue.record("no complete response head")
-        throw CutResponseTestError.noHead
-    }
-    let rest = Array(bytes[consumed...])
-    guard head.framing == .chunked else { return (head, rest, false) }
-    var decoder = ChunkedDecoder()
-    var offset = 0
-    var body: [UInt8] = []
-    var ended = false
-    rest.withUnsafeBytes { raw in
-        while !ended, let event = try? decoder.decode(raw, from: &offset) {
-            switch event {
-            case .data(let span): body.append(contentsOf: span)
-            case .end: ended = true
-            }
-        }
-    }
-    return (head, body, ended)
+    let first = try #require(ExchangeRig.relayedResponses(in: bytes).responses.first, "no complete response head")
+    return (first.head, first.payload, first.ended)
 }
-
-private enum CutResponseTestError: Error { case noHead }
 
 @Suite struct CutResponseTests {
     @Test(arguments: [nil, 1, 4096])
