@@ -209,16 +209,24 @@ int cl_memory_file(const char *name) {
     return (int)syscall(SYS_memfd_create, name, 1U /* MFD_CLOEXEC */);
 }
 
-int cl_unix_datagram_send(const char *path, const void *bytes, size_t length) {
-    struct sockaddr_un address;
+/* Fills `address` with the socket path `path`; 0 on success, -1 (errno set to `error`) when it is empty or does
+ * not fit. */
+static int unix_address(const char *path, struct sockaddr_un *address, int error) {
     size_t size = strlen(path);
-    if (size == 0 || size >= sizeof address.sun_path) {
-        errno = EINVAL;
+    if (size == 0 || size >= sizeof address->sun_path) {
+        errno = error;
         return -1;
     }
-    memset(&address, 0, sizeof address);
-    address.sun_family = AF_UNIX;
-    memcpy(address.sun_path, path, size);
+    memset(address, 0, sizeof *address);
+    address->sun_family = AF_UNIX;
+    memcpy(address->sun_path, path, size);
+    return 0;
+}
+
+int cl_unix_datagram_send(const char *path, const void *bytes, size_t length) {
+    struct sockaddr_un address;
+    if (unix_address(path, &address, EINVAL) != 0) return -1;
+    size_t size = strlen(path);
     if (path[0] == '@') address.sun_path[0] = 0;
     socklen_t addressLength = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + size + (path[0] == '@' ? 0 : 1));
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -235,15 +243,8 @@ int cl_unix_datagram_send(const char *path, const void *bytes, size_t length) {
 
 int cl_unix_connect(const char *path, int *in_progress) {
     struct sockaddr_un address;
-    size_t length = strlen(path);
     *in_progress = 0;
-    if (length == 0 || length >= sizeof address.sun_path) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memset(&address, 0, sizeof address);
-    address.sun_family = AF_UNIX;
-    memcpy(address.sun_path, path, length);
+    if (unix_address(path, &address, ENAMETOOLONG) != 0) return -1;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return -1;
     if (connect(fd, (struct sockaddr *)&address, sizeof address) == 0) return fd;
